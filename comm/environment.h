@@ -1,0 +1,54 @@
+// Translates the environment of the engines users already run — torchrun,
+// Slurm's srun, Open MPI's mpirun — into the coordinates a process needs to
+// join a Strata world. This (and the launcher) is the only code that reads
+// environment variables; libraries take `RendezvousInfo` or options structs.
+#ifndef STRATA_COMM_ENVIRONMENT_H_
+#define STRATA_COMM_ENVIRONMENT_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace strata::comm {
+
+// Where this process sits in the world and how to reach the rendezvous store.
+struct RendezvousInfo {
+  // Which engine's variables were used: "torchrun", "slurm", "openmpi", or
+  // "single-process" when none is set.
+  std::string source = "single-process";
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  // Host of the c10d TCPStore, served by rank 0.
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Network interface for Gloo's transport (GLOO_SOCKET_IFNAME); empty means
+  // "the address this host resolves to" (or loopback for a local master).
+  std::string gloo_interface;
+};
+
+// Looks up one environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// The real process environment.
+EnvLookup ProcessEnv();
+
+// Reads the rendezvous coordinates. Precedence: torchrun's variables (RANK and
+// WORLD_SIZE), then Slurm's (SLURM_PROCID), then Open MPI's
+// (OMPI_COMM_WORLD_RANK); with none set, a single-process world.
+//
+// Missing, malformed or contradictory variables give InvalidArgument naming
+// the variable, its value and what was expected.
+absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv(const EnvLookup& env);
+
+// The first host of a Slurm node list in its compressed form, e.g.
+// "gpu[03-05,9],cpu1" -> "gpu03".
+absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist);
+
+}  // namespace strata::comm
+
+#endif  // STRATA_COMM_ENVIRONMENT_H_

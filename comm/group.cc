@@ -1,0 +1,825 @@
+#include "comm/group.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <c10/core/ScalarType.h>
+#include <glog/logging.h>
+#include <gloo/rendezvous/context.h>
+
+#include <deque>
+#include <functional>
+#include <numeric>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "base/status.h"
+#include "comm/ring.h"
+
+namespace strata::comm {
+namespace {
+
+using internal::RingReduction;
+
+enum class OpKind : int64_t {
+  kAllReduce = 1,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kBarrier,
+  kSplit,
+};
+
+absl::string_view OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return "all_reduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllGather:
+      return "all_gather";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kSplit:
+      return "split";
+  }
+  return "unknown";
+}
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+c10d::ReduceOp ToC10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+RingReduction ToRing(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return RingReduction::kSum;
+    case ReduceOp::kMax:
+      return RingReduction::kMax;
+    case ReduceOp::kMin:
+      return RingReduction::kMin;
+  }
+  return RingReduction::kSum;
+}
+
+const char kBrokenMessage[] =
+    "the group is unusable because an earlier collective on it failed (see "
+    "the first error on this rank); ranks cannot resynchronise after a "
+    "failure, so restart the job (from the last checkpoint)";
+
+// A Work that is already finished.
+class DoneWork final : public Work {
+ public:
+  explicit DoneWork(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+// A collective run by c10d's ProcessGroupGloo.
+class C10dWork final : public Work {
+ public:
+  C10dWork(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> tensors,
+           std::string description, std::function<void()> finish,
+           std::shared_ptr<std::atomic<bool>> broken)
+      : work_(std::move(work)),
+        tensors_(std::move(tensors)),
+        description_(std::move(description)),
+        finish_(std::move(finish)),
+        broken_(std::move(broken)) {}
+
+  absl::Status Wait() override {
+    absl::MutexLock lock(&mu_);
+    if (waited_) return status_;
+    waited_ = true;
+    status_ = StatusFromCall(description_, [&] {
+      work_->wait();
+      if (finish_) finish_();
+    });
+    if (!status_.ok()) {
+      broken_->store(true);
+      LOG(ERROR) << status_.message();
+    }
+    work_.reset();
+    tensors_.clear();
+    return status_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<at::Tensor> tensors_;  // Kept alive until the work finished.
+  std::string description_;
+  std::function<void()> finish_;
+  std::shared_ptr<std::atomic<bool>> broken_;
+  bool waited_ = false;
+  absl::Status status_;
+};
+
+// A collective run on the group's worker thread.
+class TaskWork final : public Work {
+ public:
+  struct State {
+    absl::Notification done;
+    absl::Status status;
+  };
+  explicit TaskWork(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  absl::Status Wait() override {
+    state_->done.WaitForNotification();
+    return state_->status;
+  }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+absl::Status CheckTensor(const at::Tensor& t, absl::string_view role) {
+  if (!t.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " tensor is undefined"));
+  }
+  if (!t.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        role,
+        " tensor is not contiguous; collectives work on contiguous "
+        "memory (call .contiguous() first)"));
+  }
+  if (!t.device().is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " tensor is on ", t.device().str(),
+                     "; this group's Gloo backend works on CPU tensors"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReducible(const at::Tensor& t, ReduceOp op) {
+  if (op == ReduceOp::kAverage && !at::isFloatingType(t.scalar_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("average needs a floating dtype, got ",
+                     c10::toString(t.scalar_type())));
+  }
+  if (t.scalar_type() == at::kBool) {
+    return absl::InvalidArgumentError("cannot reduce a Bool tensor");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCounts(absl::Span<const int64_t> counts, int world_size) {
+  if (static_cast<int>(counts.size()) != world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("counts has %d entries; expected one per rank (%d)",
+                        counts.size(), world_size));
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("counts[%d] = %d is negative", i, counts[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// FNV-1a over the counts: the same on every process (absl::Hash is salted).
+int64_t CountsHash(absl::Span<const int64_t> counts) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t c : counts) {
+    h ^= static_cast<uint64_t>(c);
+    h *= 1099511628211ull;
+  }
+  return static_cast<int64_t>(h >> 1);
+}
+
+}  // namespace
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateGroupOptions(const GroupOptions& options) {
+  if (options.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GroupOptions.world_size must be >= 1, got %d", options.world_size));
+  }
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("GroupOptions.rank must be in [0, %d), got %d",
+                        options.world_size, options.rank));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GroupOptions.timeout must be positive, got ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  if (options.ring_segment_bytes < 1024) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GroupOptions.ring_segment_bytes must be >= 1024, got %d",
+        options.ring_segment_bytes));
+  }
+  if (options.num_gloo_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("GroupOptions.num_gloo_threads must be >= 1, got %d",
+                        options.num_gloo_threads));
+  }
+  if (options.name.empty()) {
+    return absl::InvalidArgumentError("GroupOptions.name must not be empty");
+  }
+  return absl::OkStatus();
+}
+
+// Runs posted closures one at a time in posting order.
+class Group::Worker {
+ public:
+  Worker() : thread_([this] { Run(); }) {}
+  ~Worker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+  void Post(std::function<void()> fn) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(fn));
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      std::function<void()> fn;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](Worker* w) { return w->stopping_ || !w->queue_.empty(); },
+            this));
+        if (queue_.empty()) return;  // Stopping and drained.
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// What a rank is about to do; compared across ranks by check_collectives.
+struct Group::Descriptor {
+  OpKind kind;
+  at::ScalarType dtype = at::kFloat;
+  int64_t input_numel = 0;
+  int64_t output_numel = 0;
+  int64_t root = -1;  // Broadcast root, reduce op, or split color.
+  int64_t counts_hash = 0;
+
+  static constexpr int kFields = 7;  // The above plus "locally valid".
+
+  std::string ToString() const {
+    std::string s =
+        absl::StrFormat("%s(%s", OpKindName(kind), c10::toString(dtype));
+    absl::StrAppendFormat(&s, ", %d -> %d elements", input_numel, output_numel);
+    if (root >= 0) absl::StrAppendFormat(&s, ", root/op %d", root);
+    if (counts_hash != 0)
+      absl::StrAppendFormat(&s, ", counts #%x", counts_hash);
+    return s + ")";
+  }
+};
+
+Group::Group(c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options)
+    : options_(options),
+      store_(std::move(store)),
+      worker_(std::make_unique<Worker>()),
+      broken_(std::make_shared<std::atomic<bool>>(false)) {}
+
+Group::~Group() {
+  // Drains queued collectives (they fail fast if the group is broken) before
+  // the Gloo context they use goes away.
+  worker_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<Group>> Group::Create(
+    c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options) {
+  STRATA_RETURN_IF_ERROR(ValidateGroupOptions(options));
+  if (!store) return absl::InvalidArgumentError("Group::Create: store is null");
+  std::shared_ptr<gloo::transport::Device> device;
+  absl::Status status = StatusFromCall(
+      absl::StrCat("creating the Gloo transport device (",
+                   options.interface.empty()
+                       ? absl::StrCat("host '", options.hostname, "'")
+                       : absl::StrCat("interface '", options.interface, "'"),
+                   ")"),
+      [&] {
+        if (!options.interface.empty()) {
+          device = c10d::ProcessGroupGloo::createDeviceForInterface(
+              options.interface);
+        } else if (!options.hostname.empty()) {
+          device =
+              c10d::ProcessGroupGloo::createDeviceForHostname(options.hostname);
+        } else {
+          device = c10d::ProcessGroupGloo::createDefaultDevice();
+        }
+      });
+  STRATA_RETURN_IF_ERROR(status);
+  store->setTimeout(ToChrono(options.timeout));
+  std::unique_ptr<Group> group(new Group(std::move(store), options));
+  STRATA_RETURN_IF_ERROR(group->Connect(std::move(device)));
+  return group;
+}
+
+absl::Status Group::Connect(std::shared_ptr<gloo::transport::Device> device) {
+  device_ = std::move(device);
+  const std::string context =
+      absl::StrFormat("forming group '%s' (rank %d of %d, timeout %s)",
+                      options_.name, options_.rank, options_.world_size,
+                      absl::FormatDuration(options_.timeout));
+  absl::Status status = StatusFromCall(context, [&] {
+    auto pg_options =
+        c10d::ProcessGroupGloo::Options::create(ToChrono(options_.timeout));
+    pg_options->devices.push_back(device_);
+    pg_options->threads = options_.num_gloo_threads;
+    process_group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>(options_.name + "/pg", store_),
+        options_.rank, options_.world_size, pg_options);
+
+    auto ring_context = std::make_shared<gloo::rendezvous::Context>(
+        options_.rank, options_.world_size);
+    ring_context->setTimeout(ToChrono(options_.timeout));
+    c10d::ProcessGroupGloo::GlooStore ring_store(
+        c10::make_intrusive<c10d::PrefixStore>(options_.name + "/ring",
+                                               store_));
+    ring_context->connectFullMesh(ring_store, device_);
+    context_ = std::move(ring_context);
+  });
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        status.message(),
+        ". Likely causes: a rank did not start or crashed before joining, "
+        "ranks disagree on the world size, or they use different "
+        "MASTER_ADDR/MASTER_PORT values"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Group::Describe(absl::string_view op, const at::Tensor& tensor,
+                            absl::string_view detail) const {
+  std::string what(op);
+  if (!detail.empty()) absl::StrAppend(&what, "(", detail, ")");
+  if (tensor.defined()) {
+    absl::StrAppendFormat(&what, " of %d x %s", tensor.numel(),
+                          c10::toString(tensor.scalar_type()));
+  }
+  return absl::StrFormat("%s on group '%s' (rank %d of %d)", what,
+                         options_.name, options_.rank, options_.world_size);
+}
+
+absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
+  ++num_calls_;
+  if (broken_->load()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("group '%s' (rank %d of %d): %s", options_.name,
+                        options_.rank, options_.world_size, kBrokenMessage));
+  }
+  if (!options_.check_collectives) return local;
+
+  // Every rank contributes its descriptor, valid or not, so that one rank's
+  // bad arguments fail all ranks now instead of hanging the others.
+  at::Tensor mine = at::empty({Descriptor::kFields}, at::kLong);
+  int64_t* m = mine.data_ptr<int64_t>();
+  m[0] = static_cast<int64_t>(descriptor.kind);
+  m[1] = static_cast<int64_t>(descriptor.dtype);
+  m[2] = descriptor.input_numel;
+  m[3] = descriptor.output_numel;
+  m[4] = descriptor.root;
+  m[5] = descriptor.counts_hash;
+  m[6] = local.ok() ? 1 : 0;
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < options_.world_size; ++i) {
+    outputs[0].push_back(at::empty({Descriptor::kFields}, at::kLong));
+  }
+  std::vector<at::Tensor> inputs = {mine};
+  absl::Status exchanged = StatusFromCall(
+      absl::StrFormat("check_collectives: exchanging call #%d (%s) on group "
+                      "'%s' (rank %d of %d)",
+                      num_calls_, descriptor.ToString(), options_.name,
+                      options_.rank, options_.world_size),
+      [&] { process_group_->allgather(outputs, inputs)->wait(); });
+  if (!exchanged.ok()) {
+    broken_->store(true);
+    return exchanged;
+  }
+  if (!local.ok()) return local;
+  std::vector<std::string> differences;
+  for (int r = 0; r < options_.world_size; ++r) {
+    const int64_t* d = outputs[0][r].data_ptr<int64_t>();
+    if (d[6] == 0) {
+      differences.push_back(
+          absl::StrFormat("rank %d passed invalid arguments (see its log)", r));
+      continue;
+    }
+    Descriptor theirs{static_cast<OpKind>(d[0]),
+                      static_cast<at::ScalarType>(d[1]),
+                      d[2],
+                      d[3],
+                      d[4],
+                      d[5]};
+    // Counts may legitimately differ per rank for the V variants only in the
+    // local block; the hash covers the whole list, which must agree.
+    if (theirs.ToString() != descriptor.ToString()) {
+      differences.push_back(
+          absl::StrFormat("rank %d calls %s", r, theirs.ToString()));
+    }
+  }
+  if (!differences.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "collective mismatch at call #%d on group '%s': rank %d calls %s, "
+        "but %s. Every rank must call the same collectives in the same order "
+        "with the same sizes and dtypes",
+        num_calls_, options_.name, options_.rank, descriptor.ToString(),
+        absl::StrJoin(differences, "; ")));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Work> Group::Failed(absl::Status status) {
+  return std::make_unique<DoneWork>(std::move(status));
+}
+
+std::unique_ptr<Work> Group::Enqueue(std::string description,
+                                     std::function<void()> body) {
+  auto state = std::make_shared<TaskWork::State>();
+  worker_->Post([state, description = std::move(description),
+                 body = std::move(body), broken = broken_]() {
+    if (broken->load()) {
+      state->status = absl::FailedPreconditionError(
+          absl::StrCat(description, ": ", kBrokenMessage));
+    } else {
+      state->status = StatusFromCall(description, body);
+      if (!state->status.ok()) {
+        broken->store(true);
+        LOG(ERROR) << state->status.message();
+      }
+    }
+    state->done.Notify();
+  });
+  return std::make_unique<TaskWork>(std::move(state));
+}
+
+// --- All-reduce ------------------------------------------------------------
+
+absl::Status Group::AllReduce(at::Tensor& tensor, ReduceOp op) {
+  return AllReduceAsync(tensor, op)->Wait();
+}
+
+std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
+  const std::string description =
+      Describe("all_reduce", tensor, ReduceOpName(op));
+  absl::Status local = CheckTensor(tensor, "all_reduce");
+  if (local.ok()) local = CheckReducible(tensor, op);
+  local = Annotate(local, description);
+  Descriptor descriptor{
+      OpKind::kAllReduce, tensor.defined() ? tensor.scalar_type() : at::kFloat,
+      tensor.defined() ? tensor.numel() : 0,
+      tensor.defined() ? tensor.numel() : 0, static_cast<int64_t>(op)};
+  if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  if (tensor.scalar_type() == at::kBFloat16) {
+    // c10d's Gloo all-reduce has no bf16 kernel in 1.13: reduce-scatter then
+    // all-gather on the ring, which moves the same bytes as Gloo's own ring.
+    const int n = size();
+    std::vector<int64_t> counts(n, tensor.numel() / n);
+    for (int64_t i = 0; i < tensor.numel() % n; ++i) ++counts[i];
+    const uint32_t tag = next_tag_;
+    next_tag_ += 2;
+    return Enqueue(description, [this, tensor, op, counts, tag] {
+      at::Tensor flat = tensor.view({-1});
+      at::Tensor block = at::empty({counts[rank()]}, tensor.options());
+      internal::RingReduceScatter(*context_, flat, block, counts, ToRing(op),
+                                  options_.ring_segment_bytes, tag,
+                                  ToChrono(options_.timeout));
+      if (op == ReduceOp::kAverage) block.div_(size());
+      internal::RingAllGather(*context_, block, flat, counts, tag + 1,
+                              ToChrono(options_.timeout));
+    });
+  }
+  std::vector<at::Tensor> tensors = {tensor};
+  c10d::AllreduceOptions c10d_options;
+  c10d_options.reduceOp = ToC10d(op);
+  c10::intrusive_ptr<c10d::Work> work;
+  absl::Status started = StatusFromCall(description, [&] {
+    work = process_group_->allreduce(tensors, c10d_options);
+  });
+  if (!started.ok()) {
+    broken_->store(true);
+    return Failed(started);
+  }
+  std::function<void()> finish;
+  if (op == ReduceOp::kAverage) {
+    finish = [tensor, n = size()]() mutable { tensor.div_(n); };
+  }
+  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
+                                    description, std::move(finish), broken_);
+}
+
+// --- Broadcast -------------------------------------------------------------
+
+absl::Status Group::Broadcast(at::Tensor& tensor, int root) {
+  return BroadcastAsync(tensor, root)->Wait();
+}
+
+std::unique_ptr<Work> Group::BroadcastAsync(at::Tensor& tensor, int root) {
+  const std::string description =
+      Describe("broadcast", tensor, absl::StrCat("root ", root));
+  absl::Status local = CheckTensor(tensor, "broadcast");
+  if (local.ok() && (root < 0 || root >= size())) {
+    local = absl::InvalidArgumentError(absl::StrFormat(
+        "root %d is not a rank of the group (size %d)", root, size()));
+  }
+  local = Annotate(local, description);
+  Descriptor descriptor{OpKind::kBroadcast,
+                        tensor.defined() ? tensor.scalar_type() : at::kFloat,
+                        tensor.defined() ? tensor.numel() : 0,
+                        tensor.defined() ? tensor.numel() : 0, root};
+  if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  // Broadcast only moves bytes; c10d's Gloo backend has no bf16 kernel in
+  // 1.13, so bf16 goes through as fp16 bits (a view of the same memory).
+  std::vector<at::Tensor> tensors = {
+      tensor.scalar_type() == at::kBFloat16 ? tensor.view(at::kHalf) : tensor};
+  c10d::BroadcastOptions c10d_options;
+  c10d_options.rootRank = root;
+  c10::intrusive_ptr<c10d::Work> work;
+  absl::Status started = StatusFromCall(description, [&] {
+    work = process_group_->broadcast(tensors, c10d_options);
+  });
+  if (!started.ok()) {
+    broken_->store(true);
+    return Failed(started);
+  }
+  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
+                                    description, nullptr, broken_);
+}
+
+// --- All-gather --------------------------------------------------------------
+
+absl::Status Group::AllGather(const at::Tensor& input, at::Tensor& output) {
+  return AllGatherAsync(input, output)->Wait();
+}
+
+std::unique_ptr<Work> Group::AllGatherAsync(const at::Tensor& input,
+                                            at::Tensor& output) {
+  std::vector<int64_t> counts(size(), input.defined() ? input.numel() : 0);
+  return AllGatherVAsync(input, output, counts);
+}
+
+absl::Status Group::AllGatherV(const at::Tensor& input, at::Tensor& output,
+                               absl::Span<const int64_t> counts) {
+  return AllGatherVAsync(input, output, counts)->Wait();
+}
+
+std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
+                                             at::Tensor& output,
+                                             absl::Span<const int64_t> counts) {
+  const std::string description = Describe("all_gather", input);
+  absl::Status local = CheckTensor(input, "all_gather input");
+  if (local.ok()) local = CheckTensor(output, "all_gather output");
+  if (local.ok()) local = CheckCounts(counts, size());
+  const int64_t total =
+      std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  if (local.ok() && input.scalar_type() != output.scalar_type()) {
+    local = absl::InvalidArgumentError(absl::StrCat(
+        "input dtype ", c10::toString(input.scalar_type()),
+        " differs from output dtype ", c10::toString(output.scalar_type())));
+  }
+  if (local.ok() && input.numel() != counts[rank()]) {
+    local = absl::InvalidArgumentError(
+        absl::StrFormat("input has %d elements but counts[%d] = %d",
+                        input.numel(), rank(), counts[rank()]));
+  }
+  if (local.ok() && output.numel() != total) {
+    local = absl::InvalidArgumentError(absl::StrFormat(
+        "output has %d elements; expected the sum of counts, %d",
+        output.numel(), total));
+  }
+  local = Annotate(local, description);
+  Descriptor descriptor{OpKind::kAllGather,
+                        input.defined() ? input.scalar_type() : at::kFloat,
+                        total,
+                        total,
+                        -1,
+                        CountsHash(counts)};
+  if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  const uint32_t tag = next_tag_++;
+  return Enqueue(description,
+                 [this, input, output,
+                  counts = std::vector<int64_t>(counts.begin(), counts.end()),
+                  tag]() mutable {
+                   internal::RingAllGather(*context_, input, output, counts,
+                                           tag, ToChrono(options_.timeout));
+                 });
+}
+
+// --- Reduce-scatter ----------------------------------------------------------
+
+absl::Status Group::ReduceScatter(const at::Tensor& input, at::Tensor& output,
+                                  ReduceOp op) {
+  return ReduceScatterAsync(input, output, op)->Wait();
+}
+
+std::unique_ptr<Work> Group::ReduceScatterAsync(const at::Tensor& input,
+                                                at::Tensor& output,
+                                                ReduceOp op) {
+  std::vector<int64_t> counts(size(), output.defined() ? output.numel() : 0);
+  return ReduceScatterVAsync(input, output, counts, op);
+}
+
+absl::Status Group::ReduceScatterV(const at::Tensor& input, at::Tensor& output,
+                                   absl::Span<const int64_t> counts,
+                                   ReduceOp op) {
+  return ReduceScatterVAsync(input, output, counts, op)->Wait();
+}
+
+std::unique_ptr<Work> Group::ReduceScatterVAsync(
+    const at::Tensor& input, at::Tensor& output,
+    absl::Span<const int64_t> counts, ReduceOp op) {
+  const std::string description =
+      Describe("reduce_scatter", input, ReduceOpName(op));
+  absl::Status local = CheckTensor(input, "reduce_scatter input");
+  if (local.ok()) local = CheckTensor(output, "reduce_scatter output");
+  if (local.ok()) local = CheckReducible(input, op);
+  if (local.ok()) local = CheckCounts(counts, size());
+  const int64_t total =
+      std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  if (local.ok() && input.scalar_type() != output.scalar_type()) {
+    local = absl::InvalidArgumentError(absl::StrCat(
+        "input dtype ", c10::toString(input.scalar_type()),
+        " differs from output dtype ", c10::toString(output.scalar_type())));
+  }
+  if (local.ok() && input.numel() != total) {
+    local = absl::InvalidArgumentError(absl::StrFormat(
+        "input has %d elements; expected the sum of counts, %d (for the even "
+        "form: size() x output elements)",
+        input.numel(), total));
+  }
+  if (local.ok() && output.numel() != counts[rank()]) {
+    local = absl::InvalidArgumentError(
+        absl::StrFormat("output has %d elements but counts[%d] = %d",
+                        output.numel(), rank(), counts[rank()]));
+  }
+  local = Annotate(local, description);
+  Descriptor descriptor{OpKind::kReduceScatter,
+                        input.defined() ? input.scalar_type() : at::kFloat,
+                        total,
+                        total,
+                        static_cast<int64_t>(op),
+                        CountsHash(counts)};
+  if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  const uint32_t tag = next_tag_++;
+  return Enqueue(
+      description, [this, input, output, op,
+                    counts = std::vector<int64_t>(counts.begin(), counts.end()),
+                    tag]() mutable {
+        internal::RingReduceScatter(*context_, input, output, counts,
+                                    ToRing(op), options_.ring_segment_bytes,
+                                    tag, ToChrono(options_.timeout));
+        if (op == ReduceOp::kAverage) output.div_(size());
+      });
+}
+
+// --- Barrier, send/recv
+// --------------------------------------------------------
+
+absl::Status Group::Barrier() {
+  const std::string description = Describe("barrier", at::Tensor());
+  if (absl::Status s = Precheck(Descriptor{OpKind::kBarrier}, absl::OkStatus());
+      !s.ok()) {
+    return s;
+  }
+  absl::Status status =
+      StatusFromCall(description, [&] { process_group_->barrier()->wait(); });
+  if (!status.ok()) broken_->store(true);
+  return status;
+}
+
+absl::Status Group::Send(const at::Tensor& tensor, int dst_rank, int tag) {
+  return SendAsync(tensor, dst_rank, tag)->Wait();
+}
+
+std::unique_ptr<Work> Group::SendAsync(const at::Tensor& tensor, int dst_rank,
+                                       int tag) {
+  const std::string description = Describe(
+      "send", tensor, absl::StrFormat("to rank %d, tag %d", dst_rank, tag));
+  absl::Status local = CheckTensor(tensor, "send");
+  if (local.ok() &&
+      (dst_rank < 0 || dst_rank >= size() || dst_rank == rank())) {
+    local = absl::InvalidArgumentError(absl::StrFormat(
+        "destination rank %d is not another rank of the group (size %d)",
+        dst_rank, size()));
+  }
+  if (!local.ok()) return Failed(Annotate(local, description));
+  if (broken_->load()) {
+    return Failed(absl::FailedPreconditionError(
+        absl::StrCat(description, ": ", kBrokenMessage)));
+  }
+  std::vector<at::Tensor> tensors = {tensor};
+  c10::intrusive_ptr<c10d::Work> work;
+  absl::Status started = StatusFromCall(description, [&] {
+    work = process_group_->send(tensors, dst_rank, tag);
+  });
+  if (!started.ok()) return Failed(started);
+  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
+                                    description, nullptr, broken_);
+}
+
+absl::Status Group::Recv(at::Tensor& tensor, int src_rank, int tag) {
+  return RecvAsync(tensor, src_rank, tag)->Wait();
+}
+
+std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
+                                       int tag) {
+  const std::string description = Describe(
+      "recv", tensor, absl::StrFormat("from rank %d, tag %d", src_rank, tag));
+  absl::Status local = CheckTensor(tensor, "recv");
+  if (local.ok() &&
+      (src_rank < 0 || src_rank >= size() || src_rank == rank())) {
+    local = absl::InvalidArgumentError(absl::StrFormat(
+        "source rank %d is not another rank of the group (size %d)", src_rank,
+        size()));
+  }
+  if (!local.ok()) return Failed(Annotate(local, description));
+  if (broken_->load()) {
+    return Failed(absl::FailedPreconditionError(
+        absl::StrCat(description, ": ", kBrokenMessage)));
+  }
+  std::vector<at::Tensor> tensors = {tensor};
+  c10::intrusive_ptr<c10d::Work> work;
+  absl::Status started = StatusFromCall(description, [&] {
+    work = process_group_->recv(tensors, src_rank, tag);
+  });
+  if (!started.ok()) return Failed(started);
+  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
+                                    description, nullptr, broken_);
+}
+
+// --- Split
+// ---------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Group>> Group::Split(int color,
+                                                    absl::string_view suffix) {
+  if (color < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Split on group '%s': color must be >= 0, got %d",
+                        options_.name, color));
+  }
+  at::Tensor mine = at::full({1}, static_cast<int64_t>(color), at::kLong);
+  at::Tensor colors = at::empty({size()}, at::kLong);
+  STRATA_RETURN_IF_ERROR(AllGather(mine, colors));
+  GroupOptions sub = options_;
+  sub.world_size = 0;
+  for (int r = 0; r < size(); ++r) {
+    if (colors[r].item<int64_t>() != color) continue;
+    if (r == rank()) sub.rank = sub.world_size;
+    ++sub.world_size;
+  }
+  sub.name = absl::StrCat(options_.name, "/", suffix, color);
+  const int split_index = num_splits_++;
+  auto store = c10::make_intrusive<c10d::PrefixStore>(
+      absl::StrCat(options_.name, "/split", split_index), store_);
+  std::unique_ptr<Group> group(new Group(std::move(store), sub));
+  STRATA_RETURN_IF_ERROR(group->Connect(device_));
+  return group;
+}
+
+}  // namespace strata::comm

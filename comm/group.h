@@ -1,0 +1,215 @@
+// comm::Group: the process group the rest of Strata uses.
+//
+// A Group is a set of ranks that run collectives together over tensors. On
+// CPU it is backed by c10d's ProcessGroupGloo (all-reduce, broadcast, barrier,
+// send/recv) plus a Gloo context of its own on the same store for the
+// collectives c10d's Gloo backend lacks in LibTorch 1.13 — reduce-scatter and
+// all-gather into one flat tensor — done with bandwidth-optimal rings (see
+// ring.h).
+//
+// The collective contract (as with NCCL and Gloo): every rank of the group
+// calls the same collectives in the same order, with the same element counts
+// and dtypes, and the same root. Gloo aborts the whole process when peers
+// pass different sizes; with `GroupOptions::check_collectives` each call first
+// exchanges a small descriptor (op, dtype, counts, root) and fails cleanly on
+// every rank, naming the ranks that differ, instead. It costs one small
+// all-gather per collective: use it in tests and when debugging.
+//
+// Errors: collectives return absl::Status (or a Work whose Wait does). A peer
+// that exits or stops calling collectives makes the others fail with an error
+// naming the collective within `timeout` (within a few milliseconds when the
+// peer's process dies: its sockets close). After a failed collective the group
+// is unusable: later calls fail at once.
+//
+// Threading: a Group's methods may be called from one thread at a time (the
+// training loop, or autograd's backward thread that runs gradient hooks —
+// not both at once). Work::Wait may be called from any thread.
+#ifndef STRATA_COMM_GROUP_H_
+#define STRATA_COMM_GROUP_H_
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace c10d {
+class Store;
+class ProcessGroupGloo;
+}  // namespace c10d
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}  // namespace transport
+}  // namespace gloo
+
+namespace strata::comm {
+
+enum class ReduceOp { kSum, kAverage, kMax, kMin };
+
+absl::string_view ReduceOpName(ReduceOp op);
+
+struct GroupOptions {
+  // This process's rank in the group and the group's size.
+  int rank = 0;
+  int world_size = 1;
+  // Used in error messages and as the store prefix; sub-groups append to it.
+  std::string name = "world";
+  // How long a collective (or forming the group) may wait for a peer.
+  absl::Duration timeout = absl::Minutes(10);
+  // Exchange and compare a descriptor before every collective (see above).
+  bool check_collectives = false;
+  // Gloo transport: the network interface to use (e.g. "eth0"); when empty,
+  // the address `hostname` resolves to.
+  std::string interface;
+  std::string hostname = "127.0.0.1";
+  // Ring segment size: reducing one segment overlaps receiving the next.
+  int64_t ring_segment_bytes = int64_t{1} << 20;
+  // Worker threads of the ProcessGroupGloo (concurrent async all-reduces).
+  int num_gloo_threads = 2;
+};
+
+// Checks option values; names the field and what was expected.
+absl::Status ValidateGroupOptions(const GroupOptions& options);
+
+// A collective in flight. Owned by the caller; the tensors it was given are
+// borrowed and must stay alive, untouched, until Wait returns.
+class Work {
+ public:
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the collective finishes; returns its status. Results (for
+  // kAverage, the division too) are in the output tensor only after Wait
+  // returned OK. May be called more than once; later calls return the same
+  // status.
+  virtual absl::Status Wait() = 0;
+
+ protected:
+  Work() = default;
+};
+
+class Group {
+ public:
+  // Forms a group: every rank of `options` calls this with a store all of
+  // them share (a TCPStore served by rank 0, or a HashStore for ranks that are
+  // threads of one process). Blocks until all ranks joined or
+  // `options.timeout` passed. Borrows `store` (shares ownership).
+  static absl::StatusOr<std::unique_ptr<Group>> Create(
+      c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options);
+
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.world_size; }
+  const std::string& name() const { return options_.name; }
+  const GroupOptions& options() const { return options_; }
+
+  // --- Collectives. Tensors: contiguous, on the CPU (or the group's device);
+  // floating dtypes for reductions. Sync forms are Async(...)->Wait().
+
+  // In place: `tensor` becomes the reduction over all ranks.
+  absl::Status AllReduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  std::unique_ptr<Work> AllReduceAsync(at::Tensor& tensor,
+                                       ReduceOp op = ReduceOp::kSum);
+
+  // In place: every rank's `tensor` becomes root's.
+  absl::Status Broadcast(at::Tensor& tensor, int root);
+  std::unique_ptr<Work> BroadcastAsync(at::Tensor& tensor, int root);
+
+  // `output` (size() * input.numel() elements) receives every rank's `input`,
+  // rank i's at offset i * input.numel().
+  absl::Status AllGather(const at::Tensor& input, at::Tensor& output);
+  std::unique_ptr<Work> AllGatherAsync(const at::Tensor& input,
+                                       at::Tensor& output);
+  // Uneven blocks: rank i contributes counts[i] elements (`input` has
+  // counts[rank()]); `output` holds sum(counts), rank i's at
+  // sum(counts[0..i)).
+  absl::Status AllGatherV(const at::Tensor& input, at::Tensor& output,
+                          absl::Span<const int64_t> counts);
+  std::unique_ptr<Work> AllGatherVAsync(const at::Tensor& input,
+                                        at::Tensor& output,
+                                        absl::Span<const int64_t> counts);
+
+  // `input` holds size() blocks of output.numel() elements; `output` receives
+  // the reduction over ranks of block rank().
+  absl::Status ReduceScatter(const at::Tensor& input, at::Tensor& output,
+                             ReduceOp op = ReduceOp::kSum);
+  std::unique_ptr<Work> ReduceScatterAsync(const at::Tensor& input,
+                                           at::Tensor& output,
+                                           ReduceOp op = ReduceOp::kSum);
+  // Uneven blocks, laid out as for AllGatherV.
+  absl::Status ReduceScatterV(const at::Tensor& input, at::Tensor& output,
+                              absl::Span<const int64_t> counts,
+                              ReduceOp op = ReduceOp::kSum);
+  std::unique_ptr<Work> ReduceScatterVAsync(const at::Tensor& input,
+                                            at::Tensor& output,
+                                            absl::Span<const int64_t> counts,
+                                            ReduceOp op = ReduceOp::kSum);
+
+  absl::Status Barrier();
+
+  // Point to point. Not collectives: only the two ranks take part, matched by
+  // `tag`; not covered by check_collectives.
+  absl::Status Send(const at::Tensor& tensor, int dst_rank, int tag = 0);
+  std::unique_ptr<Work> SendAsync(const at::Tensor& tensor, int dst_rank,
+                                  int tag = 0);
+  absl::Status Recv(at::Tensor& tensor, int src_rank, int tag = 0);
+  std::unique_ptr<Work> RecvAsync(at::Tensor& tensor, int src_rank,
+                                  int tag = 0);
+
+  // Splits the group (a collective, like MPI_Comm_split): ranks passing the
+  // same `color` form a new group, ordered by their rank here, named
+  // "<name>/<suffix><color>". Hybrid sharding uses two splits: color
+  // rank / shard_size for the shard groups and rank % shard_size for the
+  // replicate groups.
+  absl::StatusOr<std::unique_ptr<Group>> Split(int color,
+                                               absl::string_view suffix);
+
+ private:
+  class Worker;
+  struct Descriptor;
+  Group(c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options);
+  absl::Status Connect(std::shared_ptr<gloo::transport::Device> device);
+
+  // "all_reduce(sum) of 1000 x Float on group 'world' (rank 0 of 2)".
+  std::string Describe(absl::string_view op, const at::Tensor& tensor,
+                       absl::string_view detail = "") const;
+  // Local argument checks, then (with check_collectives) the cross-rank
+  // descriptor comparison. On error the group is not left half-way: nothing
+  // was sent.
+  absl::Status Precheck(const Descriptor& descriptor, absl::Status local);
+  std::unique_ptr<Work> Failed(absl::Status status);
+  std::unique_ptr<Work> Enqueue(std::string description,
+                                std::function<void()> body);
+
+  GroupOptions options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> process_group_;
+  std::shared_ptr<gloo::Context> context_;
+  // Runs the ring collectives in call order (same order on every rank).
+  std::unique_ptr<Worker> worker_;
+  uint32_t next_tag_ = 1;
+  int num_splits_ = 0;
+  int64_t num_calls_ = 0;
+  // Set once a collective failed: the peers' state is unknown, later calls
+  // fail fast rather than hang. Shared with in-flight Work.
+  std::shared_ptr<std::atomic<bool>> broken_;
+};
+
+}  // namespace strata::comm
+
+#endif  // STRATA_COMM_GROUP_H_

@@ -1,0 +1,47 @@
+// Bandwidth-optimal collectives that c10d's Gloo backend lacks in LibTorch
+// 1.13, written against a Gloo context directly. Used by comm::Group; not a
+// public interface.
+#ifndef STRATA_COMM_RING_H_
+#define STRATA_COMM_RING_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace gloo {
+class Context;
+}
+
+namespace strata::comm::internal {
+
+enum class RingReduction { kSum, kMax, kMin };
+
+// Ring reduce-scatter. `input` is a contiguous 1-D view of sum(counts)
+// elements, rank i's block starting at sum(counts[0..i)); on return `output`
+// (counts[rank] elements, same dtype) holds the element-wise reduction of
+// that block over all ranks.
+//
+// Every rank sends and receives (N-1)/N of the data once — half of what an
+// all-reduce followed by a slice moves. Blocks are cut into segments of about
+// `segment_bytes` so that reducing one segment overlaps receiving the next.
+//
+// Blocking; call from one thread per context at a time, with the same
+// `tag` on every rank. Throws gloo::IoException when a peer fails or
+// `timeout` passes.
+void RingReduceScatter(gloo::Context& context, const at::Tensor& input,
+                       at::Tensor& output, const std::vector<int64_t>& counts,
+                       RingReduction reduction, int64_t segment_bytes,
+                       uint32_t tag, std::chrono::milliseconds timeout);
+
+// Ring all-gather: `input` (counts[rank] elements) from every rank into
+// `output` (sum(counts) elements, rank i's block at sum(counts[0..i))).
+// Same calling rules as RingReduceScatter.
+void RingAllGather(gloo::Context& context, const at::Tensor& input,
+                   at::Tensor& output, const std::vector<int64_t>& counts,
+                   uint32_t tag, std::chrono::milliseconds timeout);
+
+}  // namespace strata::comm::internal
+
+#endif  // STRATA_COMM_RING_H_
