@@ -121,6 +121,10 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
       env, info,
       /*required_for_multi_node=*/info.local_world_size < info.world_size);
   if (!status.ok()) return status;
+  if (std::optional<std::string> agent = env("TORCHELASTIC_USE_AGENT_STORE")) {
+    info.store_served_externally =
+        absl::AsciiStrToLower(absl::StripAsciiWhitespace(*agent)) == "true";
+  }
   return info;
 }
 

@@ -26,6 +26,10 @@ struct RendezvousInfo {
   // Host of the c10d TCPStore, served by rank 0.
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // torchrun's agent already serves the store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank, 0 included, connects as
+  // a client. Otherwise rank 0 serves it.
+  bool store_served_externally = false;
   // Network interface for Gloo's transport (GLOO_SOCKET_IFNAME); empty means
   // "the address this host resolves to" (or loopback for a local master).
   std::string gloo_interface;

@@ -63,6 +63,18 @@ TEST(RendezvousInfoFromEnvTest, SingleNodeTorchrunDefaultsToLoopback) {
   EXPECT_EQ(info->local_world_size, 2);
 }
 
+TEST(RendezvousInfoFromEnvTest, TorchrunAgentStoreMakesRankZeroAClient) {
+  auto info = RendezvousInfoFromEnv(
+      FakeEnv({{"RANK", "0"},
+               {"WORLD_SIZE", "2"},
+               {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->store_served_externally);
+  info = RendezvousInfoFromEnv(FakeEnv({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->store_served_externally);
+}
+
 TEST(RendezvousInfoFromEnvTest, WorldSizeZeroIsRejected) {
   EXPECT_THAT(ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
               HasSubstr("WORLD_SIZE=0 is out of range"));

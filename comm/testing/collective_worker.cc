@@ -1,0 +1,91 @@
+// A rank program for process-level tests of comm/: joins the world from the
+// environment (torchrun, Slurm or Open MPI variables) and runs all-reduces,
+// checking each result. Arguments (key=value):
+//   iterations=N     collectives to run (default 20)
+//   die_rank=R       rank that kills itself with SIGKILL ...
+//   die_at=I         ... just before iteration I
+//   timeout_s=S      collective timeout (default 30)
+//   interval_ms=M    sleep between iterations (default 0)
+// Exits 0 when every result was correct; on an error, logs it and exits 1.
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "comm/environment.h"
+#include "comm/rendezvous.h"
+
+namespace {
+
+int IntArg(const std::map<std::string, std::string>& args,
+           const std::string& key, int fallback) {
+  auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  int value = 0;
+  CHECK(absl::SimpleAtoi(it->second, &value))
+      << "argument " << key << "=" << it->second << " is not an integer";
+  return value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  std::map<std::string, std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(argv[i], '=');
+    args[kv.first] = kv.second;
+  }
+  const int iterations = IntArg(args, "iterations", 20);
+  const int die_rank = IntArg(args, "die_rank", -1);
+  const int die_at = IntArg(args, "die_at", 0);
+  const int interval_ms = IntArg(args, "interval_ms", 0);
+
+  auto info = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
+  if (!info.ok()) {
+    LOG(ERROR) << "bad rendezvous environment: " << info.status().message();
+    return 1;
+  }
+  strata::comm::GroupOptions options;
+  options.timeout = absl::Seconds(IntArg(args, "timeout_s", 30));
+  auto group = strata::comm::ConnectWorld(*info, options);
+  if (!group.ok()) {
+    LOG(ERROR) << group.status().message();
+    return 1;
+  }
+  const int n = (*group)->size();
+  const int rank = (*group)->rank();
+  for (int it = 0; it < iterations; ++it) {
+    if (rank == die_rank && it == die_at) {
+      LOG(INFO) << "rank " << rank << " killing itself at iteration " << it;
+      kill(getpid(), SIGKILL);
+    }
+    at::Tensor t = at::full({1 << 16}, static_cast<float>(rank + it));
+    absl::Status status = (*group)->AllReduce(t);
+    if (!status.ok()) {
+      LOG(ERROR) << "iteration " << it << ": " << status.message();
+      return 1;
+    }
+    const float expected = n * it + n * (n - 1) / 2.0f;
+    if (!at::equal(t, at::full({1 << 16}, expected))) {
+      LOG(ERROR) << "iteration " << it << ": wrong all-reduce result "
+                 << t[0].item<float>() << ", expected " << expected;
+      return 1;
+    }
+    if (interval_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+  }
+  LOG(INFO) << "rank " << rank << " of " << n << " (" << info->source
+            << "): all " << iterations << " collectives correct";
+  return 0;
+}

@@ -1,0 +1,869 @@
+#include "launch/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/optional.h"
+
+extern char** environ;
+
+namespace strata::launch {
+namespace {
+
+// Launch() attaches the shell exit code of a failed rank to its error.
+constexpr char kExitCodePayloadUrl[] =
+    "type.googleapis.com/strata.launch.ExitCode";
+// A rank's line longer than this is forwarded in pieces of this size.
+constexpr size_t kMaxLineBytes = 64 * 1024;
+constexpr size_t kReadChunkBytes = 64 * 1024;
+// How often the supervisor checks for exited ranks while waiting for output.
+constexpr int kReapIntervalMs = 10;
+// After every rank has exited, output is drained until every pipe is closed
+// or none has had data for this long (a grandchild may hold a pipe open).
+constexpr int kDrainIdleMs = 100;
+
+// Set by the launcher for each rank; extra_env may not override them.
+constexpr const char* kRendezvousVars[] = {
+    "MASTER_ADDR", "MASTER_PORT",      "RANK",       "WORLD_SIZE",
+    "LOCAL_RANK",  "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"};
+// Set by the launcher for each rank; extra_env may override them.
+constexpr const char* kThreadVars[] = {
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"};
+
+std::string ErrnoText(int error) {
+  const char* text = strerrordesc_np(error);
+  return text != nullptr ? text : absl::StrCat("errno ", error);
+}
+
+std::string SignalText(int signo) {
+  const char* text = sigdescr_np(signo);
+  return absl::StrCat("signal ", signo, " (",
+                      text != nullptr ? text : "unknown signal", ")");
+}
+
+// Owns one file descriptor; closes it on destruction.
+class ScopedFd {
+ public:
+  ScopedFd() = default;
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(ScopedFd&& other) noexcept : fd_(other.release()) {}
+  ScopedFd& operator=(ScopedFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Makes `*fd` (close-on-exec) a descriptor above the standard ones, so that a
+// child's dup2 onto fd 0, 1 and 2 can never clobber it (this process may have
+// been started with fd 0, 1 or 2 closed). Closes `*fd` on failure.
+absl::Status MoveAboveStdio(int* fd) {
+  if (*fd > STDERR_FILENO) return absl::OkStatus();
+  const int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  const int error = errno;
+  close(*fd);
+  *fd = moved;
+  if (moved < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot move fd above 2: ", ErrnoText(error)));
+  }
+  return absl::OkStatus();
+}
+
+// Makes a close-on-exec pipe whose ends are both above the standard fds.
+absl::Status MakePipe(ScopedFd* read_end, ScopedFd* write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a pipe: ", ErrnoText(errno)));
+  }
+  absl::Status status = MoveAboveStdio(&fds[0]);
+  read_end->reset(fds[0]);
+  if (status.ok()) status = MoveAboveStdio(&fds[1]);
+  write_end->reset(fds[1]);
+  return status;
+}
+
+absl::Status OpenDevNull(ScopedFd* fd) {
+  int raw_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (raw_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot open /dev/null: ", ErrnoText(errno)));
+  }
+  absl::Status status = MoveAboveStdio(&raw_fd);
+  fd->reset(raw_fd);
+  return status;
+}
+
+absl::Status SetNonBlocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "cannot make fd ", fd, " non-blocking: ", ErrnoText(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Writes all of `data` to `fd`, waiting if `fd` is non-blocking and full.
+// Returns false if `fd` cannot be written (closed reader, bad fd): the output
+// is then dropped.
+bool WriteAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n >= 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+    } else if (errno == EAGAIN) {
+      pollfd pfd = {fd, POLLOUT, 0};
+      poll(&pfd, 1, -1);
+    } else if (errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Binds a TCP socket to port 0 on all interfaces and returns the port the
+// kernel chose. The port is free now; nothing reserves it until rank 0 binds
+// it (the same race torchrun accepts).
+absl::StatusOr<int> PickFreePort() {
+  ScopedFd socket_fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket_fd.valid()) {
+    return absl::InternalError(absl::StrCat(
+        "--master_port=0: cannot create a socket: ", ErrnoText(errno)));
+  }
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (bind(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
+           sizeof(address)) != 0 ||
+      getsockname(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
+                  &length) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "--master_port=0: cannot find a free port: ", ErrnoText(errno)));
+  }
+  const int port = ntohs(address.sin_port);
+  CHECK_GT(port, 0);
+  return port;
+}
+
+int NumUsableCpus() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+    return std::max(1, CPU_COUNT(&cpus));
+  }
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// ---------------------------------------------------------------------------
+// Signal capture: while a Launch runs, SIGINT and SIGTERM are turned into
+// bytes on a self-pipe that the supervisor's poll loop reads.
+
+std::atomic<int> g_signal_pipe_write_fd{-1};
+std::atomic<bool> g_launch_running{false};
+
+void CaptureSignal(int signo) {
+  const int saved_errno = errno;
+  const int fd = g_signal_pipe_write_fd.load(std::memory_order_relaxed);
+  if (fd >= 0) {
+    const unsigned char byte = static_cast<unsigned char>(signo);
+    // Non-blocking: if the pipe is full, the signal is already pending there.
+    [[maybe_unused]] const ssize_t ignored = write(fd, &byte, 1);
+  }
+  errno = saved_errno;
+}
+
+// Installs the capturing handlers in Install() and restores the previous
+// ones on destruction. Owned by Launch(); one instance at a time.
+class ScopedSignalCapture {
+ public:
+  ScopedSignalCapture() = default;
+  ScopedSignalCapture(const ScopedSignalCapture&) = delete;
+  ScopedSignalCapture& operator=(const ScopedSignalCapture&) = delete;
+  ~ScopedSignalCapture() {
+    for (const auto& [signo, action] : previous_) {
+      sigaction(signo, &action, nullptr);
+    }
+    g_signal_pipe_write_fd.store(-1);
+  }
+
+  absl::Status Install() {
+    absl::Status status = MakePipe(&read_end_, &write_end_);
+    if (status.ok()) status = SetNonBlocking(read_end_.get());
+    if (status.ok()) status = SetNonBlocking(write_end_.get());
+    if (!status.ok()) return status;
+    g_signal_pipe_write_fd.store(write_end_.get());
+    for (int signo : {SIGINT, SIGTERM}) {
+      struct sigaction previous;
+      CHECK_EQ(sigaction(signo, nullptr, &previous), 0);
+      // A signal the launcher was started ignoring (nohup, background jobs)
+      // stays ignored, for the launcher and for its ranks.
+      if (previous.sa_handler == SIG_IGN) continue;
+      struct sigaction action = {};
+      action.sa_handler = CaptureSignal;
+      sigemptyset(&action.sa_mask);
+      action.sa_flags = SA_RESTART;
+      CHECK_EQ(sigaction(signo, &action, nullptr), 0);
+      previous_.emplace_back(signo, previous);
+    }
+    return absl::OkStatus();
+  }
+
+  int read_fd() const { return read_end_.get(); }
+
+  // Returns the signals received since the last call, in order.
+  std::vector<int> TakeSignals() {
+    std::vector<int> signals;
+    unsigned char bytes[64];
+    ssize_t n;
+    while ((n = read(read_end_.get(), bytes, sizeof(bytes))) > 0 ||
+           (n < 0 && errno == EINTR)) {
+      for (ssize_t i = 0; i < n; ++i) signals.push_back(bytes[i]);
+    }
+    return signals;
+  }
+
+ private:
+  ScopedFd read_end_;
+  ScopedFd write_end_;
+  std::vector<std::pair<int, struct sigaction>> previous_;
+};
+
+// ---------------------------------------------------------------------------
+
+// Forwards one output pipe of one rank to one of the launcher's fds, whole
+// lines at a time, each with `prefix`. Owned and driven by the Supervisor's
+// thread.
+class LineForwarder {
+ public:
+  LineForwarder(ScopedFd source, int target_fd, std::string prefix)
+      : source_(std::move(source)),
+        target_fd_(target_fd),
+        prefix_(std::move(prefix)) {}
+
+  int fd() const { return source_.get(); }
+  bool is_open() const { return source_.valid(); }
+
+  // Reads one chunk of what is available and forwards the complete lines.
+  // At EOF (or a read error) flushes the partial line and closes the pipe.
+  void ReadAvailable() {
+    CHECK(is_open());
+    char chunk[kReadChunkBytes];
+    const ssize_t n = read(source_.get(), chunk, sizeof(chunk));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      Close();
+      return;
+    }
+    pending_.append(chunk, static_cast<size_t>(n));
+    const size_t last_newline = pending_.rfind('\n');
+    if (last_newline != std::string::npos) {
+      Emit(absl::string_view(pending_).substr(0, last_newline + 1));
+      pending_.erase(0, last_newline + 1);
+    }
+    while (pending_.size() >= kMaxLineBytes) {
+      Emit(absl::StrCat(absl::string_view(pending_).substr(0, kMaxLineBytes),
+                        "\n"));
+      pending_.erase(0, kMaxLineBytes);
+    }
+  }
+
+  // Forwards the trailing partial line, if any, with a newline, and closes
+  // the pipe. No-op if already closed.
+  void Close() {
+    if (!pending_.empty()) {
+      Emit(absl::StrCat(pending_, "\n"));
+      pending_.clear();
+    }
+    source_.reset();
+  }
+
+ private:
+  // Writes `lines` (each ending in '\n') with a single write when possible.
+  void Emit(absl::string_view lines) {
+    if (target_broken_) return;
+    if (prefix_.empty()) {
+      target_broken_ = !WriteAll(target_fd_, lines);
+      return;
+    }
+    std::string out;
+    out.reserve(lines.size() + prefix_.size() * 4);
+    while (!lines.empty()) {
+      const size_t end = lines.find('\n');
+      CHECK_NE(end, absl::string_view::npos);
+      absl::StrAppend(&out, prefix_, lines.substr(0, end + 1));
+      lines.remove_prefix(end + 1);
+    }
+    target_broken_ = !WriteAll(target_fd_, out);
+  }
+
+  ScopedFd source_;
+  const int target_fd_;
+  const std::string prefix_;
+  std::string pending_;
+  bool target_broken_ = false;
+};
+
+struct RankProcess {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  // waitpid status, valid once !running.
+  int wait_status = 0;
+  // Set if the child could not exec the program.
+  std::string exec_error;
+};
+
+// Runs in the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void ExecRank(pid_t launcher_pid, int stdin_fd, int stdout_fd,
+                           int stderr_fd, int exec_status_fd, char* const* argv,
+                           char* const* envp) {
+  setpgid(0, 0);
+  // If the launcher dies without stopping the ranks (SIGKILL), they get
+  // SIGTERM; and if it died already, this one does not start.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher_pid) _exit(128 + SIGTERM);
+  // Ranks start with default SIGPIPE and nothing blocked, whatever the
+  // calling thread had.
+  struct sigaction default_action = {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(SIGPIPE, &default_action, nullptr);
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
+  sigprocmask(SIG_SETMASK, &no_signals, nullptr);
+
+  int error = 0;
+  if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 ||
+      dup2(stderr_fd, STDERR_FILENO) < 0) {
+    error = errno;
+  } else {
+    execvpe(argv[0], argv, envp);
+    error = errno;
+  }
+  // "cannot execute '<program>': <reason>\n", built without allocating.
+  char message[1024];
+  size_t length = 0;
+  auto append = [&](const char* text) {
+    while (*text != '\0' && length < sizeof(message) - 1) {
+      message[length++] = *text++;
+    }
+  };
+  const char* reason = strerrordesc_np(error);
+  append("cannot execute '");
+  append(argv[0]);
+  append("': ");
+  append(reason != nullptr ? reason : "unknown error");
+  append("\n");
+  [[maybe_unused]] ssize_t ignored = write(STDERR_FILENO, message, length);
+  ignored = write(exec_status_fd, &error, sizeof(error));
+  _exit(error == ENOENT ? 127 : 126);
+}
+
+// Spawns and watches the ranks of one Launch(). Used from one thread only.
+class Supervisor {
+ public:
+  Supervisor(const LauncherOptions& options, int master_port,
+             int num_threads_per_rank)
+      : options_(options),
+        master_port_(master_port),
+        num_threads_per_rank_(num_threads_per_rank) {}
+
+  // Spawns every rank, forwards output and signals until all have exited.
+  absl::Status Run(ScopedSignalCapture* signals) {
+    for (int local_rank = 0; local_rank < options_.nproc_per_node;
+         ++local_rank) {
+      absl::Status status = Spawn(local_rank);
+      if (!status.ok()) {
+        LOG(ERROR) << status.message() << "; stopping the other ranks";
+        launcher_error_ = status;
+        BeginStopping(SIGTERM);
+        break;
+      }
+      // The others would fail the same way; the exec error is reported when
+      // this rank is reaped.
+      if (!ranks_.back().exec_error.empty()) break;
+    }
+
+    while (true) {
+      ReapExited();
+      if (NumRunning() == 0) break;
+      if (kill_deadline_.has_value() && !killed_ &&
+          absl::Now() >= *kill_deadline_) {
+        LOG(WARNING) << NumRunning() << " rank(s) still running "
+                     << absl::FormatDuration(options_.stop_grace)
+                     << " after being asked to stop; sending SIGKILL";
+        SignalRunning(SIGKILL);
+        killed_ = true;
+      }
+      PumpOutput(kReapIntervalMs, signals);
+    }
+    // Every rank has exited; what they wrote is in the pipes.
+    while (std::any_of(forwarders_.begin(), forwarders_.end(),
+                       [](const auto& f) { return f->is_open(); })) {
+      if (!PumpOutput(kDrainIdleMs, nullptr)) break;
+    }
+    for (auto& forwarder : forwarders_) forwarder->Close();
+    // Signals that arrived after the last rank exited change nothing.
+    signals->TakeSignals();
+    return FinalStatus();
+  }
+
+ private:
+  // The launcher's environment with the torchrun and thread variables of
+  // `local_rank` and options_.extra_env, as "KEY=VALUE" strings.
+  std::vector<std::string> RankEnvironment(int local_rank) const {
+    const int world_size = options_.nnodes * options_.nproc_per_node;
+    const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
+    std::vector<std::pair<std::string, std::string>> vars = {
+        {"MASTER_ADDR", options_.master_addr},
+        {"MASTER_PORT", absl::StrCat(master_port_)},
+        {"RANK", absl::StrCat(rank)},
+        {"WORLD_SIZE", absl::StrCat(world_size)},
+        {"LOCAL_RANK", absl::StrCat(local_rank)},
+        {"LOCAL_WORLD_SIZE", absl::StrCat(options_.nproc_per_node)},
+        {"GROUP_RANK", absl::StrCat(options_.node_rank)},
+        {"GROUP_WORLD_SIZE", absl::StrCat(options_.nnodes)},
+    };
+    absl::flat_hash_set<std::string> extra_keys;
+    for (const auto& [key, value] : options_.extra_env) extra_keys.insert(key);
+    for (const char* key : kThreadVars) {
+      if (!extra_keys.contains(key)) {
+        vars.emplace_back(key, absl::StrCat(num_threads_per_rank_));
+      }
+    }
+    vars.insert(vars.end(), options_.extra_env.begin(),
+                options_.extra_env.end());
+
+    absl::flat_hash_set<std::string> set_keys;
+    for (const auto& [key, value] : vars) set_keys.insert(key);
+    std::vector<std::string> env;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const absl::string_view key_value(*entry);
+      if (!set_keys.contains(key_value.substr(0, key_value.find('=')))) {
+        env.emplace_back(key_value);
+      }
+    }
+    for (const auto& [key, value] : vars) {
+      env.push_back(absl::StrCat(key, "=", value));
+    }
+    return env;
+  }
+
+  absl::Status Spawn(int local_rank) {
+    RankProcess process;
+    process.local_rank = local_rank;
+    process.rank = options_.node_rank * options_.nproc_per_node + local_rank;
+
+    // Everything the child needs is built before fork: the child of a
+    // possibly multi-threaded process may not allocate.
+    std::vector<std::string> env = RankEnvironment(local_rank);
+    std::vector<char*> envp;
+    for (std::string& entry : env) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> command = options_.command;
+    std::vector<char*> argv;
+    for (std::string& arg : command) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+
+    ScopedFd stdout_read, stdout_write, stderr_read, stderr_write;
+    ScopedFd exec_status_read, exec_status_write;
+    // Ranks never read the launcher's stdin: in their own process group they
+    // would be stopped (SIGTTIN) reading a terminal.
+    ScopedFd dev_null;
+    absl::Status dev_null_status = OpenDevNull(&dev_null);
+    if (!dev_null_status.ok()) {
+      return absl::Status(dev_null_status.code(),
+                          absl::StrCat("cannot start rank ", process.rank, ": ",
+                                       dev_null_status.message()));
+    }
+    for (auto [read_end, write_end] :
+         {std::pair(&stdout_read, &stdout_write),
+          std::pair(&stderr_read, &stderr_write),
+          std::pair(&exec_status_read, &exec_status_write)}) {
+      absl::Status status = MakePipe(read_end, write_end);
+      if (!status.ok()) {
+        return absl::Status(status.code(),
+                            absl::StrCat("cannot start rank ", process.rank,
+                                         ": ", status.message()));
+      }
+    }
+
+    const pid_t launcher_pid = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      return absl::InternalError(absl::StrCat(
+          "cannot start rank ", process.rank, ": fork: ", ErrnoText(errno)));
+    }
+    if (pid == 0) {
+      ExecRank(launcher_pid, dev_null.get(), stdout_write.get(),
+               stderr_write.get(), exec_status_write.get(), argv.data(),
+               envp.data());
+    }
+    // Also set here, so the group exists before anyone signals it; fails
+    // harmlessly if the child already exec'd (it set it itself).
+    setpgid(pid, pid);
+    process.pid = pid;
+    process.running = true;
+    stdout_write.reset();
+    stderr_write.reset();
+    exec_status_write.reset();
+    dev_null.reset();
+
+    // EOF: the exec succeeded (close-on-exec); an errno: it failed.
+    int exec_errno = 0;
+    ssize_t n;
+    do {
+      n = read(exec_status_read.get(), &exec_errno, sizeof(exec_errno));
+    } while (n < 0 && errno == EINTR);
+    if (n == sizeof(exec_errno)) {
+      process.exec_error = absl::StrCat("cannot execute '", options_.command[0],
+                                        "': ", ErrnoText(exec_errno));
+    }
+
+    for (auto [read_end, target_fd] :
+         {std::pair(&stdout_read, STDOUT_FILENO),
+          std::pair(&stderr_read, STDERR_FILENO)}) {
+      const absl::Status status = SetNonBlocking(read_end->get());
+      CHECK(status.ok()) << status;
+      forwarders_.push_back(std::make_unique<LineForwarder>(
+          std::move(*read_end), target_fd,
+          options_.prefix_output ? absl::StrCat("[rank", process.rank, "]: ")
+                                 : ""));
+    }
+    ranks_.push_back(std::move(process));
+    return absl::OkStatus();
+  }
+
+  int NumRunning() const {
+    return std::count_if(ranks_.begin(), ranks_.end(),
+                         [](const RankProcess& r) { return r.running; });
+  }
+
+  static bool Succeeded(const RankProcess& process) {
+    return WIFEXITED(process.wait_status) &&
+           WEXITSTATUS(process.wait_status) == 0;
+  }
+
+  static std::string Describe(const RankProcess& process) {
+    std::string description =
+        absl::StrCat("rank ", process.rank, " (local rank ", process.local_rank,
+                     ", pid ", process.pid, ")");
+    if (WIFEXITED(process.wait_status)) {
+      absl::StrAppend(&description, " exited with status ",
+                      WEXITSTATUS(process.wait_status));
+    } else if (WIFSIGNALED(process.wait_status)) {
+      absl::StrAppend(&description, " was killed by ",
+                      SignalText(WTERMSIG(process.wait_status)),
+                      WCOREDUMP(process.wait_status) ? " (core dumped)" : "");
+    }
+    if (!process.exec_error.empty()) {
+      absl::StrAppend(&description, ": ", process.exec_error);
+    }
+    return description;
+  }
+
+  // Records the ranks that have exited; the first failure stops the others.
+  void ReapExited() {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      RankProcess& process = ranks_[i];
+      if (!process.running) continue;
+      int wait_status = 0;
+      const pid_t result = waitpid(process.pid, &wait_status, WNOHANG);
+      if (result == 0 || (result < 0 && errno == EINTR)) continue;
+      // ECHILD: someone else reaped it (SIGCHLD ignored by the host process).
+      CHECK(result == process.pid || errno == ECHILD)
+          << "waitpid(" << process.pid << "): " << ErrnoText(errno);
+      process.running = false;
+      if (result < 0) {
+        LOG(ERROR) << "rank " << process.rank << " (pid " << process.pid
+                   << ") was reaped by someone else; its status is unknown";
+        if (launcher_error_.ok()) {
+          launcher_error_ = absl::InternalError(absl::StrCat(
+              "cannot wait for rank ", process.rank, " (pid ", process.pid,
+              "): ", ErrnoText(ECHILD), " (is SIGCHLD ignored?)"));
+        }
+        BeginStopping(SIGTERM);
+        continue;
+      }
+      process.wait_status = wait_status;
+      if (Succeeded(process) || first_failure_.has_value()) {
+        LOG(INFO) << Describe(process);
+        continue;
+      }
+      first_failure_ = i;
+      LOG(ERROR) << Describe(process);
+      if (NumRunning() > 0) {
+        LOG(ERROR) << "Stopping the other " << NumRunning()
+                   << " rank(s): SIGTERM now, SIGKILL after "
+                   << absl::FormatDuration(options_.stop_grace);
+      }
+      BeginStopping(SIGTERM);
+    }
+  }
+
+  // Sends `signo` to the process groups of the running ranks.
+  void SignalRunning(int signo) {
+    for (const RankProcess& process : ranks_) {
+      if (!process.running) continue;
+      if (kill(-process.pid, signo) != 0) kill(process.pid, signo);
+    }
+  }
+
+  // Asks the running ranks to stop with `signo`; SIGKILL follows after the
+  // grace period (counted from the first request).
+  void BeginStopping(int signo) {
+    SignalRunning(signo);
+    if (!kill_deadline_.has_value()) {
+      kill_deadline_ = absl::Now() + options_.stop_grace;
+    }
+  }
+
+  void HandleLauncherSignals(ScopedSignalCapture* signals) {
+    for (int signo : signals->TakeSignals()) {
+      if (forwarded_signal_ == 0) {
+        forwarded_signal_ = signo;
+        LOG(WARNING) << "Launcher received " << SignalText(signo)
+                     << "; forwarding it to the ranks, SIGKILL after "
+                     << absl::FormatDuration(options_.stop_grace);
+        BeginStopping(signo);
+      } else if (!killed_) {
+        LOG(WARNING) << "Launcher received " << SignalText(signo)
+                     << " again; sending SIGKILL to the ranks";
+        SignalRunning(SIGKILL);
+        killed_ = true;
+      }
+    }
+  }
+
+  // Waits up to `timeout_ms` for output (and, if `signals` is set, launcher
+  // signals) and handles what arrived. Returns false on timeout.
+  bool PumpOutput(int timeout_ms, ScopedSignalCapture* signals) {
+    std::vector<pollfd> fds;
+    std::vector<LineForwarder*> owners;
+    if (signals != nullptr) {
+      fds.push_back({signals->read_fd(), POLLIN, 0});
+      owners.push_back(nullptr);
+    }
+    for (auto& forwarder : forwarders_) {
+      if (!forwarder->is_open()) continue;
+      fds.push_back({forwarder->fd(), POLLIN, 0});
+      owners.push_back(forwarder.get());
+    }
+    const int num_ready = poll(fds.data(), fds.size(), timeout_ms);
+    if (num_ready < 0) {
+      CHECK_EQ(errno, EINTR) << "poll: " << ErrnoText(errno);
+      return true;
+    }
+    if (num_ready == 0) return false;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      if (owners[i] == nullptr) {
+        HandleLauncherSignals(signals);
+      } else {
+        owners[i]->ReadAvailable();
+      }
+    }
+    return true;
+  }
+
+  absl::Status FinalStatus() const {
+    if (!launcher_error_.ok()) return launcher_error_;
+    if (!first_failure_.has_value()) return absl::OkStatus();
+    const RankProcess& process = ranks_[*first_failure_];
+    std::string message = Describe(process);
+    if (forwarded_signal_ != 0) {
+      absl::StrAppend(&message, " (the launcher had forwarded ",
+                      SignalText(forwarded_signal_), " to the ranks)");
+    }
+    absl::Status status = absl::AbortedError(message);
+    const int exit_code = WIFEXITED(process.wait_status)
+                              ? WEXITSTATUS(process.wait_status)
+                              : 128 + WTERMSIG(process.wait_status);
+    status.SetPayload(kExitCodePayloadUrl, absl::Cord(absl::StrCat(exit_code)));
+    return status;
+  }
+
+  const LauncherOptions& options_;
+  const int master_port_;
+  const int num_threads_per_rank_;
+  std::vector<RankProcess> ranks_;
+  std::vector<std::unique_ptr<LineForwarder>> forwarders_;
+  // Index in ranks_ of the first rank that failed.
+  std::optional<size_t> first_failure_;
+  // A failure of the launcher itself (spawning, waiting); wins over
+  // first_failure_, whose rank may just have been stopped because of it.
+  absl::Status launcher_error_;
+  // The first SIGINT/SIGTERM the launcher received, 0 if none.
+  int forwarded_signal_ = 0;
+  // When the ranks still running get SIGKILL; set once stopping begins.
+  std::optional<absl::Time> kill_deadline_;
+  bool killed_ = false;
+};
+
+}  // namespace
+
+absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
+  if (options.nproc_per_node < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nproc_per_node must be >= 1, got ", options.nproc_per_node));
+  }
+  if (options.nnodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes must be >= 1, got ", options.nnodes));
+  }
+  if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node >
+      std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes * --nproc_per_node must fit in an int, got ",
+                     options.nnodes, " * ", options.nproc_per_node));
+  }
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node_rank must be in [0, --nnodes=", options.nnodes,
+                     "), got ", options.node_rank));
+  }
+  if (options.master_addr.empty()) {
+    return absl::InvalidArgumentError("--master_addr must not be empty");
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master_port must be in [0, 65535] (0: pick a free "
+                     "port), got ",
+                     options.master_port));
+  }
+  if (options.master_port == 0 && options.nnodes != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--master_port=0 (pick a free port) needs --nnodes=1, since other "
+        "nodes cannot learn the port; got --nnodes=",
+        options.nnodes));
+  }
+  if (options.num_threads_per_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads_per_rank must be >= 0 (0: an even share of the "
+                     "CPUs), got ",
+                     options.num_threads_per_rank));
+  }
+  if (options.stop_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stop_grace_s must be >= 0, got ",
+                     absl::FormatDuration(options.stop_grace)));
+  }
+  if (options.command.empty()) {
+    return absl::InvalidArgumentError(
+        "no program given; usage: launch [flags] [--] program [args...]");
+  }
+  if (options.command[0].empty()) {
+    return absl::InvalidArgumentError("the program name must not be empty");
+  }
+  for (const auto& [key, value] : options.extra_env) {
+    if (key.empty() || key.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extra_env names must be non-empty and contain no '=', got '", key,
+          "'"));
+    }
+    for (const char* managed : kRendezvousVars) {
+      if (key == managed) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "extra_env may not set ", key, ": the launcher sets it per rank"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Launch(const LauncherOptions& options) {
+  absl::Status status = ValidateLauncherOptions(options);
+  if (!status.ok()) return status;
+  CHECK(!g_launch_running.exchange(true))
+      << "Launch() called while another Launch() runs in this process";
+  absl::Cleanup done = [] { g_launch_running.store(false); };
+
+  int master_port = options.master_port;
+  if (master_port == 0) {
+    absl::StatusOr<int> port = PickFreePort();
+    if (!port.ok()) return port.status();
+    master_port = *port;
+  }
+  const int num_threads_per_rank =
+      options.num_threads_per_rank > 0
+          ? options.num_threads_per_rank
+          : std::max(1, NumUsableCpus() / options.nproc_per_node);
+  const int first_rank = options.node_rank * options.nproc_per_node;
+  LOG(INFO) << "Launching ranks " << first_rank << ".."
+            << first_rank + options.nproc_per_node - 1 << " of world size "
+            << options.nnodes * options.nproc_per_node << " (node "
+            << options.node_rank << " of " << options.nnodes << "), master "
+            << options.master_addr << ":" << master_port << ", "
+            << num_threads_per_rank
+            << " thread(s) per rank: " << absl::StrJoin(options.command, " ");
+
+  ScopedSignalCapture signals;
+  status = signals.Install();
+  if (!status.ok()) return status;
+  Supervisor supervisor(options, master_port, num_threads_per_rank);
+  return supervisor.Run(&signals);
+}
+
+int ExitCodeFromStatus(const absl::Status& status) {
+  if (status.ok()) return 0;
+  const absl::optional<absl::Cord> payload =
+      status.GetPayload(kExitCodePayloadUrl);
+  int exit_code = 0;
+  if (payload.has_value() &&
+      absl::SimpleAtoi(std::string(*payload), &exit_code) && exit_code > 0 &&
+      exit_code < 256) {
+    return exit_code;
+  }
+  return 1;
+}
+
+}  // namespace strata::launch

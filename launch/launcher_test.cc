@@ -1,0 +1,631 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+extern char** environ;
+
+namespace strata::launch {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+
+// Every run must end well within this; the sleeping test ranks sleep 60 s.
+constexpr absl::Duration kRunTimeout = absl::Seconds(15);
+// "Promptly": far below the ranks' 60 s sleep and the default 10 s grace.
+constexpr absl::Duration kPromptly = absl::Seconds(5);
+
+std::string RunfilePath(absl::string_view name) {
+  const char* srcdir = getenv("TEST_SRCDIR");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/strata/launch/",
+                      name);
+}
+std::string LauncherBinary() { return RunfilePath("launch"); }
+std::string TestProgram() { return RunfilePath("launch_test_program"); }
+
+struct RunResult {
+  int exit_code = -1;  // -1 if the process was killed by a signal.
+  std::string out;
+  std::string err;
+  absl::Duration elapsed;
+};
+
+// A child process with its stdout and stderr captured. Used from the test's
+// thread only; the destructor kills and reaps it if Finish() was not called.
+class Subprocess {
+ public:
+  explicit Subprocess(const std::vector<std::string>& argv)
+      : start_(absl::Now()) {
+    int in_pipe[2], out_pipe[2], err_pipe[2];
+    ExpectPipe(pipe2(in_pipe, O_CLOEXEC));
+    ExpectPipe(pipe2(out_pipe, O_CLOEXEC));
+    ExpectPipe(pipe2(err_pipe, O_CLOEXEC));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    // stdin: a pipe the test keeps open, as a terminal would stay open.
+    posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    std::vector<std::string> args = argv;
+    std::vector<char*> c_args;
+    for (std::string& arg : args) c_args.push_back(arg.data());
+    c_args.push_back(nullptr);
+    const int error = posix_spawn(&pid_, c_args[0], &actions, nullptr,
+                                  c_args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    in_fd_ = in_pipe[1];
+    out_fd_ = out_pipe[0];
+    err_fd_ = err_pipe[0];
+    if (error != 0) {
+      ADD_FAILURE() << "cannot start " << argv[0] << ": " << strerror(error);
+      pid_ = -1;
+    }
+  }
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+  ~Subprocess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(in_fd_);
+    if (out_fd_ >= 0) close(out_fd_);
+    if (err_fd_ >= 0) close(err_fd_);
+  }
+
+  const std::string& out() const { return result_.out; }
+
+  // Reads output until `done(stdout so far)` or `timeout`; returns done's
+  // last value.
+  bool WaitForStdout(const std::function<bool(const std::string&)>& done,
+                     absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!done(result_.out)) {
+      if (absl::Now() >= deadline || !Pump(deadline)) return false;
+    }
+    return true;
+  }
+
+  void Signal(int signo) { kill(pid_, signo); }
+  pid_t pid() const { return pid_; }
+
+  // Reads all output and waits for the exit. If that takes longer than
+  // kRunTimeout, fails the test and stops the process (SIGTERM, which the
+  // launcher forwards, then SIGKILL).
+  RunResult Finish() {
+    if (pid_ <= 0) return result_;
+    const absl::Time deadline = start_ + kRunTimeout;
+    while ((out_fd_ >= 0 || err_fd_ >= 0) && absl::Now() < deadline) {
+      Pump(deadline);
+    }
+    int status = 0;
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (absl::Now() >= deadline) {
+        ADD_FAILURE() << "still running after " << kRunTimeout;
+        kill(pid_, SIGTERM);
+        absl::SleepFor(absl::Seconds(1));
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    reaped_ = true;
+    result_.elapsed = absl::Now() - start_;
+    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result_;
+  }
+
+ private:
+  static void ExpectPipe(int result) { ASSERT_EQ(result, 0) << "pipe2"; }
+
+  // Waits for output until `deadline`, appends what arrived; returns false
+  // if both pipes are closed.
+  bool Pump(absl::Time deadline) {
+    std::vector<pollfd> fds;
+    for (int fd : {out_fd_, err_fd_}) {
+      if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    }
+    if (fds.empty()) return false;
+    const int timeout_ms =
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
+    for (const pollfd& pfd : fds) {
+      if (pfd.revents == 0) continue;
+      const bool is_out = pfd.fd == out_fd_;
+      char buffer[65536];
+      const ssize_t n = read(pfd.fd, buffer, sizeof(buffer));
+      if (n <= 0) {
+        close(pfd.fd);
+        (is_out ? out_fd_ : err_fd_) = -1;
+      } else {
+        (is_out ? result_.out : result_.err).append(buffer, n);
+      }
+    }
+    return true;
+  }
+
+  const absl::Time start_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int in_fd_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  RunResult result_;
+};
+
+// Runs the `launch` binary with `args` (flags, then the command).
+RunResult RunLauncher(std::vector<std::string> args) {
+  args.insert(args.begin(), LauncherBinary());
+  Subprocess launcher(args);
+  return launcher.Finish();
+}
+
+std::vector<std::string> Lines(absl::string_view text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// Parses "[rank<R>]: KEY=VALUE" lines (print_env output) by rank.
+std::map<int, std::map<std::string, std::string>> EnvByRank(
+    const std::string& out) {
+  static const std::regex kLine(R"(\[rank([0-9]+)\]: ([A-Z_]+)=(.*))");
+  std::map<int, std::map<std::string, std::string>> env;
+  for (const std::string& line : Lines(out)) {
+    std::smatch match;
+    EXPECT_TRUE(std::regex_match(line, match, kLine)) << line;
+    if (!match.empty()) env[std::stoi(match[1])][match[2]] = match[3];
+  }
+  return env;
+}
+
+int NumCpus() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  return CPU_COUNT(&cpus);
+}
+
+// Waits up to 2 s for process `pid` (not a child of the test) to end: gone,
+// or a zombie waiting for its new parent to reap it.
+bool ProcessEnds(absl::string_view pid) {
+  const std::string stat_path = absl::StrCat("/proc/", pid, "/stat");
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < deadline) {
+    std::ifstream stat(stat_path);
+    std::string stat_pid, name, state;
+    if (!(stat >> stat_pid >> name >> state) || state == "Z") return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// The environment of the ranks.
+
+TEST(LauncherEnvironmentTest, ExportsTorchrunAndThreadVariablesToEveryRank) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=3", "--master_addr=10.1.2.3", "--master_port=12345",
+       "--threads_per_rank=2", TestProgram(), "print_env"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto env = EnvByRank(result.out);
+  ASSERT_EQ(env.size(), 3u) << result.out;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::map<std::string, std::string> expected = {
+        {"MASTER_ADDR", "10.1.2.3"},
+        {"MASTER_PORT", "12345"},
+        {"RANK", absl::StrCat(rank)},
+        {"WORLD_SIZE", "3"},
+        {"LOCAL_RANK", absl::StrCat(rank)},
+        {"LOCAL_WORLD_SIZE", "3"},
+        {"GROUP_RANK", "0"},
+        {"GROUP_WORLD_SIZE", "1"},
+        {"OMP_NUM_THREADS", "2"},
+        {"OPENBLAS_NUM_THREADS", "2"},
+        {"MKL_NUM_THREADS", "2"}};
+    EXPECT_EQ(env.at(rank), expected) << "rank " << rank;
+  }
+}
+
+TEST(LauncherEnvironmentTest, RanksOfALaterNodeFollowThoseOfEarlierNodes) {
+  const RunResult result =
+      RunLauncher({"--nnodes=2", "--node_rank=1", "--nproc_per_node=2",
+                   "--master_port=12345", "--threads_per_rank=1", TestProgram(),
+                   "print_env"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto env = EnvByRank(result.out);
+  ASSERT_EQ(env.size(), 2u) << result.out;
+  for (int local_rank = 0; local_rank < 2; ++local_rank) {
+    const auto& vars = env.at(2 + local_rank);
+    EXPECT_EQ(vars.at("RANK"), absl::StrCat(2 + local_rank));
+    EXPECT_EQ(vars.at("LOCAL_RANK"), absl::StrCat(local_rank));
+    EXPECT_EQ(vars.at("WORLD_SIZE"), "4");
+    EXPECT_EQ(vars.at("LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(vars.at("GROUP_RANK"), "1");
+    EXPECT_EQ(vars.at("GROUP_WORLD_SIZE"), "2");
+  }
+}
+
+TEST(LauncherEnvironmentTest, DefaultThreadsAreAnEvenShareOfTheCpus) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=2", TestProgram(), "print_env"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string expected = absl::StrCat(std::max(1, NumCpus() / 2));
+  for (const auto& [rank, vars] : EnvByRank(result.out)) {
+    EXPECT_EQ(vars.at("OMP_NUM_THREADS"), expected);
+    EXPECT_EQ(vars.at("OPENBLAS_NUM_THREADS"), expected);
+    EXPECT_EQ(vars.at("MKL_NUM_THREADS"), expected);
+  }
+}
+
+TEST(LauncherEnvironmentTest, MasterPortZeroPicksOneRealPortForAllRanks) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=2", "--master_port=0", TestProgram(), "print_env"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto env = EnvByRank(result.out);
+  ASSERT_EQ(env.size(), 2u) << result.out;
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(env.at(0).at("MASTER_PORT"), &port));
+  EXPECT_GT(port, 0);
+  EXPECT_LE(port, 65535);
+  EXPECT_EQ(env.at(1).at("MASTER_PORT"), env.at(0).at("MASTER_PORT"));
+}
+
+TEST(LauncherEnvironmentTest, ExtraEnvReachesEveryRank) {
+  LauncherOptions options;
+  options.nproc_per_node = 2;
+  options.extra_env = {{"STRATA_LAUNCH_TEST", "hello world"}};
+  options.command = {TestProgram(), "check_env", "STRATA_LAUNCH_TEST",
+                     "hello world"};
+  EXPECT_TRUE(Launch(options).ok());
+}
+
+TEST(LauncherEnvironmentTest, ExtraEnvOverridesTheThreadLimit) {
+  LauncherOptions options;
+  options.num_threads_per_rank = 1;
+  options.extra_env = {{"OMP_NUM_THREADS", "7"}};
+  options.command = {TestProgram(), "check_env", "OMP_NUM_THREADS", "7"};
+  EXPECT_TRUE(Launch(options).ok());
+}
+
+// ---------------------------------------------------------------------------
+// Output forwarding.
+
+TEST(LauncherOutputTest, PrefixesEveryLineWithItsRankWithoutInterleaving) {
+  constexpr int kNumLines = 300;
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=3", TestProgram(), "write_lines",
+                   absl::StrCat(kNumLines)});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  static const std::regex kLine(
+      R"(\[rank([0-9])\]: rank \1 line ([0-9]+) x{300})");
+  std::map<int, int> next_line_by_rank;
+  for (const std::string& line : Lines(result.out)) {
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(line, match, kLine)) << line;
+    // Each rank's lines arrive complete and in order.
+    int& next_line = next_line_by_rank[std::stoi(match[1])];
+    EXPECT_EQ(std::stoi(match[2]), next_line);
+    ++next_line;
+  }
+  EXPECT_EQ(
+      next_line_by_rank,
+      (std::map<int, int>{{0, kNumLines}, {1, kNumLines}, {2, kNumLines}}));
+}
+
+TEST(LauncherOutputTest, StdoutAndStderrGoToTheirOwnStreams) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=1", TestProgram(), "both_streams"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "[rank0]: to stdout\n");
+  EXPECT_THAT(result.err, HasSubstr("[rank0]: to stderr\n"));
+  EXPECT_THAT(result.err, Not(HasSubstr("to stdout")));
+}
+
+TEST(LauncherOutputTest, FlushesATrailingPartialLineAtExit) {
+  const RunResult result = RunLauncher({TestProgram(), "partial_line"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "[rank0]: complete line\n[rank0]: no newline at the end\n");
+}
+
+TEST(LauncherOutputTest, PrefixOutputFalseForwardsLinesUnchanged) {
+  const RunResult result =
+      RunLauncher({"--prefix_output=false", TestProgram(), "partial_line"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "complete line\nno newline at the end\n");
+}
+
+TEST(LauncherCommandTest, FindsTheProgramOnPathAndPassesItsFlagsThrough) {
+  // No "--": everything from the program on belongs to the ranks.
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=2", "sh", "-c", "echo \"rank $RANK: $*\"",
+                   "sh", "--nproc_per_node=5", "-v"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> lines = Lines(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "[rank0]: rank 0: --nproc_per_node=5 -v",
+                       "[rank1]: rank 1: --nproc_per_node=5 -v"}));
+}
+
+TEST(LauncherCommandTest, RanksReadStdinFromDevNull) {
+  // The launcher's stdin is a pipe the test keeps open: a rank inheriting it
+  // would wait in `cat` until the run times out.
+  const RunResult result = RunLauncher({"sh", "-c", "cat; echo done"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "[rank0]: done\n");
+}
+
+TEST(LauncherCommandTest, DoubleDashSeparatesTheCommand) {
+  const RunResult result =
+      RunLauncher({"--master_port", "23456", "--", TestProgram(), "print_env"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(EnvByRank(result.out).at(0).at("MASTER_PORT"), "23456");
+}
+
+// ---------------------------------------------------------------------------
+// Failures.
+
+TEST(LauncherFailureTest, FailingRankIsNamedAndTheOthersAreStoppedPromptly) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=3", TestProgram(), "exit_on_rank", "1", "3"});
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_THAT(
+      result.err,
+      MatchesRegex(".*rank 1 \\(local rank 1, pid [0-9]+\\) exited with status "
+                   "3\n.*"));
+  EXPECT_LT(result.elapsed, kPromptly);
+}
+
+TEST(LauncherFailureTest, RankKilledBySignalIsNamedWithTheSignal) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=2", TestProgram(), "kill_on_rank", "1", "9"});
+  EXPECT_EQ(result.exit_code, 128 + 9);
+  EXPECT_THAT(result.err,
+              MatchesRegex(".*rank 1 \\(local rank 1, pid [0-9]+\\) was killed "
+                           "by signal 9 \\(Killed\\)\n.*"));
+  EXPECT_LT(result.elapsed, kPromptly);
+}
+
+TEST(LauncherFailureTest, RanksIgnoringSigtermAreKilledAfterTheGrace) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=2", "--stop_grace_s=0.5", TestProgram(),
+                   "exit_on_rank", "0", "3", "ignore_sigterm"});
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_THAT(result.err, HasSubstr("rank 0 (local rank 0, pid "));
+  EXPECT_THAT(result.err, HasSubstr("was killed by signal 9 (Killed)"));
+  // 0.5 s before rank 0 exits, then the 0.5 s grace.
+  EXPECT_GE(result.elapsed, absl::Seconds(1));
+  EXPECT_LT(result.elapsed, kPromptly);
+}
+
+TEST(LauncherFailureTest, StoppingReachesTheChildrenOfRanks) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=2", TestProgram(), "exit_on_rank", "0",
+                   "3", "with_grandchild"});
+  EXPECT_EQ(result.exit_code, 3);
+  static const std::regex kLine(R"(\[rank1\]: grandchild pid ([0-9]+))");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(result.out, match, kLine)) << result.out;
+  EXPECT_TRUE(ProcessEnds(match[1].str()))
+      << "grandchild " << match[1] << " still running";
+}
+
+TEST(LauncherFailureTest, MissingProgramIsNamed) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=2", "strata_no_such_program", "arg"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_THAT(result.err,
+              HasSubstr("[rank0]: cannot execute 'strata_no_such_program': No "
+                        "such file or directory\n"));
+  EXPECT_THAT(
+      result.err,
+      MatchesRegex(".*rank 0 \\(local rank 0, pid [0-9]+\\) exited with "
+                   "status 127: cannot execute "
+                   "'strata_no_such_program': No such file or "
+                   "directory\n.*"));
+}
+
+TEST(LauncherFailureTest, SigtermToTheLauncherIsForwardedToTheRanks) {
+  Subprocess launcher({LauncherBinary(), "--nproc_per_node=2", TestProgram(),
+                       "ready_then_sleep"});
+  ASSERT_TRUE(launcher.WaitForStdout(
+      [](const std::string& out) {
+        return absl::StrContains(out, "[rank0]: ready\n") &&
+               absl::StrContains(out, "[rank1]: ready\n");
+      },
+      absl::Seconds(10)))
+      << launcher.out();
+  const absl::Time signalled = absl::Now();
+  launcher.Signal(SIGTERM);
+  const RunResult result = launcher.Finish();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM);
+  EXPECT_THAT(result.err, HasSubstr("was killed by signal 15 (Terminated)"));
+  EXPECT_LT(absl::Now() - signalled, kPromptly);
+}
+
+TEST(LauncherFailureTest, RanksEndWhenTheLauncherIsKilled) {
+  Subprocess launcher(
+      {LauncherBinary(), "sh", "-c", "echo pid $$; exec sleep 60"});
+  static const std::regex kLine(R"(\[rank0\]: pid ([0-9]+)\n)");
+  std::smatch match;
+  ASSERT_TRUE(launcher.WaitForStdout(
+      [&match](const std::string& out) {
+        return std::regex_search(out, match, kLine);
+      },
+      absl::Seconds(10)))
+      << launcher.out();
+  const std::string rank_pid = match[1].str();
+  launcher.Signal(SIGKILL);
+  launcher.Finish();
+  EXPECT_TRUE(ProcessEnds(rank_pid)) << "rank " << rank_pid << " still running";
+}
+
+TEST(LauncherFailureTest, LaunchReturnsTheFirstFailureAndItsExitCode) {
+  LauncherOptions options;
+  options.nproc_per_node = 2;
+  options.command = {TestProgram(), "exit_on_rank", "1", "3"};
+  const absl::Status status = Launch(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(status.message()),
+              MatchesRegex("rank 1 \\(local rank 1, pid [0-9]+\\) exited with "
+                           "status 3"));
+  EXPECT_EQ(ExitCodeFromStatus(status), 3);
+}
+
+TEST(LauncherFailureTest, LaunchReturnsOkWhenEveryRankExitsZero) {
+  LauncherOptions options;
+  options.nproc_per_node = 2;
+  options.command = {TestProgram(), "exit", "0"};
+  const absl::Status status = Launch(options);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(ExitCodeFromStatus(status), 0);
+}
+
+TEST(LauncherFailureTest, ExitCodeOfOtherErrorsIsOne) {
+  EXPECT_EQ(ExitCodeFromStatus(absl::InternalError("fork failed")), 1);
+}
+
+// ---------------------------------------------------------------------------
+// Invalid options: rejected before anything is spawned, naming the flag.
+
+LauncherOptions ValidOptions() {
+  LauncherOptions options;
+  options.command = {"true"};
+  return options;
+}
+
+TEST(LauncherOptionsTest, DefaultsWithACommandAreValid) {
+  EXPECT_TRUE(ValidateLauncherOptions(ValidOptions()).ok());
+}
+
+TEST(LauncherOptionsTest, RejectsZeroNprocPerNode) {
+  LauncherOptions options = ValidOptions();
+  options.nproc_per_node = 0;
+  EXPECT_EQ(ValidateLauncherOptions(options),
+            absl::InvalidArgumentError("--nproc_per_node must be >= 1, got 0"));
+}
+
+TEST(LauncherOptionsTest, RejectsNodeRankNotBelowNnodes) {
+  LauncherOptions options = ValidOptions();
+  options.nnodes = 2;
+  options.node_rank = 2;
+  EXPECT_EQ(ValidateLauncherOptions(options),
+            absl::InvalidArgumentError(
+                "--node_rank must be in [0, --nnodes=2), got 2"));
+}
+
+TEST(LauncherOptionsTest, RejectsMasterPortOutOfRange) {
+  LauncherOptions options = ValidOptions();
+  options.master_port = 65536;
+  EXPECT_EQ(ValidateLauncherOptions(options),
+            absl::InvalidArgumentError("--master_port must be in [0, 65535] "
+                                       "(0: pick a free port), got 65536"));
+}
+
+TEST(LauncherOptionsTest, RejectsMasterPortZeroOnSeveralNodes) {
+  LauncherOptions options = ValidOptions();
+  options.nnodes = 2;
+  options.master_port = 0;
+  EXPECT_THAT(ValidateLauncherOptions(options).message(),
+              HasSubstr("--master_port=0 (pick a free port) needs --nnodes=1"));
+}
+
+TEST(LauncherOptionsTest, RejectsNegativeThreadsPerRank) {
+  LauncherOptions options = ValidOptions();
+  options.num_threads_per_rank = -1;
+  EXPECT_THAT(ValidateLauncherOptions(options).message(),
+              HasSubstr("--threads_per_rank must be >= 0"));
+}
+
+TEST(LauncherOptionsTest, RejectsEmptyCommand) {
+  LauncherOptions options = ValidOptions();
+  options.command.clear();
+  EXPECT_THAT(ValidateLauncherOptions(options).message(),
+              HasSubstr("no program given"));
+}
+
+TEST(LauncherOptionsTest, RejectsExtraEnvSettingARendezvousVariable) {
+  LauncherOptions options = ValidOptions();
+  options.extra_env = {{"RANK", "5"}};
+  EXPECT_EQ(ValidateLauncherOptions(options),
+            absl::InvalidArgumentError(
+                "extra_env may not set RANK: the launcher sets it per rank"));
+}
+
+// The binary rejects bad flags before starting any rank (print_env would
+// print to stdout).
+TEST(LauncherFlagsTest, ZeroNprocPerNodeFailsNamingTheFlag) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=0", TestProgram(), "print_env"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("--nproc_per_node must be >= 1, got 0"));
+  EXPECT_EQ(result.out, "");
+}
+
+TEST(LauncherFlagsTest, NodeRankNotBelowNnodesFailsNamingTheFlag) {
+  const RunResult result =
+      RunLauncher({"--nnodes=2", "--node_rank=2", TestProgram(), "print_env"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err,
+              HasSubstr("--node_rank must be in [0, --nnodes=2), got 2"));
+  EXPECT_EQ(result.out, "");
+}
+
+TEST(LauncherFlagsTest, MasterPortOutOfRangeFailsNamingTheFlag) {
+  const RunResult result =
+      RunLauncher({"--master_port=70000", TestProgram(), "print_env"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("--master_port must be in [0, 65535]"));
+  EXPECT_EQ(result.out, "");
+}
+
+TEST(LauncherFlagsTest, NegativeStopGraceFailsNamingTheFlag) {
+  const RunResult result =
+      RunLauncher({"--stop_grace_s=-1", TestProgram(), "print_env"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("--stop_grace_s must be >= 0, got -1"));
+  EXPECT_EQ(result.out, "");
+}
+
+TEST(LauncherFlagsTest, NoProgramIsAUsageError) {
+  const RunResult result = RunLauncher({"--nproc_per_node=2"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err,
+              HasSubstr("no program given; usage: launch [flags] [--] program "
+                        "[args...]"));
+}
+
+}  // namespace
+}  // namespace strata::launch
