@@ -28,11 +28,16 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "launch/testing/subprocess.h"
 
 extern char** environ;
 
 namespace strata::launch {
 namespace {
+
+using ::strata::launch::testing::RunfilePath;
+using ::strata::launch::testing::RunResult;
+using ::strata::launch::testing::Subprocess;
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
@@ -43,147 +48,8 @@ constexpr absl::Duration kRunTimeout = absl::Seconds(15);
 // "Promptly": far below the ranks' 60 s sleep and the default 10 s grace.
 constexpr absl::Duration kPromptly = absl::Seconds(5);
 
-std::string RunfilePath(absl::string_view name) {
-  const char* srcdir = getenv("TEST_SRCDIR");
-  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/strata/launch/",
-                      name);
-}
-std::string LauncherBinary() { return RunfilePath("launch"); }
-std::string TestProgram() { return RunfilePath("launch_test_program"); }
-
-struct RunResult {
-  int exit_code = -1;  // -1 if the process was killed by a signal.
-  std::string out;
-  std::string err;
-  absl::Duration elapsed;
-};
-
-// A child process with its stdout and stderr captured. Used from the test's
-// thread only; the destructor kills and reaps it if Finish() was not called.
-class Subprocess {
- public:
-  explicit Subprocess(const std::vector<std::string>& argv)
-      : start_(absl::Now()) {
-    int in_pipe[2], out_pipe[2], err_pipe[2];
-    ExpectPipe(pipe2(in_pipe, O_CLOEXEC));
-    ExpectPipe(pipe2(out_pipe, O_CLOEXEC));
-    ExpectPipe(pipe2(err_pipe, O_CLOEXEC));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    // stdin: a pipe the test keeps open, as a terminal would stay open.
-    posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-    std::vector<std::string> args = argv;
-    std::vector<char*> c_args;
-    for (std::string& arg : args) c_args.push_back(arg.data());
-    c_args.push_back(nullptr);
-    const int error = posix_spawn(&pid_, c_args[0], &actions, nullptr,
-                                  c_args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    in_fd_ = in_pipe[1];
-    out_fd_ = out_pipe[0];
-    err_fd_ = err_pipe[0];
-    if (error != 0) {
-      ADD_FAILURE() << "cannot start " << argv[0] << ": " << strerror(error);
-      pid_ = -1;
-    }
-  }
-  Subprocess(const Subprocess&) = delete;
-  Subprocess& operator=(const Subprocess&) = delete;
-  ~Subprocess() {
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(in_fd_);
-    if (out_fd_ >= 0) close(out_fd_);
-    if (err_fd_ >= 0) close(err_fd_);
-  }
-
-  const std::string& out() const { return result_.out; }
-
-  // Reads output until `done(stdout so far)` or `timeout`; returns done's
-  // last value.
-  bool WaitForStdout(const std::function<bool(const std::string&)>& done,
-                     absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (!done(result_.out)) {
-      if (absl::Now() >= deadline || !Pump(deadline)) return false;
-    }
-    return true;
-  }
-
-  void Signal(int signo) { kill(pid_, signo); }
-  pid_t pid() const { return pid_; }
-
-  // Reads all output and waits for the exit. If that takes longer than
-  // kRunTimeout, fails the test and stops the process (SIGTERM, which the
-  // launcher forwards, then SIGKILL).
-  RunResult Finish() {
-    if (pid_ <= 0) return result_;
-    const absl::Time deadline = start_ + kRunTimeout;
-    while ((out_fd_ >= 0 || err_fd_ >= 0) && absl::Now() < deadline) {
-      Pump(deadline);
-    }
-    int status = 0;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (absl::Now() >= deadline) {
-        ADD_FAILURE() << "still running after " << kRunTimeout;
-        kill(pid_, SIGTERM);
-        absl::SleepFor(absl::Seconds(1));
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    reaped_ = true;
-    result_.elapsed = absl::Now() - start_;
-    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return result_;
-  }
-
- private:
-  static void ExpectPipe(int result) { ASSERT_EQ(result, 0) << "pipe2"; }
-
-  // Waits for output until `deadline`, appends what arrived; returns false
-  // if both pipes are closed.
-  bool Pump(absl::Time deadline) {
-    std::vector<pollfd> fds;
-    for (int fd : {out_fd_, err_fd_}) {
-      if (fd >= 0) fds.push_back({fd, POLLIN, 0});
-    }
-    if (fds.empty()) return false;
-    const int timeout_ms =
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
-    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
-    for (const pollfd& pfd : fds) {
-      if (pfd.revents == 0) continue;
-      const bool is_out = pfd.fd == out_fd_;
-      char buffer[65536];
-      const ssize_t n = read(pfd.fd, buffer, sizeof(buffer));
-      if (n <= 0) {
-        close(pfd.fd);
-        (is_out ? out_fd_ : err_fd_) = -1;
-      } else {
-        (is_out ? result_.out : result_.err).append(buffer, n);
-      }
-    }
-    return true;
-  }
-
-  const absl::Time start_;
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int in_fd_ = -1;
-  int out_fd_ = -1;
-  int err_fd_ = -1;
-  RunResult result_;
-};
+std::string LauncherBinary() { return RunfilePath("launch/launch"); }
+std::string TestProgram() { return RunfilePath("launch/launch_test_program"); }
 
 // Runs the `launch` binary with `args` (flags, then the command).
 RunResult RunLauncher(std::vector<std::string> args) {

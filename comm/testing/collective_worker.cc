@@ -4,6 +4,8 @@
 //   iterations=N     collectives to run (default 20)
 //   die_rank=R       rank that kills itself with SIGKILL ...
 //   die_at=I         ... just before iteration I
+//   stall_rank=R     rank that stops calling collectives (stays alive) ...
+//   stall_at=I       ... at iteration I, for 120 s
 //   timeout_s=S      collective timeout (default 30)
 //   interval_ms=M    sleep between iterations (default 0)
 // Exits 0 when every result was correct; on an error, logs it and exits 1.
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
   const int die_rank = IntArg(args, "die_rank", -1);
   const int die_at = IntArg(args, "die_at", 0);
   const int interval_ms = IntArg(args, "interval_ms", 0);
+  const int stall_rank = IntArg(args, "stall_rank", -1);
+  const int stall_at = IntArg(args, "stall_at", 0);
 
   auto info = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
   if (!info.ok()) {
@@ -68,6 +72,11 @@ int main(int argc, char** argv) {
     if (rank == die_rank && it == die_at) {
       LOG(INFO) << "rank " << rank << " killing itself at iteration " << it;
       kill(getpid(), SIGKILL);
+    }
+    if (rank == stall_rank && it == stall_at) {
+      LOG(INFO) << "rank " << rank << " stalling at iteration " << it;
+      std::this_thread::sleep_for(std::chrono::seconds(120));
+      return 0;
     }
     at::Tensor t = at::full({1 << 16}, static_cast<float>(rank + it));
     absl::Status status = (*group)->AllReduce(t);
