@@ -12,3 +12,11 @@ def strata_system_libs():
         path = "/usr/include/torch/csrc/api/include",
         build_file = "//third_party:libtorch_api.BUILD",
     )
+
+    # CUDA toolkit and NCCL; only targets built with --config=cuda use it, and
+    # Bazel reads it only then (machines without /usr/local/cuda are fine).
+    native.new_local_repository(
+        name = "local_cuda",
+        path = "/usr/local/cuda",
+        build_file = "//third_party:local_cuda.BUILD",
+    )
