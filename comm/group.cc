@@ -529,9 +529,10 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
       at::Tensor block = at::empty({counts[rank()]}, tensor.options());
       internal::RingReduceScatter(*context_, flat, block, counts, ToRing(op),
                                   options_.ring_segment_bytes, tag,
-                                  ToChrono(options_.timeout));
+                                  ToChrono(options_.timeout), &ring_workspace_);
       if (op == ReduceOp::kAverage) block.div_(size());
-      internal::RingAllGather(*context_, block, flat, counts, tag + 1,
+      internal::RingAllGather(*context_, block, flat, counts,
+                              options_.ring_segment_bytes, tag + 1,
                               ToChrono(options_.timeout));
     });
   }
@@ -647,7 +648,8 @@ std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
                   counts = std::vector<int64_t>(counts.begin(), counts.end()),
                   tag]() mutable {
                    internal::RingAllGather(*context_, input, output, counts,
-                                           tag, ToChrono(options_.timeout));
+                                           options_.ring_segment_bytes, tag,
+                                           ToChrono(options_.timeout));
                  });
 }
 
@@ -707,15 +709,15 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
   const uint32_t tag = next_tag_++;
-  return Enqueue(
-      description, [this, input, output, op,
-                    counts = std::vector<int64_t>(counts.begin(), counts.end()),
-                    tag]() mutable {
-        internal::RingReduceScatter(*context_, input, output, counts,
-                                    ToRing(op), options_.ring_segment_bytes,
-                                    tag, ToChrono(options_.timeout));
-        if (op == ReduceOp::kAverage) output.div_(size());
-      });
+  return Enqueue(description, [this, input, output, op,
+                               counts = std::vector<int64_t>(counts.begin(),
+                                                             counts.end()),
+                               tag]() mutable {
+    internal::RingReduceScatter(*context_, input, output, counts, ToRing(op),
+                                options_.ring_segment_bytes, tag,
+                                ToChrono(options_.timeout), &ring_workspace_);
+    if (op == ReduceOp::kAverage) output.div_(size());
+  });
 }
 
 // --- Barrier, send/recv

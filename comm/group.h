@@ -202,6 +202,11 @@ class Group {
   std::shared_ptr<gloo::Context> context_;
   // Runs the ring collectives in call order (same order on every rank).
   std::unique_ptr<Worker> worker_;
+  // Staging memory of the reduce-scatter ring with more than two ranks (two
+  // blocks of the largest reduce-scatter so far), kept across calls so large
+  // collectives do not page-fault fresh memory each time. Used only on the
+  // worker thread.
+  at::Tensor ring_workspace_;
   uint32_t next_tag_ = 1;
   int num_splits_ = 0;
   int64_t num_calls_ = 0;

@@ -27,20 +27,29 @@ enum class RingReduction { kSum, kMax, kMin };
 // all-reduce followed by a slice moves. Blocks are cut into segments of about
 // `segment_bytes` so that reducing one segment overlaps receiving the next.
 //
+// The last step receives straight into `output` and reduces in place, so two
+// ranks need no staging memory; with more ranks, partial blocks are staged in
+// `*workspace`, which the caller keeps across calls (grown here as needed)
+// so that large collectives do not page-fault fresh memory every time.
+//
 // Blocking; call from one thread per context at a time, with the same
 // `tag` on every rank. Throws gloo::IoException when a peer fails or
 // `timeout` passes.
 void RingReduceScatter(gloo::Context& context, const at::Tensor& input,
                        at::Tensor& output, const std::vector<int64_t>& counts,
                        RingReduction reduction, int64_t segment_bytes,
-                       uint32_t tag, std::chrono::milliseconds timeout);
+                       uint32_t tag, std::chrono::milliseconds timeout,
+                       at::Tensor* workspace);
 
 // Ring all-gather: `input` (counts[rank] elements) from every rank into
 // `output` (sum(counts) elements, rank i's block at sum(counts[0..i))).
+// This rank's block is sent straight from `input`, and copied into `output`
+// while the transfer runs; received segments are forwarded as they arrive.
 // Same calling rules as RingReduceScatter.
 void RingAllGather(gloo::Context& context, const at::Tensor& input,
                    at::Tensor& output, const std::vector<int64_t>& counts,
-                   uint32_t tag, std::chrono::milliseconds timeout);
+                   int64_t segment_bytes, uint32_t tag,
+                   std::chrono::milliseconds timeout);
 
 }  // namespace strata::comm::internal
 
