@@ -1,0 +1,191 @@
+#include "models/gpt.h"
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "models/layers.h"
+
+namespace strata::models {
+
+// wte + wpe, then dropout.
+class GptEmbed : public torch::nn::Module {
+ public:
+  GptEmbed(std::shared_ptr<Embedding> wte, std::shared_ptr<Embedding> wpe)
+      : wte_(register_module("wte", std::move(wte))),
+        wpe_(register_module("wpe", std::move(wpe))) {}
+
+  at::Tensor Forward(const at::Tensor& tokens, double dropout,
+                     bool train) const {
+    const at::Tensor positions = at::arange(tokens.size(1), tokens.options());
+    at::Tensor x = wte_->Forward(tokens) + wpe_->Forward(positions);
+    if (dropout > 0 && train) x = at::dropout(x, dropout, train);
+    return x;
+  }
+
+ private:
+  std::shared_ptr<Embedding> wte_;
+  std::shared_ptr<Embedding> wpe_;
+};
+
+// x + attn(ln_1(x)), then + mlp(ln_2(x)).
+class GptBlock : public torch::nn::Module {
+ public:
+  explicit GptBlock(const ModelConfig& config)
+      : num_heads_(config.num_heads), dropout_(config.dropout) {
+    const int64_t c = config.dim;
+    ln_1_ = register_module("ln_1",
+                            std::make_shared<LayerNorm>(c, config.norm_eps));
+    auto attn = register_module("attn", std::make_shared<torch::nn::Module>());
+    qkv_ =
+        attn->register_module("qkv", std::make_shared<Linear>(c, 3 * c, true));
+    attn_proj_ =
+        attn->register_module("proj", std::make_shared<Linear>(c, c, true));
+    ln_2_ = register_module("ln_2",
+                            std::make_shared<LayerNorm>(c, config.norm_eps));
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    fc_ = mlp->register_module(
+        "fc", std::make_shared<Linear>(c, config.ffn_dim, true));
+    mlp_proj_ = mlp->register_module(
+        "proj", std::make_shared<Linear>(config.ffn_dim, c, true));
+  }
+
+  at::Tensor Forward(const at::Tensor& x, bool train) const {
+    at::Tensor h = x + Dropout(Attention(ln_1_->Forward(x), train), train);
+    return h + Dropout(mlp_proj_->Forward(
+                           at::gelu(fc_->Forward(ln_2_->Forward(h)), "tanh")),
+                       train);
+  }
+
+ private:
+  at::Tensor Attention(const at::Tensor& x, bool train) const {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
+    const int64_t d = c / num_heads_;
+    const std::vector<at::Tensor> qkv = qkv_->Forward(x).split(c, -1);
+    auto heads = [&](const at::Tensor& y) {
+      return y.view({b, t, num_heads_, d}).transpose(1, 2);
+    };
+    const at::Tensor y = CausalAttention(heads(qkv[0]), heads(qkv[1]),
+                                         heads(qkv[2]), dropout_, train);
+    return attn_proj_->Forward(y.transpose(1, 2).reshape({b, t, c}));
+  }
+
+  at::Tensor Dropout(const at::Tensor& x, bool train) const {
+    return dropout_ > 0 && train ? at::dropout(x, dropout_, train) : x;
+  }
+
+  int64_t num_heads_;
+  double dropout_;
+  std::shared_ptr<LayerNorm> ln_1_;
+  std::shared_ptr<Linear> qkv_;
+  std::shared_ptr<Linear> attn_proj_;
+  std::shared_ptr<LayerNorm> ln_2_;
+  std::shared_ptr<Linear> fc_;
+  std::shared_ptr<Linear> mlp_proj_;
+};
+
+// ln_f, then logits against the tied token embedding.
+class GptHead : public torch::nn::Module {
+ public:
+  GptHead(std::shared_ptr<LayerNorm> ln_f, std::shared_ptr<Embedding> wte)
+      : ln_f_(register_module("ln_f", std::move(ln_f))), wte_(std::move(wte)) {}
+
+  at::Tensor Forward(const at::Tensor& x) const {
+    return at::linear(ln_f_->Forward(x), wte_->weight());
+  }
+
+ private:
+  std::shared_ptr<LayerNorm> ln_f_;
+  std::shared_ptr<Embedding> wte_;  // shared, owned by the "embed" unit
+};
+
+absl::StatusOr<std::shared_ptr<Gpt>> Gpt::Create(const ModelConfig& config,
+                                                 const BuildOptions& options) {
+  if (absl::Status status = ValidateConfig(config); !status.ok()) {
+    return status;
+  }
+  if (config.family != "gpt") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gpt: model config family is \"", config.family,
+                     "\", expected \"gpt\""));
+  }
+  return std::make_shared<Gpt>(config, options);
+}
+
+Gpt::Gpt(const ModelConfig& config, const BuildOptions& options)
+    : UnitModel("Gpt"), config_(config), scheme_(InitSchemeFor(config)) {
+  const absl::Status valid = ValidateConfig(config);
+  CHECK(valid.ok()) << valid;
+  CHECK_EQ(config.family, "gpt");
+  wte_ = register_module(
+      "wte", std::make_shared<Embedding>(config.vocab_size, config.dim));
+  wpe_ = register_module(
+      "wpe", std::make_shared<Embedding>(config.seq_len, config.dim));
+  auto blocks =
+      register_module("blocks", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    blocks_.push_back(blocks->register_module(
+        std::to_string(i), std::make_shared<GptBlock>(config)));
+  }
+  ln_f_ = register_module(
+      "ln_f", std::make_shared<LayerNorm>(config.dim, config.norm_eps));
+  embed_ = std::make_shared<GptEmbed>(wte_, wpe_);
+  head_ = std::make_shared<GptHead>(ln_f_, wte_);
+
+  RegisterUnit("embed", "Embedding", embed_.get());
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    RegisterUnit(absl::StrCat("blocks.", i), "GPTBlock", blocks_[i].get());
+  }
+  RegisterUnit("head", "Head", head_.get());
+
+  if (!options.deferred) {
+    const absl::Status status = Materialize(*this, options);
+    CHECK(status.ok()) << status;
+  }
+}
+
+at::Tensor Gpt::Forward(const at::Tensor& tokens) {
+  CheckMaterialized();
+  CheckTokens(tokens, config_.vocab_size, config_.seq_len);
+  // Captured by value: a recomputed unit sees the same mode as its forward.
+  const bool train = is_training();
+  const double dropout = config_.dropout;
+  int unit = 0;
+  at::Tensor x =
+      CallUnit(unit++, tokens,
+               [embed = embed_.get(), dropout, train](const at::Tensor& ids) {
+                 return embed->Forward(ids, dropout, train);
+               });
+  for (const std::shared_ptr<GptBlock>& block : blocks_) {
+    x = CallUnit(unit++, x, [block = block.get(), train](const at::Tensor& h) {
+      return block->Forward(h, train);
+    });
+  }
+  return CallUnit(unit++, x, [head = head_.get()](const at::Tensor& h) {
+    return head->Forward(h);
+  });
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>>
+Gpt::SharedParameters() const {
+  return {{"wte.weight", {"head"}}};
+}
+
+absl::StatusOr<at::Tensor> Gpt::InitialParameter(const std::string& name,
+                                                 uint64_t seed) const {
+  for (const auto& item : named_parameters(/*recurse=*/true)) {
+    if (item.key() == name) {
+      return InitialValue(name, item.value().sizes(), seed, scheme_);
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("Gpt has no parameter named '", name, "'"));
+}
+
+}  // namespace strata::models

@@ -1,0 +1,93 @@
+#include "models/layers.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "glog/logging.h"
+#include "models/init.h"
+
+namespace strata::models {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias) {
+  weight_ =
+      register_parameter("weight", MetaTensor({out_features, in_features}));
+  if (bias) bias_ = register_parameter("bias", MetaTensor({out_features}));
+}
+
+at::Tensor Linear::Forward(const at::Tensor& x) const {
+  return at::linear(x, weight_, bias_);
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim) {
+  weight_ = register_parameter("weight", MetaTensor({num_embeddings, dim}));
+}
+
+at::Tensor Embedding::Forward(const at::Tensor& ids) const {
+  return at::embedding(weight_, ids);
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
+  weight_ = register_parameter("weight", MetaTensor({dim}));
+  bias_ = register_parameter("bias", MetaTensor({dim}));
+}
+
+at::Tensor LayerNorm::Forward(const at::Tensor& x) const {
+  return at::layer_norm(x, {dim_}, weight_, bias_, eps_);
+}
+
+RmsNorm::RmsNorm(int64_t dim, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", MetaTensor({dim}));
+}
+
+at::Tensor RmsNorm::Forward(const at::Tensor& x) const {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor normed =
+      xf * at::rsqrt(xf.pow(2).mean({-1}, /*keepdim=*/true) + eps_);
+  return normed.to(x.scalar_type()) * weight_;
+}
+
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, double dropout, bool train) {
+  CHECK_EQ(q.dim(), 4);
+  const int64_t seq = q.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+  const at::Tensor future =
+      at::ones({seq, seq},
+               at::TensorOptions().dtype(at::kBool).device(q.device()))
+          .triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(v.scalar_type());
+  if (dropout > 0 && train) probs = at::dropout(probs, dropout, train);
+  return at::matmul(probs, v);
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryTables(int64_t seq_len,
+                                               int64_t head_dim, double theta,
+                                               c10::Device device) {
+  CHECK_EQ(head_dim % 2, 0);
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor inv_freq = at::pow(
+      theta, -at::arange(0, head_dim, 2, f64) / static_cast<double>(head_dim));
+  const at::Tensor angles = at::outer(at::arange(seq_len, f64), inv_freq);
+  return {angles.cos().to(device, at::kFloat),
+          angles.sin().to(device, at::kFloat)};
+}
+
+at::Tensor ApplyRotary(const at::Tensor& x, const at::Tensor& cos,
+                       const at::Tensor& sin) {
+  CHECK_EQ(x.dim(), 4);
+  const int64_t b = x.size(0), t = x.size(1), h = x.size(2), d = x.size(3);
+  const at::Tensor pairs = x.to(at::kFloat).reshape({b, t, h, d / 2, 2});
+  const at::Tensor x0 = pairs.select(-1, 0);
+  const at::Tensor x1 = pairs.select(-1, 1);
+  const at::Tensor c = cos.narrow(0, 0, t).view({1, t, 1, d / 2});
+  const at::Tensor s = sin.narrow(0, 0, t).view({1, t, 1, d / 2});
+  const at::Tensor rotated = at::stack({x0 * c - x1 * s, x0 * s + x1 * c}, -1);
+  return rotated.reshape({b, t, h, d}).to(x.scalar_type());
+}
+
+}  // namespace strata::models

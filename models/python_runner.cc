@@ -1,0 +1,53 @@
+#include "models/python_runner.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace strata::models {
+namespace {
+
+std::string ShellQuote(const std::string& arg) {
+  return absl::StrCat("'", absl::StrReplaceAll(arg, {{"'", "'\\''"}}), "'");
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+}  // namespace
+
+absl::Status RunPython(const std::vector<std::string>& args,
+                       const std::string& log_path) {
+  std::string command = "OMP_NUM_THREADS=1 /usr/bin/python3";
+  for (const std::string& arg : args) {
+    absl::StrAppend(&command, " ", ShellQuote(arg));
+  }
+  absl::StrAppend(&command, " > ", ShellQuote(log_path), " 2>&1");
+  const int status = std::system(command.c_str());
+  if (status == 0) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("`", command, "` failed (exit status ",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : status,
+                   "); output:\n", ReadAll(log_path)));
+}
+
+absl::Status WriteTextFile(const std::string& path, const std::string& code) {
+  std::ofstream file(path);
+  file << code;
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace strata::models
