@@ -1,0 +1,262 @@
+#include "optim/lr_schedule.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::optim {
+namespace {
+
+using ::testing::HasSubstr;
+
+LrScheduleOptions Options(const std::string& kind) {
+  LrScheduleOptions options;
+  options.kind = kind;
+  options.base_lr = 1.0;
+  return options;
+}
+
+std::unique_ptr<LrSchedule> MustCreate(const LrScheduleOptions& options) {
+  auto schedule = LrSchedule::Create(options);
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return *std::move(schedule);
+}
+
+TEST(LrScheduleTest, WarmupRisesLinearlyToBaseLr) {
+  LrScheduleOptions options = Options("constant");
+  options.warmup_steps = 4;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(0), 0.25);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(1), 0.5);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(2), 0.75);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(3), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(4), 1.0);
+}
+
+TEST(LrScheduleTest, ConstantStaysAtBaseLr) {
+  std::unique_ptr<LrSchedule> schedule = MustCreate(Options("constant"));
+  EXPECT_DOUBLE_EQ(schedule->LrAt(0), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(1000000), 1.0);
+}
+
+TEST(LrScheduleTest, CosineFallsFromBaseLrToMinLr) {
+  LrScheduleOptions options = Options("cosine");
+  options.total_steps = 10;
+  options.min_lr = 0.1;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(0), 1.0);
+  // cos(pi / 2) = 0: half-way between base_lr and min_lr.
+  EXPECT_NEAR(schedule->LrAt(5), 0.55, 1e-15);
+  // cos(pi / 5): 0.1 + 0.9 * (1 + 0.80901699437494745) / 2.
+  EXPECT_NEAR(schedule->LrAt(2), 0.1 + 0.45 * (1 + 0.80901699437494745), 1e-15);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(10), 0.1);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(25), 0.1);
+}
+
+TEST(LrScheduleTest, CosineStartsAfterWarmup) {
+  LrScheduleOptions options = Options("cosine");
+  options.warmup_steps = 2;
+  options.total_steps = 12;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(0), 0.5);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(2), 1.0);
+  EXPECT_NEAR(schedule->LrAt(7), 0.5, 1e-15);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(12), 0.0);
+}
+
+TEST(LrScheduleTest, LinearFallsToMinLr) {
+  LrScheduleOptions options = Options("linear");
+  options.warmup_steps = 2;
+  options.total_steps = 6;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(1), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(2), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(3), 0.75);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(4), 0.5);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(5), 0.25);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(6), 0.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(100), 0.0);
+}
+
+TEST(LrScheduleTest, LinearStopsAtANonZeroMinLr) {
+  LrScheduleOptions options = Options("linear");
+  options.total_steps = 4;
+  options.min_lr = 0.2;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(2), 0.6);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(4), 0.2);
+}
+
+TEST(LrScheduleTest, StepMultipliesByGammaEveryStepSizeSteps) {
+  LrScheduleOptions options = Options("step");
+  options.warmup_steps = 1;
+  options.step_size = 3;
+  options.gamma = 0.5;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(0), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(1), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(3), 1.0);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(4), 0.5);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(6), 0.5);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(7), 0.25);
+  EXPECT_DOUBLE_EQ(schedule->LrAt(31), std::pow(0.5, 10));
+}
+
+std::string ValidationError(const LrScheduleOptions& options) {
+  const absl::Status status = ValidateLrScheduleOptions(options);
+  EXPECT_FALSE(status.ok());
+  EXPECT_FALSE(LrSchedule::Create(options).ok());
+  return status.ToString();
+}
+
+TEST(LrScheduleTest, RejectsAnUnknownKind) {
+  EXPECT_THAT(ValidationError(Options("exponential")),
+              HasSubstr("lr_schedule kind must be one of constant, cosine, "
+                        "linear, step; got 'exponential'"));
+}
+
+TEST(LrScheduleTest, RejectsCosineWithoutStepsAfterWarmup) {
+  LrScheduleOptions options = Options("cosine");
+  options.warmup_steps = 10;
+  options.total_steps = 10;
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("lr_schedule 'cosine' needs total_steps > "
+                        "warmup_steps, got total_steps 10 and warmup_steps "
+                        "10"));
+}
+
+TEST(LrScheduleTest, RejectsLinearWithoutTotalSteps) {
+  EXPECT_THAT(ValidationError(Options("linear")),
+              HasSubstr("lr_schedule 'linear' needs total_steps > "
+                        "warmup_steps, got total_steps 0"));
+}
+
+TEST(LrScheduleTest, RejectsMinLrAboveBaseLr) {
+  LrScheduleOptions options = Options("cosine");
+  options.total_steps = 10;
+  options.min_lr = 2.0;
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("needs 0 <= min_lr <= base_lr, got min_lr 2 and "
+                        "base_lr 1"));
+}
+
+TEST(LrScheduleTest, RejectsNegativeBaseLr) {
+  LrScheduleOptions options = Options("constant");
+  options.base_lr = -1e-3;
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("lr_schedule 'constant' needs base_lr >= 0, got "
+                        "-0.001"));
+}
+
+TEST(LrScheduleTest, RejectsNegativeWarmupSteps) {
+  LrScheduleOptions options = Options("constant");
+  options.warmup_steps = -1;
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("needs warmup_steps >= 0, got -1"));
+}
+
+TEST(LrScheduleTest, RejectsStepWithoutStepSize) {
+  EXPECT_THAT(ValidationError(Options("step")),
+              HasSubstr("lr_schedule 'step' needs step_size > 0, got 0"));
+}
+
+TEST(LrScheduleTest, RejectsNonPositiveGamma) {
+  LrScheduleOptions options = Options("step");
+  options.step_size = 2;
+  options.gamma = 0.0;
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("lr_schedule 'step' needs gamma > 0, got 0"));
+}
+
+TEST(LrScheduleTest, StateRoundTripGivesTheSameSchedule) {
+  LrScheduleOptions options = Options("cosine");
+  options.base_lr = 3e-4;
+  options.warmup_steps = 5;
+  options.total_steps = 50;
+  options.min_lr = 1e-5;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  auto restored = LrSchedule::FromState(schedule->State(41));
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->last_step, 41);
+  EXPECT_EQ(restored->schedule->options().kind, "cosine");
+  for (int64_t step = 0; step < 60; ++step) {
+    EXPECT_EQ(restored->schedule->LrAt(step), schedule->LrAt(step)) << step;
+  }
+}
+
+TEST(LrScheduleTest, StateHasNamedValues) {
+  LrScheduleOptions options = Options("step");
+  options.step_size = 7;
+  const std::vector<std::pair<std::string, double>> state =
+      MustCreate(options)->State(-1);
+  const std::vector<std::pair<std::string, double>> expected = {
+      {"kind", 3.0},        {"base_lr", 1.0},   {"warmup_steps", 0.0},
+      {"total_steps", 0.0}, {"min_lr", 0.0},    {"step_size", 7.0},
+      {"gamma", 0.1},       {"last_step", -1.0}};
+  EXPECT_EQ(state, expected);
+}
+
+std::vector<std::pair<std::string, double>> ValidState() {
+  LrScheduleOptions options = Options("linear");
+  options.total_steps = 100;
+  return MustCreate(options)->State(9);
+}
+
+std::string FromStateError(
+    const std::vector<std::pair<std::string, double>>& state) {
+  auto restored = LrSchedule::FromState(state);
+  EXPECT_FALSE(restored.ok());
+  return restored.status().ToString();
+}
+
+TEST(LrScheduleTest, FromStateRejectsAMissingKey) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  state.erase(state.begin() + 3);
+  EXPECT_THAT(FromStateError(state),
+              HasSubstr("lr_schedule state is missing key 'total_steps'"));
+}
+
+TEST(LrScheduleTest, FromStateRejectsAnUnexpectedKey) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  state.emplace_back("eta_min", 0.0);
+  EXPECT_THAT(FromStateError(state),
+              HasSubstr("lr_schedule state has unexpected key 'eta_min'"));
+}
+
+TEST(LrScheduleTest, FromStateRejectsANonIntegerStepCount) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  state[2].second = 2.5;
+  EXPECT_THAT(FromStateError(state),
+              HasSubstr("lr_schedule state 'warmup_steps' must be an integer, "
+                        "got 2.5"));
+}
+
+TEST(LrScheduleTest, FromStateRejectsAnUnknownKind) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  state[0].second = 7;
+  EXPECT_THAT(FromStateError(state),
+              HasSubstr("lr_schedule state 'kind' must be 0 (constant)"));
+}
+
+TEST(LrScheduleTest, FromStateValidatesTheOptions) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  state[3].second = 0;  // total_steps
+  EXPECT_THAT(FromStateError(state),
+              HasSubstr("lr_schedule state: lr_schedule 'linear' needs "
+                        "total_steps > warmup_steps"));
+}
+
+TEST(LrScheduleTest, FromStateRejectsALastStepBelowMinusOne) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  state[7].second = -2;
+  EXPECT_THAT(FromStateError(state),
+              HasSubstr("'last_step' must be >= -1, got -2"));
+}
+
+}  // namespace
+}  // namespace strata::optim

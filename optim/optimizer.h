@@ -1,0 +1,120 @@
+// strata::optim::Optimizer: optimizers over flat fp32 buffers.
+//
+// An optimizer updates one 1-D fp32 parameter buffer from a gradient buffer of
+// the same size. The buffers are either a whole model's FlatParameters or one
+// rank's shard of them (ZeRO / FSDP), so the same code serves both; optimizer
+// state (exp_avg, ...) is a flat tensor aligned element-for-element with the
+// parameter buffer, which is what makes it shardable and checkpointable.
+//
+// The buffer is divided into ParamRanges, each with its own weight decay (the
+// usual "no decay for biases and norms"). Elements past the last range (the
+// padding of a flat buffer) are never read or written.
+//
+// Threading: Step runs one fused pass over the buffers, split across the
+// intra-op threads of LibTorch (at::parallel_for). An optimizer's methods may
+// be called from one thread at a time.
+#ifndef STRATA_OPTIM_OPTIMIZER_H_
+#define STRATA_OPTIM_OPTIMIZER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace strata::optim {
+
+// A run of the flat buffer with its own weight decay (e.g. no decay for
+// biases and norms).
+struct ParamRange {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  double weight_decay = 0.0;
+};
+
+// Named tensors, in a fixed order (optimizer state, state dicts).
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Checks the buffers an optimizer updates: both defined, on the CPU, 1-D,
+// contiguous, fp32, the same non-zero numel, and not overlapping in memory.
+absl::Status ValidateFlatBuffers(const at::Tensor& params,
+                                 const at::Tensor& grads);
+
+// Checks `ranges` against a buffer of `numel` elements and returns them
+// without empty ranges. Ranges must be sorted, start at 0, follow each other
+// without gap or overlap and end at or before `numel` (the padding at the end
+// may be left out); weight decays must be finite and >= 0. An empty list
+// means one range over the whole buffer with weight decay 0; a list of empty
+// ranges (a shard that holds only padding) means no element is updated.
+absl::StatusOr<std::vector<ParamRange>> NormalizeParamRanges(
+    std::vector<ParamRange> ranges, int64_t numel);
+
+// The ranges of a shard: `ranges` (over a whole flat buffer) cut to the
+// elements [offset, offset + numel), with offsets relative to `offset`. Never
+// empty: a shard that meets no range (padding only) gets one empty range, so
+// that its optimizer updates nothing.
+std::vector<ParamRange> SliceParamRanges(const std::vector<ParamRange>& ranges,
+                                         int64_t offset, int64_t numel);
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of params from grads (both borrowed at construction). `lr`
+  // comes from the schedule each step; it must be finite and >= 0 (CHECKed).
+  virtual void Step(double lr) = 0;
+
+  // Steps taken so far (the "step" entry of State()).
+  int64_t num_steps() const;
+
+  // Optimizer state as named flat tensors aligned element-for-element with
+  // params (AdamW: "exp_avg", "exp_avg_sq"; SGD with momentum:
+  // "momentum_buffer"), plus "step" (0-dim int64). The returned tensors alias
+  // the live state: a checkpoint reads or writes them in place.
+  virtual NamedTensors State() = 0;
+
+  // Loads state saved by State() (in any order): the same names, shapes and
+  // dtypes, "step" >= 0. Errors name the key and both shapes; nothing changes
+  // unless everything matches.
+  virtual absl::Status LoadState(const NamedTensors& state);
+
+  // "adamw", "sgd".
+  virtual std::string name() const = 0;
+
+  const at::Tensor& params() const { return params_; }
+  const at::Tensor& grads() const { return grads_; }
+  const std::vector<ParamRange>& ranges() const { return ranges_; }
+
+ protected:
+  // `params`, `grads` and `ranges` must have passed ValidateFlatBuffers and
+  // NormalizeParamRanges.
+  Optimizer(at::Tensor params, at::Tensor grads,
+            std::vector<ParamRange> ranges);
+
+  // Adds one to the step counter and returns the new count.
+  int64_t IncrementStep();
+  const at::Tensor& step_tensor() const { return step_; }
+
+  // Calls fn(range_index, begin, end) over every element covered by the
+  // ranges, in chunks run in parallel across LibTorch's intra-op threads;
+  // each [begin, end) lies within ranges()[range_index].
+  void ParallelForEachRange(
+      const std::function<void(size_t, int64_t, int64_t)>& fn) const;
+
+ private:
+  at::Tensor params_;
+  at::Tensor grads_;
+  std::vector<ParamRange> ranges_;
+  at::Tensor step_;  // 0-dim int64.
+};
+
+}  // namespace strata::optim
+
+#endif  // STRATA_OPTIM_OPTIMIZER_H_
