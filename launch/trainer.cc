@@ -1,0 +1,482 @@
+#include "launch/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <glog/logging.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/status.h"
+#include "data/file_sources.h"
+#include "data/markov_corpus.h"
+#include "data/sampler.h"
+#include "data/token_source.h"
+#include "models/config.h"
+#include "models/factory.h"
+#include "models/state_dict.h"
+#include "models/unit.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+#include "optim/flat_parameters.h"
+#include "optim/lr_schedule.h"
+
+namespace strata::launch {
+namespace {
+
+absl::Status FlagError(absl::string_view flag, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
+}
+
+// A contiguous range of another source (train/eval split).
+class TokenSlice final : public data::TokenSource {
+ public:
+  TokenSlice(const data::TokenSource* base, int64_t start, int64_t count,
+             std::string label)
+      : base_(base), start_(start), count_(count), label_(std::move(label)) {}
+  int64_t num_tokens() const override { return count_; }
+  int64_t vocab_size() const override { return base_->vocab_size(); }
+  void Read(int64_t start, int64_t count, int64_t* out) const override {
+    CHECK(start >= 0 && count >= 0 && start + count <= count_);
+    base_->Read(start_ + start, count, out);
+  }
+  std::string Describe() const override {
+    return absl::StrFormat("%s tokens [%d, %d) of %s", label_, start_,
+                           start_ + count_, base_->Describe());
+  }
+
+ private:
+  const data::TokenSource* base_;
+  int64_t start_;
+  int64_t count_;
+  std::string label_;
+};
+
+struct Data {
+  std::unique_ptr<data::TokenSource> source;
+  std::unique_ptr<TokenSlice> train;
+  std::unique_ptr<TokenSlice> eval;
+  double entropy_floor = std::numeric_limits<double>::quiet_NaN();
+};
+
+absl::StatusOr<Data> OpenData(const TrainOptions& o) {
+  Data d;
+  if (o.data == "markov") {
+    data::MarkovCorpusOptions m;
+    m.vocab_size = o.markov_vocab;
+    m.branching = static_cast<int>(o.markov_branching);
+    m.seed = o.seed;
+    m.num_tokens = o.markov_tokens;
+    auto corpus = data::MarkovCorpus::Create(m);
+    if (!corpus.ok()) return Annotate(corpus.status(), "--data=markov");
+    d.entropy_floor = (*corpus)->entropy_rate_nats();
+    d.source = std::move(*corpus);
+  } else if (o.data == "bytes") {
+    STRATA_ASSIGN_OR_RETURN(d.source, data::OpenByteText(o.data_path));
+  } else {
+    const data::TokenBinDtype dtype = o.data == "uint16"
+                                          ? data::TokenBinDtype::kUint16
+                                          : data::TokenBinDtype::kUint32;
+    if (o.vocab_size <= 0) {
+      return FlagError("vocab_size",
+                       "token-bin data needs the vocabulary size (the ids in "
+                       "the file are checked against it)");
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        d.source, data::OpenTokenBin(o.data_path, dtype, o.vocab_size));
+  }
+  const int64_t n = d.source->num_tokens();
+  const int64_t eval_tokens = std::max<int64_t>(
+      o.seq_len + 1, static_cast<int64_t>(n * o.eval_fraction));
+  if (n - eval_tokens < o.seq_len + 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data %s has %d tokens: too few for a training split and an eval "
+        "split of at least --seq_len + 1 = %d tokens each",
+        d.source->Describe(), n, o.seq_len + 1));
+  }
+  d.train =
+      std::make_unique<TokenSlice>(d.source.get(), 0, n - eval_tokens, "train");
+  d.eval = std::make_unique<TokenSlice>(d.source.get(), n - eval_tokens,
+                                        eval_tokens, "eval");
+  return d;
+}
+
+// Achieved matmul throughput of this process (FLOP/s) for `dtype`: the peak
+// that MFU is measured against, taken in the same run.
+double MeasureMatmulPeak(at::ScalarType dtype) {
+  const int64_t n = 1024;
+  at::Tensor a = at::randn({n, n}).to(dtype);
+  at::Tensor b = at::randn({n, n}).to(dtype);
+  at::Tensor c = at::mm(a, b);  // Warm-up.
+  int iters = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed_s = 0;
+  while (elapsed_s < 0.5) {
+    c = at::mm(a, b);
+    ++iters;
+    elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  }
+  return 2.0 * n * n * n * iters / elapsed_s;
+}
+
+std::string FormatEta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  return absl::FormatDuration(absl::Seconds(std::round(seconds)));
+}
+
+// Weight decay on matrices and embeddings, not on biases and norm gains (the
+// GPT-2/nanoGPT convention).
+std::vector<optim::ParamRange> DecayRanges(const optim::FlatParameters& flat,
+                                           double weight_decay) {
+  std::vector<optim::ParamRange> ranges;
+  for (const auto& e : flat.entries()) {
+    const double wd = e.shape.size() >= 2 ? weight_decay : 0.0;
+    if (!ranges.empty() && ranges.back().weight_decay == wd &&
+        ranges.back().offset + ranges.back().numel == e.offset) {
+      ranges.back().numel += e.numel;
+    } else {
+      ranges.push_back({e.offset, e.numel, wd});
+    }
+  }
+  return ranges;
+}
+
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path) : out_(path, std::ios::trunc) {}
+  bool ok() const { return out_.good(); }
+  void Write(const std::vector<std::pair<std::string, double>>& fields) {
+    std::vector<std::string> parts;
+    for (const auto& [k, v] : fields) {
+      parts.push_back(std::isfinite(v) ? absl::StrFormat("\"%s\": %.9g", k, v)
+                                       : absl::StrFormat("\"%s\": null", k));
+    }
+    out_ << "{" << absl::StrJoin(parts, ", ") << "}\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  if (o.steps < 1)
+    return FlagError("steps", absl::StrCat("must be >= 1, got ", o.steps));
+  if (o.seq_len < 1)
+    return FlagError("seq_len", absl::StrCat("must be >= 1, got ", o.seq_len));
+  if (o.global_batch < 1) {
+    return FlagError("global_batch",
+                     absl::StrCat("must be >= 1, got ", o.global_batch));
+  }
+  const int64_t micro = o.micro_batch == 0 ? o.global_batch : o.micro_batch;
+  if (micro < 1 || o.global_batch % micro != 0) {
+    return FlagError("micro_batch",
+                     absl::StrFormat("must divide --global_batch=%d (0 means "
+                                     "the whole batch), got %d",
+                                     o.global_batch, o.micro_batch));
+  }
+  if (o.data != "markov" && o.data != "bytes" && o.data != "uint16" &&
+      o.data != "uint32") {
+    return FlagError("data", absl::StrCat("must be markov, bytes, uint16 or "
+                                          "uint32, got '",
+                                          o.data, "'"));
+  }
+  if (o.data != "markov" && o.data_path.empty()) {
+    return FlagError("data_path",
+                     absl::StrCat("is required with --data=", o.data));
+  }
+  if (o.precision != "fp32" && o.precision != "bf16") {
+    return FlagError("precision", absl::StrCat("must be fp32 or bf16, got '",
+                                               o.precision, "'"));
+  }
+  if (!(o.lr > 0))
+    return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
+  if (o.weight_decay < 0) return FlagError("weight_decay", "must be >= 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1))
+    return FlagError("beta1", "must be in [0, 1)");
+  if (!(o.beta2 >= 0 && o.beta2 < 1))
+    return FlagError("beta2", "must be in [0, 1)");
+  if (o.grad_clip < 0) return FlagError("grad_clip", "must be >= 0 (0 = off)");
+  if (o.dropout < 0 || o.dropout >= 1)
+    return FlagError("dropout", "must be in [0, 1)");
+  if (o.log_interval < 1) return FlagError("log_interval", "must be >= 1");
+  if (o.eval_interval < 0)
+    return FlagError("eval_interval", "must be >= 0 (0 = only at the end)");
+  if (o.eval_batches < 1) return FlagError("eval_batches", "must be >= 1");
+  if (!(o.eval_fraction > 0 && o.eval_fraction < 0.5)) {
+    return FlagError("eval_fraction", "must be in (0, 0.5)");
+  }
+  if (o.threads < 0) return FlagError("threads", "must be >= 0 (0 = default)");
+  if (o.output_dir.empty()) return FlagError("output_dir", "must not be empty");
+  if (o.warmup_steps < 0 ||
+      (o.warmup_steps >= o.steps && o.lr_schedule != "constant")) {
+    return FlagError("warmup_steps",
+                     absl::StrFormat("must be in [0, --steps=%d) for "
+                                     "--lr_schedule=%s, got %d",
+                                     o.steps, o.lr_schedule, o.warmup_steps));
+  }
+  optim::LrScheduleOptions schedule;
+  schedule.kind = o.lr_schedule;
+  schedule.base_lr = o.lr;
+  schedule.warmup_steps = o.warmup_steps;
+  schedule.total_steps = o.steps;
+  schedule.min_lr = o.min_lr;
+  if (absl::Status s = optim::ValidateLrScheduleOptions(schedule); !s.ok()) {
+    return FlagError("lr_schedule", s.message());
+  }
+  auto config = models::ConfigByName(o.model);
+  if (!config.ok()) return FlagError("model", config.status().message());
+  if (o.vocab_size < 0)
+    return FlagError("vocab_size", "must be >= 0 (0 = the model's)");
+  if (o.seq_len > config->seq_len) {
+    return FlagError("seq_len",
+                     absl::StrFormat("%d is longer than model '%s''s context "
+                                     "of %d tokens",
+                                     o.seq_len, o.model, config->seq_len));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
+  STRATA_RETURN_IF_ERROR(ValidateTrainOptions(o));
+  if (o.threads > 0) at::set_num_threads(o.threads);
+
+  // Model config, checked against the data before anything big is built.
+  STRATA_ASSIGN_OR_RETURN(models::ModelConfig config,
+                          models::ConfigByName(o.model));
+  if (o.vocab_size > 0) config.vocab_size = o.vocab_size;
+  config.dropout = o.dropout;
+  STRATA_RETURN_IF_ERROR(models::ValidateConfig(config));
+  STRATA_ASSIGN_OR_RETURN(Data d, OpenData(o));
+  if (d.source->vocab_size() > config.vocab_size) {
+    return FlagError(
+        "vocab_size",
+        absl::StrFormat("the data's token ids go up to %d but "
+                        "model '%s' has a vocabulary of %d; pass "
+                        "--vocab_size=%d or a larger model",
+                        d.source->vocab_size() - 1, o.model, config.vocab_size,
+                        d.source->vocab_size()));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.output_dir, ec);
+  if (ec) {
+    return FlagError("output_dir", absl::StrCat("cannot create '", o.output_dir,
+                                                "': ", ec.message()));
+  }
+  const std::string metrics_path = o.output_dir + "/metrics.jsonl";
+  MetricsFile metrics(metrics_path);
+  if (!metrics.ok()) {
+    return FlagError("output_dir", absl::StrCat("cannot write ", metrics_path));
+  }
+
+  models::BuildOptions build;
+  build.seed = o.seed;
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<models::UnitModel> model,
+                          models::BuildModel(config, build));
+  model->train();
+  std::vector<optim::NamedParameter> named;
+  for (const auto& item : model->named_parameters()) {
+    named.push_back({item.key(), item.value()});
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<optim::FlatParameters> flat,
+                          optim::FlatParameters::Create(std::move(named)));
+  optim::AdamWOptions adamw;
+  adamw.beta1 = o.beta1;
+  adamw.beta2 = o.beta2;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<optim::Optimizer> optimizer,
+      optim::CreateAdamW(flat->params(), flat->grads(),
+                         DecayRanges(*flat, o.weight_decay), adamw));
+  optim::LrScheduleOptions schedule_options;
+  schedule_options.kind = o.lr_schedule;
+  schedule_options.base_lr = o.lr;
+  schedule_options.warmup_steps = o.warmup_steps;
+  schedule_options.total_steps = o.steps;
+  schedule_options.min_lr = o.min_lr;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<optim::LrSchedule> schedule,
+                          optim::LrSchedule::Create(schedule_options));
+
+  data::SamplerOptions sampler_options;
+  sampler_options.seq_len = o.seq_len;
+  sampler_options.global_batch_size = o.global_batch;
+  sampler_options.seed = o.seed;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::DistributedSampler> sampler,
+      data::DistributedSampler::Create(d.train.get(), sampler_options));
+
+  const bool bf16 = o.precision == "bf16";
+  const int64_t micro = o.micro_batch == 0 ? o.global_batch : o.micro_batch;
+  const int64_t tokens_per_step = o.global_batch * o.seq_len;
+  const double flops_per_token =
+      models::TrainingFlopsPerToken(config, o.seq_len);
+  const double peak_flops =
+      MeasureMatmulPeak(bf16 ? at::kBFloat16 : at::kFloat);
+
+  LOG(INFO) << absl::StrFormat(
+      "model %s: %d parameters (%.1fM), %.3g training FLOP/token at seq_len %d",
+      o.model, models::NumParameters(config),
+      models::NumParameters(config) / 1e6, flops_per_token, o.seq_len);
+  LOG(INFO) << "data: " << d.train->Describe()
+            << "; eval: " << d.eval->Describe();
+  if (std::isfinite(d.entropy_floor)) {
+    LOG(INFO) << absl::StrFormat(
+        "entropy floor of the data: %.4f nats/token (the best achievable "
+        "loss); uniform guess: %.4f",
+        d.entropy_floor, std::log(static_cast<double>(d.source->vocab_size())));
+  }
+  LOG(INFO) << absl::StrFormat(
+      "%d steps x %d sequences x %d tokens (%d micro-batches of %d), %s, "
+      "threads %d, matmul peak measured %.1f GFLOP/s; metrics: %s",
+      o.steps, o.global_batch, o.seq_len, o.global_batch / micro, micro,
+      o.precision, at::get_num_threads(), peak_flops / 1e9, metrics_path);
+
+  // Runs forward (+ loss) on one micro-batch under the configured precision.
+  auto forward_loss = [&](const at::Tensor& batch) {
+    at::Tensor inputs = batch.narrow(1, 0, o.seq_len);
+    at::Tensor targets = batch.narrow(1, 1, o.seq_len);
+    if (bf16) {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    }
+    at::Tensor loss = models::UnitModel::Loss(model->Forward(inputs), targets);
+    if (bf16) {
+      at::autocast::set_cpu_enabled(false);
+      at::autocast::clear_cache();
+    }
+    return loss;
+  };
+
+  auto evaluate = [&]() -> absl::StatusOr<double> {
+    data::SamplerOptions eval_options = sampler_options;
+    eval_options.shuffle = false;
+    eval_options.global_batch_size = micro;
+    STRATA_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::DistributedSampler> eval_sampler,
+        data::DistributedSampler::Create(d.eval.get(), eval_options));
+    model->eval();
+    at::NoGradGuard no_grad;
+    double total = 0;
+    for (int64_t i = 0; i < o.eval_batches; ++i) {
+      STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
+      total += forward_loss(batch).item<double>();
+    }
+    model->train();
+    return total / o.eval_batches;
+  };
+
+  TrainResult result;
+  result.metrics_path = metrics_path;
+  result.entropy_floor_nats = d.entropy_floor;
+  const auto start = std::chrono::steady_clock::now();
+  auto interval_start = start;
+  double interval_loss = 0;
+  int64_t interval_steps = 0;
+  double interval_eval_s = 0;
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t step = 0; step < o.steps; ++step) {
+    flat->ZeroGrad();
+    STRATA_ASSIGN_OR_RETURN(at::Tensor batch, sampler->NextBatch(0, 1));
+    double step_loss = 0;
+    for (int64_t m = 0; m < o.global_batch; m += micro) {
+      at::Tensor loss = forward_loss(batch.narrow(0, m, micro)) *
+                        (static_cast<double>(micro) / o.global_batch);
+      loss.backward();
+      step_loss += loss.item<double>();
+    }
+    const double grad_norm = optim::ClipGradNorm(
+        flat->grads(), o.grad_clip > 0
+                           ? o.grad_clip
+                           : std::numeric_limits<double>::infinity());
+    const double lr = schedule->LrAt(step);
+    optimizer->Step(lr);
+    if (!std::isfinite(step_loss)) {
+      return absl::InternalError(absl::StrFormat(
+          "loss became %f at step %d (lr %.3g, grad norm %.3g); lower --lr or "
+          "enable --grad_clip",
+          step_loss, step, lr, grad_norm));
+    }
+    interval_loss += step_loss;
+    ++interval_steps;
+
+    const bool last = step + 1 == o.steps;
+    const bool eval_now =
+        last || (o.eval_interval > 0 && (step + 1) % o.eval_interval == 0);
+    double eval_s = 0;
+    if (eval_now) {
+      const auto eval_start = std::chrono::steady_clock::now();
+      STRATA_ASSIGN_OR_RETURN(eval_loss, evaluate());
+      eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                             eval_start)
+                   .count();
+    }
+    interval_eval_s += eval_s;
+    if ((step + 1) % o.log_interval == 0 || last) {
+      const auto now = std::chrono::steady_clock::now();
+      // Training throughput: evaluation time is not training time.
+      const double interval_s =
+          std::chrono::duration<double>(now - interval_start).count() -
+          interval_eval_s;
+      const double elapsed_s =
+          std::chrono::duration<double>(now - start).count();
+      const double tokens_per_s = interval_steps * tokens_per_step / interval_s;
+      const double mfu = tokens_per_s * flops_per_token / peak_flops;
+      const double mean_loss = interval_loss / interval_steps;
+      const double eta_s = elapsed_s / (step + 1) * (o.steps - step - 1);
+      std::string line = absl::StrFormat("step %d/%d | loss %.4f", step + 1,
+                                         o.steps, mean_loss);
+      if (std::isfinite(d.entropy_floor)) {
+        absl::StrAppendFormat(&line, " (floor %.4f, +%.4f)", d.entropy_floor,
+                              mean_loss - d.entropy_floor);
+      }
+      if (eval_now) absl::StrAppendFormat(&line, " | eval %.4f", eval_loss);
+      absl::StrAppendFormat(&line,
+                            " | lr %.3g | grad norm %.3f | %.0f tok/s | MFU "
+                            "%.1f%% | ETA %s",
+                            lr, grad_norm, tokens_per_s, 100 * mfu,
+                            FormatEta(eta_s));
+      LOG(INFO) << line;
+      metrics.Write({{"step", static_cast<double>(step + 1)},
+                     {"loss", mean_loss},
+                     {"eval_loss", eval_now ? eval_loss : NAN},
+                     {"entropy_floor", d.entropy_floor},
+                     {"lr", lr},
+                     {"grad_norm", grad_norm},
+                     {"tokens_per_s", tokens_per_s},
+                     {"mfu", mfu},
+                     {"elapsed_s", elapsed_s}});
+      result.final_train_loss = mean_loss;
+      result.tokens_per_s = tokens_per_s;
+      interval_start = now;
+      interval_loss = 0;
+      interval_steps = 0;
+      interval_eval_s = 0;
+    }
+  }
+  result.steps = o.steps;
+  result.final_eval_loss = eval_loss;
+  const std::string model_path = o.output_dir + "/model.pt";
+  STRATA_RETURN_IF_ERROR(models::SaveStateDict(*model, model_path));
+  LOG(INFO) << "saved " << model_path << " (loads in Python with torch.load)";
+  return result;
+}
+
+}  // namespace strata::launch

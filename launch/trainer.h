@@ -1,0 +1,76 @@
+// The training loop behind //launch:train: builds a model, a data source and
+// sampler, the optimizer over flat parameters and an LR schedule from
+// TrainOptions, then trains with gradient accumulation, global-norm clipping,
+// periodic evaluation, a progress line and a JSONL metrics file.
+//
+// This is the single-process path; strategies (DDP, ZeRO, FSDP) plug in here
+// as they land.
+#ifndef STRATA_LAUNCH_TRAINER_H_
+#define STRATA_LAUNCH_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace strata::launch {
+
+// Every field is a flag of the `train` binary with the same name; error
+// messages name fields as flags ("--global_batch").
+struct TrainOptions {
+  // Model.
+  std::string model = "gpt-tiny";
+  int64_t vocab_size = 0;  // 0: the model config's.
+  int64_t seq_len = 128;
+  double dropout = 0.0;
+  // Data: "markov" (the synthetic corpus with a known entropy floor),
+  // "bytes" (a text file, vocab 256), "uint16"/"uint32" (token-bin files).
+  std::string data = "markov";
+  std::string data_path;
+  int64_t markov_vocab = 128;
+  int64_t markov_branching = 4;
+  int64_t markov_tokens = 4'000'000;
+  double eval_fraction = 0.05;  // Tail of the corpus held out for eval.
+  // Schedule of work.
+  int64_t steps = 1000;
+  int64_t global_batch = 32;  // Sequences per optimizer step.
+  int64_t micro_batch = 0;    // Sequences per forward; 0: global_batch.
+  // Optimizer.
+  double lr = 3e-3;
+  std::string lr_schedule = "cosine";
+  int64_t warmup_steps = 50;
+  double min_lr = 3e-4;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;  // 0: off.
+  // Run.
+  uint64_t seed = 1;
+  std::string precision = "fp32";  // fp32 | bf16 (autocast: bf16 matmuls)
+  int64_t log_interval = 50;
+  int64_t eval_interval = 250;
+  int64_t eval_batches = 8;
+  std::string output_dir = "out/train";
+  int threads = 1;  // LibTorch intra-op threads; 0: leave LibTorch's setting.
+};
+
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+struct TrainResult {
+  int64_t steps = 0;
+  double final_train_loss = 0;  // Mean over the last log interval.
+  double final_eval_loss = 0;
+  // The data's cross-entropy floor (nats/token); NaN when unknown.
+  double entropy_floor_nats = 0;
+  double tokens_per_s = 0;
+  std::string metrics_path;
+};
+
+// Trains; logs progress (glog INFO) every log_interval steps and writes
+// <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict Python's
+// torch.load reads). Invalid options fail before any work starts.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options);
+
+}  // namespace strata::launch
+
+#endif  // STRATA_LAUNCH_TRAINER_H_
