@@ -17,6 +17,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -37,7 +38,10 @@
 DEFINE_string(models, "gpt-tiny,gpt-small50m", "Model configs to measure.");
 DEFINE_string(precisions, "fp32,bf16", "fp32 and/or bf16 (autocast).");
 DEFINE_int32(threads, 1, "Intra-op threads on both sides.");
-DEFINE_int32(steps, 0, "Timed steps (0: 20 for gpt-tiny, 3 otherwise).");
+DEFINE_int32(steps, 0, "Timed steps (0: 60 for gpt-tiny, 3 otherwise).");
+DEFINE_int32(repetitions, 3,
+             "Runs of each side, alternating Strata and Python; medians are "
+             "reported (this machine is noisy).");
 DEFINE_string(python, "/usr/bin/python3", "Python with torch 1.13.");
 DEFINE_string(script, "benchmarks/python/train_gpt.py",
               "The Python peer (path relative to the runfiles root).");
@@ -71,7 +75,7 @@ struct Shape {
 };
 
 Shape ShapeFor(const std::string& model) {
-  if (model == "gpt-tiny") return {32, 128, FLAGS_steps > 0 ? FLAGS_steps : 20};
+  if (model == "gpt-tiny") return {32, 128, FLAGS_steps > 0 ? FLAGS_steps : 60};
   return {4, 256, FLAGS_steps > 0 ? FLAGS_steps : 3};
 }
 
@@ -190,8 +194,19 @@ int main(int argc, char** argv) {
     for (const std::string& precision :
          std::vector<std::string>(absl::StrSplit(FLAGS_precisions, ','))) {
       const bool bf16 = precision == "bf16";
-      StrataResult s = RunStrata(*config, shape, bf16);
-      const double python = RunPython(*config, shape, bf16);
+      std::vector<StrataResult> strata_runs;
+      std::vector<double> python_runs;
+      for (int r = 0; r < FLAGS_repetitions; ++r) {
+        strata_runs.push_back(RunStrata(*config, shape, bf16));
+        python_runs.push_back(RunPython(*config, shape, bf16));
+      }
+      std::sort(strata_runs.begin(), strata_runs.end(),
+                [](const StrataResult& a, const StrataResult& b) {
+                  return a.tokens_per_s < b.tokens_per_s;
+                });
+      std::sort(python_runs.begin(), python_runs.end());
+      const StrataResult s = strata_runs[strata_runs.size() / 2];
+      const double python = python_runs[python_runs.size() / 2];
       const double mfu =
           s.tokens_per_s *
           strata::models::TrainingFlopsPerToken(*config, shape.seq_len) /

@@ -52,6 +52,17 @@ class Gpt(nn.Module):
         self.wpe = nn.Embedding(seq_len, dim)
         self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(dim)
+        # GPT-2's initialisation, as Strata's models/init: N(0, 0.02) weights,
+        # residual projections scaled by 1/sqrt(2 * layers), zero biases.
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "ln" in name:
+                nn.init.ones_(p)
+            elif name.endswith("proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
+            else:
+                nn.init.normal_(p, 0.0, 0.02)
 
     def forward(self, idx):
         t = idx.shape[1]
@@ -77,6 +88,9 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    # (PyTorch's default init — N(0, 1) embeddings — is not GPT-2's, and drives
+    # this model into a regime where backward slows down several-fold after a
+    # few steps; both sides use GPT-2's init.)
     model = Gpt(a.vocab, a.seq_len, a.layers, a.heads, a.dim)
     decay = [q for q in model.parameters() if q.dim() >= 2]
     no_decay = [q for q in model.parameters() if q.dim() < 2]
