@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/matmul_peak.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/unit.h"
@@ -52,20 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double MatmulPeak(at::ScalarType dtype) {
-  const int64_t n = 2048;
-  at::Tensor a = at::randn({n, n}).to(dtype);
-  at::Tensor b = at::randn({n, n}).to(dtype);
-  at::mm(a, b);
-  int iters = 0;
-  const auto start = Clock::now();
-  while (Seconds(start, Clock::now()) < 1.0) {
-    at::mm(a, b);
-    ++iters;
-  }
-  return 2.0 * n * n * n * iters / Seconds(start, Clock::now());
 }
 
 struct Shape {
@@ -94,14 +81,11 @@ StrataResult RunStrata(const strata::models::ModelConfig& config,
   }
   auto flat = strata::optim::FlatParameters::Create(std::move(named));
   CHECK(flat.ok()) << flat.status();
-  std::vector<strata::optim::ParamRange> ranges;
-  for (const auto& e : (*flat)->entries()) {
-    ranges.push_back({e.offset, e.numel, e.shape.size() >= 2 ? 0.1 : 0.0});
-  }
   strata::optim::AdamWOptions adamw;
   adamw.beta2 = 0.95;
-  auto optimizer = strata::optim::CreateAdamW((*flat)->params(),
-                                              (*flat)->grads(), ranges, adamw);
+  auto optimizer =
+      strata::optim::CreateAdamW((*flat)->params(), (*flat)->grads(),
+                                 (*flat)->MatrixDecayRanges(0.1), adamw);
   CHECK(optimizer.ok()) << optimizer.status();
   at::Tensor tokens = at::randint(config.vocab_size,
                                   {shape.batch, shape.seq_len + 1}, at::kLong);
@@ -175,8 +159,10 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   at::set_num_threads(FLAGS_threads);
-  const double peak_fp32 = MatmulPeak(at::kFloat);
-  const double peak_bf16 = MatmulPeak(at::kBFloat16);
+  const double peak_fp32 =
+      strata::MeasureMatmulPeakFlops(at::kFloat, 2048, 1.0);
+  const double peak_bf16 =
+      strata::MeasureMatmulPeakFlops(at::kBFloat16, 2048, 1.0);
   std::printf(
       "matmul peak measured in this run: fp32 %.1f GFLOP/s, bf16 %.1f "
       "GFLOP/s (2048^3, intra-op threads %d)\n\n",
@@ -216,9 +202,10 @@ int main(int argc, char** argv) {
           "| %s | %.1fM | %s | %d x %d | %.0f | %.1f%% | %.0f | %.2fx | %.1f / "
           "%.1f / %.1f / %.1f |\n",
           name.c_str(), strata::models::NumParameters(*config) / 1e6,
-          precision.c_str(), shape.batch, shape.seq_len, s.tokens_per_s,
-          100 * mfu, python, s.tokens_per_s / python, s.forward_s * ms,
-          s.backward_s * ms, s.clip_s * ms, s.optimizer_s * ms);
+          precision.c_str(), static_cast<long long>(shape.batch),
+          static_cast<long long>(shape.seq_len), s.tokens_per_s, 100 * mfu,
+          python, s.tokens_per_s / python, s.forward_s * ms, s.backward_s * ms,
+          s.clip_s * ms, s.optimizer_s * ms);
       std::fflush(stdout);
     }
   }

@@ -9,6 +9,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/named_state.h"
+#include "base/status.h"
 #include "data/rng.h"
 
 namespace strata::data {
@@ -121,26 +123,8 @@ std::vector<std::pair<std::string, int64_t>> DistributedSampler::State() const {
 
 absl::Status DistributedSampler::LoadState(
     const std::vector<std::pair<std::string, int64_t>>& state) {
-  std::map<std::string, int64_t> values;
-  for (const auto& [key, value] : state) {
-    if (std::find(std::begin(kStateKeys), std::end(kStateKeys), key) ==
-        std::end(kStateKeys)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sampler state has unknown key '", key, "' (value ", value,
-          "), expected position, seed, seq_len, global_batch_size, shuffle "
-          "and num_tokens"));
-    }
-    if (!values.emplace(key, value).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampler state has key '", key, "' twice"));
-    }
-  }
-  for (const char* key : kStateKeys) {
-    if (values.count(key) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampler state has no key '", key, "'"));
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(
+      auto values, NamedStateMap<int64_t>("sampler state", state, kStateKeys));
   for (const auto& [key, expected] : State()) {
     if (key == "position") continue;
     if (values[key] != expected) {

@@ -352,7 +352,7 @@ TEST(DistributedSamplerTest, LoadStateRejectsMissingKey) {
   auto state = StateWith("position", 0);
   state.erase(state.begin() + 2);  // seq_len
   EXPECT_EQ(ErrorOf(sampler->LoadState(state)),
-            "sampler state has no key 'seq_len'");
+            "sampler state is missing key 'seq_len'");
 }
 
 TEST(DistributedSamplerTest, LoadStateRejectsUnknownKey) {
@@ -361,7 +361,7 @@ TEST(DistributedSamplerTest, LoadStateRejectsUnknownKey) {
   auto unknown = StateWith("position", 0);
   unknown.push_back({"epoch", 3});
   EXPECT_THAT(ErrorOf(sampler->LoadState(unknown)),
-              HasSubstr("unknown key 'epoch' (value 3)"));
+              HasSubstr("sampler state has unexpected key 'epoch'"));
 }
 
 TEST(DistributedSamplerTest, LoadStateRejectsRepeatedKey) {

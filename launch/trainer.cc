@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/matmul_peak.h"
 #include "base/status.h"
 #include "data/file_sources.h"
 #include "data/markov_corpus.h"
@@ -116,46 +117,9 @@ absl::StatusOr<Data> OpenData(const TrainOptions& o) {
   return d;
 }
 
-// Achieved matmul throughput of this process (FLOP/s) for `dtype`: the peak
-// that MFU is measured against, taken in the same run.
-double MeasureMatmulPeak(at::ScalarType dtype) {
-  const int64_t n = 1024;
-  at::Tensor a = at::randn({n, n}).to(dtype);
-  at::Tensor b = at::randn({n, n}).to(dtype);
-  at::Tensor c = at::mm(a, b);  // Warm-up.
-  int iters = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed_s = 0;
-  while (elapsed_s < 0.5) {
-    c = at::mm(a, b);
-    ++iters;
-    elapsed_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-  }
-  return 2.0 * n * n * n * iters / elapsed_s;
-}
-
 std::string FormatEta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   return absl::FormatDuration(absl::Seconds(std::round(seconds)));
-}
-
-// Weight decay on matrices and embeddings, not on biases and norm gains (the
-// GPT-2/nanoGPT convention).
-std::vector<optim::ParamRange> DecayRanges(const optim::FlatParameters& flat,
-                                           double weight_decay) {
-  std::vector<optim::ParamRange> ranges;
-  for (const auto& e : flat.entries()) {
-    const double wd = e.shape.size() >= 2 ? weight_decay : 0.0;
-    if (!ranges.empty() && ranges.back().weight_decay == wd &&
-        ranges.back().offset + ranges.back().numel == e.offset) {
-      ranges.back().numel += e.numel;
-    } else {
-      ranges.push_back({e.offset, e.numel, wd});
-    }
-  }
-  return ranges;
 }
 
 class MetricsFile {
@@ -305,7 +269,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<optim::Optimizer> optimizer,
       optim::CreateAdamW(flat->params(), flat->grads(),
-                         DecayRanges(*flat, o.weight_decay), adamw));
+                         flat->MatrixDecayRanges(o.weight_decay), adamw));
   optim::LrScheduleOptions schedule_options;
   schedule_options.kind = o.lr_schedule;
   schedule_options.base_lr = o.lr;
@@ -329,7 +293,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
   const double flops_per_token =
       models::TrainingFlopsPerToken(config, o.seq_len);
   const double peak_flops =
-      MeasureMatmulPeak(bf16 ? at::kBFloat16 : at::kFloat);
+      MeasureMatmulPeakFlops(bf16 ? at::kBFloat16 : at::kFloat);
 
   LOG(INFO) << absl::StrFormat(
       "model %s: %d parameters (%.1fM), %.3g training FLOP/token at seq_len %d",

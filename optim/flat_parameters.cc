@@ -186,4 +186,19 @@ absl::Status FlatParameters::CheckGradViews() const {
   return absl::OkStatus();
 }
 
+std::vector<ParamRange> FlatParameters::MatrixDecayRanges(
+    double weight_decay) const {
+  std::vector<ParamRange> ranges;
+  for (const Entry& e : entries()) {
+    const double wd = e.shape.size() >= 2 ? weight_decay : 0.0;
+    if (!ranges.empty() && ranges.back().weight_decay == wd &&
+        ranges.back().offset + ranges.back().numel == e.offset) {
+      ranges.back().numel += e.numel;
+    } else {
+      ranges.push_back({e.offset, e.numel, wd});
+    }
+  }
+  return ranges;
+}
+
 }  // namespace strata::optim

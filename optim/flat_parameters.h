@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "optim/optimizer.h"
 
 namespace strata::optim {
 
@@ -86,6 +87,11 @@ class FlatParameters {
   const at::Tensor& parameter(size_t i) const { return tensors_.at(i); }
 
   // Zeroes the gradient buffer in place; the .grad views stay valid.
+  // Optimizer ranges (see ParamRange) giving `weight_decay` to matrices and
+  // embeddings (2+ dims) and none to biases and norm gains — the GPT-2 /
+  // nanoGPT convention — merging neighbours with the same decay.
+  std::vector<ParamRange> MatrixDecayRanges(double weight_decay) const;
+
   void ZeroGrad();
 
   // OK iff every requires_grad parameter's .grad is still the view of grads()

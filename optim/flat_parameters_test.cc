@@ -229,6 +229,30 @@ TEST(FlatParametersTest, ConvertsValuesToTheFlatDtype) {
   EXPECT_EQ(b.sizes(), (std::vector<int64_t>{1, 1}));
 }
 
+TEST(FlatParametersTest, MatrixDecayRangesDecayOnlyMatricesAndMergeNeighbours) {
+  // Layout: w1 [2, 3] (decay), w2 [1, 2] (decay), bias [4], gain [1], w3 [2,
+  // 2].
+  at::Tensor w1 = at::ones({2, 3}).requires_grad_();
+  at::Tensor w2 = at::ones({1, 2}).requires_grad_();
+  at::Tensor bias = at::ones({4}).requires_grad_();
+  at::Tensor gain = at::ones({1}).requires_grad_();
+  at::Tensor w3 = at::ones({2, 2}).requires_grad_();
+  auto flat = FlatParameters::Create(
+      {{"w1", w1}, {"w2", w2}, {"bias", bias}, {"gain", gain}, {"w3", w3}});
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  std::vector<ParamRange> ranges = (*flat)->MatrixDecayRanges(0.1);
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0].offset, 0);
+  EXPECT_EQ(ranges[0].numel, 8);
+  EXPECT_EQ(ranges[0].weight_decay, 0.1);
+  EXPECT_EQ(ranges[1].offset, 8);
+  EXPECT_EQ(ranges[1].numel, 5);
+  EXPECT_EQ(ranges[1].weight_decay, 0.0);
+  EXPECT_EQ(ranges[2].offset, 13);
+  EXPECT_EQ(ranges[2].numel, 4);
+  EXPECT_EQ(ranges[2].weight_decay, 0.1);
+}
+
 TEST(FlatParametersTest, HonoursARequestedDtype) {
   at::Tensor a = at::tensor({1.5f, -2.0f}).requires_grad_();
   auto flat = FlatParameters::Create({{"a", a}}, 1, at::kBFloat16);

@@ -16,6 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/named_state.h"
+#include "base/status.h"
 
 namespace strata::optim {
 namespace {
@@ -153,25 +155,9 @@ std::vector<std::pair<std::string, double>> LossScaler::State() const {
 
 absl::Status LossScaler::LoadState(
     const std::vector<std::pair<std::string, double>>& state) {
-  std::map<std::string, double> values;
-  for (const auto& [key, value] : state) {
-    if (std::find(kStateKeys.begin(), kStateKeys.end(), key) ==
-        kStateKeys.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("loss scaler state has unexpected key '", key,
-                       "'; expected keys: ", absl::StrJoin(kStateKeys, ", ")));
-    }
-    if (!values.emplace(key, value).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("loss scaler state has key '", key, "' twice"));
-    }
-  }
-  for (const char* key : kStateKeys) {
-    if (values.count(key) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("loss scaler state is missing key '", key, "'"));
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(
+      auto values,
+      NamedStateMap<double>("loss scaler state", state, kStateKeys));
   for (const char* key : {"growth_interval", "growth_tracker"}) {
     const double v = values[key];
     if (!(std::floor(v) == v && std::abs(v) <= kMaxExactInteger)) {

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/named_state.h"
+#include "base/status.h"
 
 namespace strata::optim {
 namespace {
@@ -140,25 +142,9 @@ std::vector<std::pair<std::string, double>> LrSchedule::State(
 
 absl::StatusOr<RestoredLrSchedule> LrSchedule::FromState(
     const std::vector<std::pair<std::string, double>>& state) {
-  std::map<std::string, double> values;
-  for (const auto& [key, value] : state) {
-    if (std::find(kStateKeys.begin(), kStateKeys.end(), key) ==
-        kStateKeys.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lr_schedule state has unexpected key '", key,
-                       "'; expected keys: ", absl::StrJoin(kStateKeys, ", ")));
-    }
-    if (!values.emplace(key, value).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lr_schedule state has key '", key, "' twice"));
-    }
-  }
-  for (const char* key : kStateKeys) {
-    if (values.count(key) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lr_schedule state is missing key '", key, "'"));
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(
+      auto values,
+      NamedStateMap<double>("lr_schedule state", state, kStateKeys));
   absl::StatusOr<int64_t> kind = ToInteger("kind", values["kind"]);
   if (!kind.ok()) return kind.status();
   if (*kind < 0 || *kind >= static_cast<int64_t>(kKindNames.size())) {
