@@ -190,6 +190,37 @@ TEST(TrainTest, MissingDataFileIsNamed) {
   EXPECT_THAT(ErrorOf(o), HasSubstr("no_such_file.txt"));
 }
 
+TEST(TrainTest, EmptyDataFileIsNamed) {
+  const std::string path = TempDir("empty.txt");
+  { std::ofstream out(path); }
+  TrainOptions o;
+  o.data = "bytes";
+  o.data_path = path;
+  o.output_dir = TempDir("empty");
+  const std::string error = ErrorOf(o);
+  EXPECT_THAT(error, HasSubstr("empty.txt"));
+  EXPECT_THAT(error, HasSubstr("empty"));
+}
+
+TEST(TrainTest, TokenIdsOutOfRangeAreNamed) {
+  // A uint16 token-bin file whose third token (id 300) is outside the
+  // declared vocabulary of 256.
+  const std::string path = TempDir("ids.bin");
+  {
+    std::ofstream out(path, std::ios::binary);
+    const uint16_t ids[] = {1, 2, 300, 4};
+    out.write(reinterpret_cast<const char*>(ids), sizeof(ids));
+  }
+  TrainOptions o;
+  o.data = "uint16";
+  o.data_path = path;
+  o.vocab_size = 256;
+  o.output_dir = TempDir("ids");
+  const std::string error = ErrorOf(o);
+  EXPECT_THAT(error, HasSubstr("ids.bin"));
+  EXPECT_THAT(error, HasSubstr("300"));
+}
+
 TEST(TrainTest, DataVocabularyLargerThanModelIsRejected) {
   // Byte-level text has 256 token ids; a model with 100 cannot embed them.
   const std::string path = TempDir("text.txt");
