@@ -133,6 +133,14 @@ TEST(MultiProcessTest, BadEnvironmentsNameTheVariable) {
   }
 }
 
+TEST(MultiProcessTest, TrainRefusesSeveralRanksUntilStrategiesExist) {
+  RunResult r = testing::Run({RunfilePath("launch/train"), "--steps=1"},
+                             TorchrunEnv(0, 2, FreePort()), absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("rank 0 of 2 (torchrun variables)"));
+  EXPECT_THAT(r.err, HasSubstr("trains in a single process for now"));
+}
+
 TEST(MultiProcessTest, RunsUnmodifiedUnderPythonTorchrun) {
   // Debian's torchrun (python3-torch 1.13 on Python 3.11) crashes with its
   // default --redirects 0 (IntFlag iteration changed in 3.11); 1 works.

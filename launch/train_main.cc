@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "comm/environment.h"
 #include "launch/trainer.h"
 
 namespace {
@@ -90,6 +91,22 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     LOG(ERROR) << "unexpected argument '" << argv[1]
                << "': train takes only flags (see --help)";
+    return 1;
+  }
+
+  // Training runs in one process until the strategies (DDP, ZeRO, FSDP) land;
+  // several ranks would silently train independent copies into one output.
+  auto world = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
+  if (!world.ok()) {
+    LOG(ERROR) << world.status().message();
+    return 1;
+  }
+  if (world->world_size > 1) {
+    LOG(ERROR) << "train was started as rank " << world->rank << " of "
+               << world->world_size << " (" << world->source
+               << " variables), but it trains in a single process for now: "
+                  "data-parallel strategies are not built yet. Run it "
+                  "without a launcher.";
     return 1;
   }
 
