@@ -1,0 +1,28 @@
+#include "strategies/factory.h"
+
+#include <utility>
+
+#include "base/status.h"
+#include "strategies/ddp.h"
+#include "strategies/single.h"
+
+namespace strata::strategies {
+
+absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(
+    const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
+    comm::Group* group, const OptimizerConfig& config,
+    const optim::LrScheduleOptions& schedule) {
+  STRATA_RETURN_IF_ERROR(ValidateStrategyOptions(options));
+  if (options.kind == "single") {
+    STRATA_ASSIGN_OR_RETURN(
+        std::unique_ptr<SingleStrategy> single,
+        SingleStrategy::Create(std::move(model), config, schedule));
+    return std::unique_ptr<Strategy>(std::move(single));
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<DdpStrategy> ddp,
+      DdpStrategy::Create(options, std::move(model), group, config, schedule));
+  return std::unique_ptr<Strategy>(std::move(ddp));
+}
+
+}  // namespace strata::strategies

@@ -1,0 +1,138 @@
+#include "strategies/single.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+
+namespace strata::strategies {
+
+absl::StatusOr<SingleStrategy::Parts> SingleStrategy::BuildParts(
+    const models::UnitModel& model, const OptimizerConfig& config,
+    const optim::LrScheduleOptions& lr, bool reverse_order) {
+  STRATA_RETURN_IF_ERROR(ValidateOptimizerConfig(config));
+  STRATA_RETURN_IF_ERROR(optim::ValidateLrScheduleOptions(lr));
+  std::vector<optim::NamedParameter> named;
+  for (const auto& item : model.named_parameters()) {
+    named.push_back({item.key(), item.value()});
+  }
+  if (reverse_order) std::reverse(named.begin(), named.end());
+  Parts parts;
+  STRATA_ASSIGN_OR_RETURN(parts.flat,
+                          optim::FlatParameters::Create(std::move(named)));
+  STRATA_ASSIGN_OR_RETURN(
+      parts.optimizer,
+      optim::CreateAdamW(parts.flat->params(), parts.flat->grads(),
+                         parts.flat->MatrixDecayRanges(config.weight_decay),
+                         config.adamw));
+  STRATA_ASSIGN_OR_RETURN(parts.schedule, optim::LrSchedule::Create(lr));
+  return parts;
+}
+
+absl::StatusOr<std::unique_ptr<SingleStrategy>> SingleStrategy::Create(
+    std::shared_ptr<models::UnitModel> model, const OptimizerConfig& config,
+    const optim::LrScheduleOptions& schedule) {
+  if (model == nullptr) {
+    return absl::InvalidArgumentError("strategy 'single': model is null");
+  }
+  STRATA_ASSIGN_OR_RETURN(Parts parts, BuildParts(*model, config, schedule,
+                                                  /*reverse_order=*/false));
+  return std::unique_ptr<SingleStrategy>(
+      new SingleStrategy(std::move(model), config, std::move(parts)));
+}
+
+SingleStrategy::SingleStrategy(std::shared_ptr<models::UnitModel> model,
+                               const OptimizerConfig& config, Parts parts)
+    : Strategy(std::move(model)),
+      config_(config),
+      flat_(std::move(parts.flat)),
+      optimizer_(std::move(parts.optimizer)),
+      schedule_(std::move(parts.schedule)) {
+  CHECK(flat_ != nullptr && optimizer_ != nullptr && schedule_ != nullptr);
+}
+
+void SingleStrategy::ZeroGrad() { flat_->ZeroGrad(); }
+
+absl::Status SingleStrategy::BeforeMicroBatch(bool) { return absl::OkStatus(); }
+absl::Status SingleStrategy::AfterBackward(bool) { return absl::OkStatus(); }
+absl::Status SingleStrategy::FinishGradients() { return absl::OkStatus(); }
+
+absl::StatusOr<double> SingleStrategy::ForwardBackward(
+    const at::Tensor& inputs, const at::Tensor& targets, double loss_weight,
+    bool last_micro_batch) {
+  if (!std::isfinite(loss_weight) || loss_weight <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss_weight must be finite and > 0, got ", loss_weight));
+  }
+  STRATA_RETURN_IF_ERROR(BeforeMicroBatch(last_micro_batch));
+  double loss_value = 0;
+  STRATA_RETURN_IF_ERROR(
+      StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
+        at::Tensor loss =
+            models::UnitModel::Loss(model().Forward(inputs), targets);
+        loss_value = loss.item<double>();
+        (loss * loss_weight).backward();
+      }));
+  STRATA_RETURN_IF_ERROR(AfterBackward(last_micro_batch));
+  return loss_value;
+}
+
+absl::StatusOr<StepResult> SingleStrategy::Step(int64_t step) {
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step must be >= 0, got ", step));
+  }
+  STRATA_RETURN_IF_ERROR(FinishGradients());
+  StepResult result;
+  result.grad_norm = optim::ClipGradNorm(
+      flat_->grads(), config_.grad_clip > 0
+                          ? config_.grad_clip
+                          : std::numeric_limits<double>::infinity());
+  result.lr = schedule_->LrAt(step);
+  optimizer_->Step(result.lr);
+  return result;
+}
+
+MemoryReport SingleStrategy::Memory() const {
+  MemoryReport report;
+  report.parameter_bytes = flat_->params().nbytes();
+  report.gradient_bytes = flat_->grads().nbytes();
+  for (const auto& [name, tensor] : optimizer_->State()) {
+    report.optimizer_bytes += tensor.nbytes();
+  }
+  return report;
+}
+
+std::vector<ShardedTensor> SingleStrategy::ModelState() const {
+  std::vector<ShardedTensor> out;
+  for (size_t i = 0; i < flat_->entries().size(); ++i) {
+    const optim::FlatParameters::Entry& e = flat_->entries()[i];
+    out.push_back({e.name, e.shape, 0, flat_->parameter(i)});
+  }
+  return out;
+}
+
+std::vector<ShardedTensor> SingleStrategy::OptimizerState() const {
+  std::vector<ShardedTensor> out;
+  optim::NamedTensors state = optimizer_->State();
+  for (const auto& e : flat_->entries()) {
+    for (const auto& [key, tensor] : state) {
+      if (key == "step") continue;
+      out.push_back({absl::StrCat(e.name, ".", key), e.shape, 0,
+                     tensor.narrow(0, e.offset, e.numel).view(e.shape)});
+    }
+  }
+  for (const auto& [key, tensor] : state) {
+    if (key == "step") out.push_back({"step", {}, 0, tensor});
+  }
+  return out;
+}
+
+}  // namespace strata::strategies

@@ -1,0 +1,131 @@
+// strategies::Strategy: how a model is trained across ranks, in the spirit of
+// mmengine's strategy `prepare`: a strategy takes a model (and the process
+// group), owns its flat parameters, optimizer and gradient communication, and
+// runs micro-batches and optimizer steps. "single" runs in one process with no
+// communication; "ddp" replicates the model and all-reduces gradients in
+// buckets, overlapped with backward (see ddp.h). Create one with
+// CreateStrategy (factory.h).
+#ifndef STRATA_STRATEGIES_STRATEGY_H_
+#define STRATA_STRATEGIES_STRATEGY_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/unit.h"
+#include "optim/adamw.h"
+
+namespace strata::strategies {
+
+struct OptimizerConfig {
+  // Decoupled weight decay of matrices and embeddings (biases and norm gains
+  // get none; FlatParameters::MatrixDecayRanges).
+  double weight_decay = 0.1;
+  optim::AdamWOptions adamw;
+  // Clip gradients to this global L2 norm; 0: off.
+  double grad_clip = 1.0;
+};
+
+struct StrategyOptions {
+  // "single" or "ddp".
+  std::string kind = "single";
+  // DDP: gradient buckets hold at most this many bytes (a parameter larger
+  // than that gets a bucket of its own) ...
+  int64_t bucket_bytes = int64_t{25} << 20;
+  // ... except the first one (the last layers, whose gradients are ready
+  // first), which holds at most this many, so communication starts early.
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  // DDP: parameters that get no gradient in a step's last backward are an
+  // error unless this is set; their buckets are then reduced at Step().
+  bool allow_unused_parameters = false;
+};
+
+// Checks option values; errors name the flag: "--strategy must be single or
+// ddp, got 'x'", "--bucket_bytes must be > 0, got 0".
+absl::Status ValidateStrategyOptions(const StrategyOptions& options);
+
+// Checks `config`: weight_decay finite and >= 0, grad_clip finite and >= 0,
+// AdamW options as ValidateAdamWOptions.
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+struct StepResult {
+  // Global L2 norm of the gradients before clipping.
+  double grad_norm = 0;
+  // The learning rate the step used.
+  double lr = 0;
+};
+
+// Per-rank bytes of model state a strategy keeps, counted from the tensors it
+// holds.
+struct MemoryReport {
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t communication_bytes = 0;
+};
+
+// A tensor of the model or optimizer state as this rank holds it: the global
+// (unsharded) shape and this rank's chunk, a contiguous run
+// [offset, offset + local.numel()) of the flattened global tensor (the whole
+// tensor for replicated state). `local` aliases the live state.
+struct ShardedTensor {
+  std::string name;
+  std::vector<int64_t> global_shape;
+  int64_t offset = 0;
+  at::Tensor local;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  // "single", "ddp".
+  virtual std::string name() const = 0;
+  models::UnitModel& model() { return *model_; }
+  const std::shared_ptr<models::UnitModel>& shared_model() const {
+    return model_;
+  }
+
+  // Before the first micro-batch of a step.
+  virtual void ZeroGrad() = 0;
+
+  // Forward + loss + backward of one micro-batch (inputs and targets
+  // [B, T] int64). The loss is multiplied by `loss_weight` before backward:
+  // the micro-batch's share of the batch this rank processes in the step
+  // (micro-batch size / per-rank batch size; for "single" the per-rank batch
+  // is the global batch; DDP averages gradients across ranks, so equal
+  // per-rank batches give the gradient of the global mean loss). Gradients
+  // are complete after the backward of the micro-batch with
+  // last_micro_batch = true. Returns the unweighted loss.
+  virtual absl::StatusOr<double> ForwardBackward(const at::Tensor& inputs,
+                                                 const at::Tensor& targets,
+                                                 double loss_weight,
+                                                 bool last_micro_batch) = 0;
+
+  // Completes gradient communication, clips to grad_clip by global norm and
+  // steps the optimizer with the schedule's lr at `step` (>= 0).
+  virtual absl::StatusOr<StepResult> Step(int64_t step) = 0;
+
+  virtual MemoryReport Memory() const = 0;
+  // Parameter names as in the model.
+  virtual std::vector<ShardedTensor> ModelState() const = 0;
+  // "<param>.exp_avg", "<param>.exp_avg_sq" per parameter, and "step".
+  virtual std::vector<ShardedTensor> OptimizerState() const = 0;
+
+ protected:
+  explicit Strategy(std::shared_ptr<models::UnitModel> model);
+
+ private:
+  std::shared_ptr<models::UnitModel> model_;
+};
+
+}  // namespace strata::strategies
+
+#endif  // STRATA_STRATEGIES_STRATEGY_H_
