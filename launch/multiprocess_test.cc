@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -133,12 +134,33 @@ TEST(MultiProcessTest, BadEnvironmentsNameTheVariable) {
   }
 }
 
-TEST(MultiProcessTest, TrainRefusesSeveralRanksUntilStrategiesExist) {
+TEST(MultiProcessTest, TrainWithSingleStrategyRefusesSeveralRanks) {
   RunResult r = testing::Run({RunfilePath("launch/train"), "--steps=1"},
                              TorchrunEnv(0, 2, FreePort()), absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("rank 0 of 2 (torchrun variables)"));
-  EXPECT_THAT(r.err, HasSubstr("trains in a single process for now"));
+  EXPECT_THAT(r.err, HasSubstr("use --strategy=ddp"));
+}
+
+TEST(MultiProcessTest, TrainsWithDdpOnTwoRanksThroughTheLauncher) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string out = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ddp");
+  RunResult r =
+      testing::Run({Launcher(), "--nproc_per_node=2", "--master_port=0",
+                    RunfilePath("launch/train"), "--strategy=ddp", "--steps=20",
+                    "--warmup_steps=2", "--global_batch=8", "--seq_len=32",
+                    "--markov_tokens=20000", "--log_interval=10",
+                    "--eval_interval=0", "--first_bucket_bytes=4096",
+                    "--bucket_bytes=65536", absl::StrCat("--output_dir=", out)},
+                   {}, absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("[rank0]: "));
+  EXPECT_THAT(r.err, HasSubstr("strategy ddp on 2 rank(s)"));
+  EXPECT_THAT(r.err, HasSubstr("step 20/20 | loss"));
+  std::ifstream metrics(out + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  EXPECT_EQ(lines, 2);  // Written by rank 0 only: steps 10 and 20.
 }
 
 TEST(MultiProcessTest, RunsUnmodifiedUnderPythonTorchrun) {

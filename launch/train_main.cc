@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/environment.h"
+#include "comm/group.h"
+#include "comm/rendezvous.h"
 #include "launch/trainer.h"
 
 namespace {
@@ -62,6 +64,24 @@ DEFINE_double(beta1, kDefaults.beta1, "AdamW beta1.");
 DEFINE_double(beta2, kDefaults.beta2, "AdamW beta2.");
 DEFINE_double(grad_clip, kDefaults.grad_clip,
               "Global gradient-norm clipping threshold; 0: off.");
+DEFINE_string(strategy, kDefaults.strategy,
+              "single (one process) or ddp (data parallel over the ranks of "
+              "the launcher / torchrun / srun / mpirun).");
+DEFINE_int64(bucket_bytes, kDefaults.bucket_bytes,
+             "DDP: gradient bucket size in bytes (all-reduced as soon as "
+             "complete during backward).");
+DEFINE_int64(first_bucket_bytes, kDefaults.first_bucket_bytes,
+             "DDP: size of the first bucket (the last layers), smaller so "
+             "communication starts early.");
+DEFINE_bool(allow_unused_parameters, kDefaults.allow_unused_parameters,
+            "DDP: allow parameters that get no gradient (else an error "
+            "names them).");
+DEFINE_int32(collective_timeout_s, 600,
+             "How long a collective may wait for the other ranks.");
+DEFINE_bool(debug_collectives, false,
+            "Check every collective's sizes and dtypes across ranks first "
+            "(clear errors instead of Gloo aborts; one extra small "
+            "all-gather per collective).");
 DEFINE_uint64(seed, kDefaults.seed,
               "Seed of the initialisation, the data and the sampler.");
 DEFINE_string(precision, kDefaults.precision,
@@ -94,22 +114,6 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Training runs in one process until the strategies (DDP, ZeRO, FSDP) land;
-  // several ranks would silently train independent copies into one output.
-  auto world = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
-  if (!world.ok()) {
-    LOG(ERROR) << world.status().message();
-    return 1;
-  }
-  if (world->world_size > 1) {
-    LOG(ERROR) << "train was started as rank " << world->rank << " of "
-               << world->world_size << " (" << world->source
-               << " variables), but it trains in a single process for now: "
-                  "data-parallel strategies are not built yet. Run it "
-                  "without a launcher.";
-    return 1;
-  }
-
   strata::launch::TrainOptions o;
   o.model = FLAGS_model;
   o.vocab_size = FLAGS_vocab_size;
@@ -138,6 +142,10 @@ int main(int argc, char** argv) {
   o.eval_interval = FLAGS_eval_interval;
   o.eval_batches = FLAGS_eval_batches;
   o.threads = FLAGS_threads;
+  o.strategy = FLAGS_strategy;
+  o.bucket_bytes = FLAGS_bucket_bytes;
+  o.first_bucket_bytes = FLAGS_first_bucket_bytes;
+  o.allow_unused_parameters = FLAGS_allow_unused_parameters;
   if (o.threads == 0) {
     const char* omp = std::getenv("OMP_NUM_THREADS");
     int from_env = 0;
@@ -160,6 +168,20 @@ int main(int argc, char** argv) {
         absl::StrCat(cwd != nullptr ? cwd : ".", "/", kDefaults.output_dir);
   }
 
+  // The world: one process, or the ranks of the launcher, torchrun, srun or
+  // mpirun (read from their environment variables).
+  auto world = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
+  if (!world.ok()) {
+    LOG(ERROR) << world.status().message();
+    return 1;
+  }
+  if (world->world_size > 1 && o.strategy == "single") {
+    LOG(ERROR) << "--strategy=single trains in one process, but this is rank "
+               << world->rank << " of " << world->world_size << " ("
+               << world->source
+               << " variables); use --strategy=ddp to train on all ranks";
+    return 1;
+  }
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
   std::string summary;
@@ -172,9 +194,23 @@ int main(int argc, char** argv) {
     }
     absl::StrAppend(&summary, " --", f.name, "=", value);
   }
-  LOG(INFO) << "flags:" << summary;
+  if (world->rank == 0) LOG(INFO) << "flags:" << summary;
 
-  auto result = strata::launch::Train(o);
+  std::unique_ptr<strata::comm::Group> group;
+  if (o.strategy != "single") {
+    strata::comm::GroupOptions group_options;
+    group_options.timeout = absl::Seconds(FLAGS_collective_timeout_s);
+    group_options.check_collectives = FLAGS_debug_collectives;
+    auto connected = strata::comm::ConnectWorld(*world, group_options);
+    if (!connected.ok()) {
+      LOG(ERROR) << connected.status().message();
+      return 1;
+    }
+    group = std::move(*connected);
+  }
+  if (world->rank != 0) FLAGS_minloglevel = google::WARNING;
+
+  auto result = strata::launch::Train(o, group.get());
   if (!result.ok()) {
     LOG(ERROR) << result.status().message();
     return 1;

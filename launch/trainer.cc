@@ -32,10 +32,9 @@
 #include "models/factory.h"
 #include "models/state_dict.h"
 #include "models/unit.h"
-#include "optim/adamw.h"
-#include "optim/clip.h"
-#include "optim/flat_parameters.h"
 #include "optim/lr_schedule.h"
+#include "strategies/factory.h"
+#include "strategies/strategy.h"
 
 namespace strata::launch {
 namespace {
@@ -122,6 +121,26 @@ std::string FormatEta(double seconds) {
   return absl::FormatDuration(absl::Seconds(std::round(seconds)));
 }
 
+// bf16 autocast inside each unit's forward (blocks, embeddings, head): the
+// matmuls run in bf16 through oneDNN while weights, the loss and the whole
+// backward stay outside autocast. Going through the unit protocol keeps it
+// right when another interceptor re-runs a forward (recomputation).
+class AutocastInterceptor final : public models::UnitInterceptor {
+ public:
+  at::Tensor Run(const models::UnitInfo& unit, const at::Tensor& input,
+                 const models::UnitForward& forward) override {
+    const bool was_enabled = at::autocast::is_cpu_enabled();
+    const at::ScalarType was_dtype = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::Tensor output = forward(input);
+    at::autocast::set_cpu_enabled(was_enabled);
+    at::autocast::set_autocast_cpu_dtype(was_dtype);
+    if (!was_enabled) at::autocast::clear_cache();
+    return output;
+  }
+};
+
 class MetricsFile {
  public:
   explicit MetricsFile(const std::string& path) : out_(path, std::ios::trunc) {}
@@ -207,6 +226,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (absl::Status s = optim::ValidateLrScheduleOptions(schedule); !s.ok()) {
     return FlagError("lr_schedule", s.message());
   }
+  strategies::StrategyOptions strategy;
+  strategy.kind = o.strategy;
+  strategy.bucket_bytes = o.bucket_bytes;
+  strategy.first_bucket_bytes = o.first_bucket_bytes;
+  STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
   auto config = models::ConfigByName(o.model);
   if (!config.ok()) return FlagError("model", config.status().message());
   if (o.vocab_size < 0)
@@ -220,8 +244,25 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
+absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   STRATA_RETURN_IF_ERROR(ValidateTrainOptions(o));
+  const int rank = group == nullptr ? 0 : group->rank();
+  const int world_size = group == nullptr ? 1 : group->size();
+  if (o.global_batch % world_size != 0) {
+    return FlagError("global_batch",
+                     absl::StrFormat("%d sequences do not split evenly over "
+                                     "%d ranks",
+                                     o.global_batch, world_size));
+  }
+  const int64_t local_batch_check = o.global_batch / world_size;
+  if (o.micro_batch != 0 && local_batch_check % o.micro_batch != 0) {
+    return FlagError("micro_batch",
+                     absl::StrFormat("must divide the per-rank batch "
+                                     "(--global_batch=%d / %d ranks = %d), "
+                                     "got %d",
+                                     o.global_batch, world_size,
+                                     local_batch_check, o.micro_batch));
+  }
   if (o.threads > 0) at::set_num_threads(o.threads);
 
   // Model config, checked against the data before anything big is built.
@@ -240,16 +281,21 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
                         d.source->vocab_size() - 1, o.model, config.vocab_size,
                         d.source->vocab_size()));
   }
-  std::error_code ec;
-  std::filesystem::create_directories(o.output_dir, ec);
-  if (ec) {
-    return FlagError("output_dir", absl::StrCat("cannot create '", o.output_dir,
-                                                "': ", ec.message()));
-  }
   const std::string metrics_path = o.output_dir + "/metrics.jsonl";
-  MetricsFile metrics(metrics_path);
-  if (!metrics.ok()) {
-    return FlagError("output_dir", absl::StrCat("cannot write ", metrics_path));
+  std::unique_ptr<MetricsFile> metrics;
+  if (rank == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec) {
+      return FlagError(
+          "output_dir",
+          absl::StrCat("cannot create '", o.output_dir, "': ", ec.message()));
+    }
+    metrics = std::make_unique<MetricsFile>(metrics_path);
+    if (!metrics->ok()) {
+      return FlagError("output_dir",
+                       absl::StrCat("cannot write ", metrics_path));
+    }
   }
 
   models::BuildOptions build;
@@ -257,27 +303,29 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<models::UnitModel> model,
                           models::BuildModel(config, build));
   model->train();
-  std::vector<optim::NamedParameter> named;
-  for (const auto& item : model->named_parameters()) {
-    named.push_back({item.key(), item.value()});
-  }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<optim::FlatParameters> flat,
-                          optim::FlatParameters::Create(std::move(named)));
-  optim::AdamWOptions adamw;
-  adamw.beta1 = o.beta1;
-  adamw.beta2 = o.beta2;
-  STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<optim::Optimizer> optimizer,
-      optim::CreateAdamW(flat->params(), flat->grads(),
-                         flat->MatrixDecayRanges(o.weight_decay), adamw));
+  const bool bf16 = o.precision == "bf16";
+  if (bf16) model->AddInterceptor(std::make_shared<AutocastInterceptor>());
+
+  strategies::StrategyOptions strategy_options;
+  strategy_options.kind = o.strategy;
+  strategy_options.bucket_bytes = o.bucket_bytes;
+  strategy_options.first_bucket_bytes = o.first_bucket_bytes;
+  strategy_options.allow_unused_parameters = o.allow_unused_parameters;
+  strategies::OptimizerConfig optimizer_config;
+  optimizer_config.weight_decay = o.weight_decay;
+  optimizer_config.adamw.beta1 = o.beta1;
+  optimizer_config.adamw.beta2 = o.beta2;
+  optimizer_config.grad_clip = o.grad_clip;
   optim::LrScheduleOptions schedule_options;
   schedule_options.kind = o.lr_schedule;
   schedule_options.base_lr = o.lr;
   schedule_options.warmup_steps = o.warmup_steps;
   schedule_options.total_steps = o.steps;
   schedule_options.min_lr = o.min_lr;
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<optim::LrSchedule> schedule,
-                          optim::LrSchedule::Create(schedule_options));
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<strategies::Strategy> strategy,
+      strategies::CreateStrategy(strategy_options, model, group,
+                                 optimizer_config, schedule_options));
 
   data::SamplerOptions sampler_options;
   sampler_options.seq_len = o.seq_len;
@@ -287,48 +335,49 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
       std::unique_ptr<data::DistributedSampler> sampler,
       data::DistributedSampler::Create(d.train.get(), sampler_options));
 
-  const bool bf16 = o.precision == "bf16";
-  const int64_t micro = o.micro_batch == 0 ? o.global_batch : o.micro_batch;
+  const int64_t local_batch = o.global_batch / world_size;
+  const int64_t micro = o.micro_batch == 0 ? local_batch : o.micro_batch;
   const int64_t tokens_per_step = o.global_batch * o.seq_len;
   const double flops_per_token =
       models::TrainingFlopsPerToken(config, o.seq_len);
+  // Every rank has the same hardware share; the world's peak is the sum.
   const double peak_flops =
-      MeasureMatmulPeakFlops(bf16 ? at::kBFloat16 : at::kFloat);
+      world_size * MeasureMatmulPeakFlops(bf16 ? at::kBFloat16 : at::kFloat);
 
-  LOG(INFO) << absl::StrFormat(
-      "model %s: %d parameters (%.1fM), %.3g training FLOP/token at seq_len %d",
-      o.model, models::NumParameters(config),
-      models::NumParameters(config) / 1e6, flops_per_token, o.seq_len);
-  LOG(INFO) << "data: " << d.train->Describe()
-            << "; eval: " << d.eval->Describe();
-  if (std::isfinite(d.entropy_floor)) {
+  if (rank == 0) {
     LOG(INFO) << absl::StrFormat(
-        "entropy floor of the data: %.4f nats/token (the best achievable "
-        "loss); uniform guess: %.4f",
-        d.entropy_floor, std::log(static_cast<double>(d.source->vocab_size())));
+        "model %s: %d parameters (%.1fM), %.3g training FLOP/token at "
+        "seq_len %d",
+        o.model, models::NumParameters(config),
+        models::NumParameters(config) / 1e6, flops_per_token, o.seq_len);
+    LOG(INFO) << "data: " << d.train->Describe()
+              << "; eval: " << d.eval->Describe();
+    if (std::isfinite(d.entropy_floor)) {
+      LOG(INFO) << absl::StrFormat(
+          "entropy floor of the data: %.4f nats/token (the best achievable "
+          "loss); uniform guess: %.4f",
+          d.entropy_floor,
+          std::log(static_cast<double>(d.source->vocab_size())));
+    }
+    LOG(INFO) << absl::StrFormat(
+        "strategy %s on %d rank(s): %d steps x %d sequences x %d tokens (per "
+        "rank %d micro-batches of %d), %s, threads %d, matmul peak measured "
+        "%.1f GFLOP/s per rank; metrics: %s",
+        strategy->name(), world_size, o.steps, o.global_batch, o.seq_len,
+        local_batch / micro, micro, o.precision, at::get_num_threads(),
+        peak_flops / world_size / 1e9, metrics_path);
   }
-  LOG(INFO) << absl::StrFormat(
-      "%d steps x %d sequences x %d tokens (%d micro-batches of %d), %s, "
-      "threads %d, matmul peak measured %.1f GFLOP/s; metrics: %s",
-      o.steps, o.global_batch, o.seq_len, o.global_batch / micro, micro,
-      o.precision, at::get_num_threads(), peak_flops / 1e9, metrics_path);
 
-  // Runs forward (+ loss) on one micro-batch under the configured precision.
-  auto forward_loss = [&](const at::Tensor& batch) {
-    at::Tensor inputs = batch.narrow(1, 0, o.seq_len);
-    at::Tensor targets = batch.narrow(1, 1, o.seq_len);
-    if (bf16) {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    }
-    at::Tensor loss = models::UnitModel::Loss(model->Forward(inputs), targets);
-    if (bf16) {
-      at::autocast::set_cpu_enabled(false);
-      at::autocast::clear_cache();
-    }
-    return loss;
+  // The mean over ranks of a per-rank value (one scalar all-reduce).
+  auto world_mean = [&](double local) -> absl::StatusOr<double> {
+    if (group == nullptr || world_size == 1) return local;
+    at::Tensor t = at::full({1}, local, at::kDouble);
+    STRATA_RETURN_IF_ERROR(group->AllReduce(t, comm::ReduceOp::kAverage));
+    return t.item<double>();
   };
 
+  // Every rank evaluates the same held-out batches (its weights are the
+  // same), so no communication is needed.
   auto evaluate = [&]() -> absl::StatusOr<double> {
     data::SamplerOptions eval_options = sampler_options;
     eval_options.shuffle = false;
@@ -341,7 +390,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
     double total = 0;
     for (int64_t i = 0; i < o.eval_batches; ++i) {
       STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
-      total += forward_loss(batch).item<double>();
+      total +=
+          models::UnitModel::Loss(model->Forward(batch.narrow(1, 0, o.seq_len)),
+                                  batch.narrow(1, 1, o.seq_len))
+              .item<double>();
     }
     model->train();
     return total / o.eval_batches;
@@ -357,26 +409,27 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
   double interval_eval_s = 0;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
   for (int64_t step = 0; step < o.steps; ++step) {
-    flat->ZeroGrad();
-    STRATA_ASSIGN_OR_RETURN(at::Tensor batch, sampler->NextBatch(0, 1));
+    strategy->ZeroGrad();
+    STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
+                            sampler->NextBatch(rank, world_size));
     double step_loss = 0;
-    for (int64_t m = 0; m < o.global_batch; m += micro) {
-      at::Tensor loss = forward_loss(batch.narrow(0, m, micro)) *
-                        (static_cast<double>(micro) / o.global_batch);
-      loss.backward();
-      step_loss += loss.item<double>();
+    for (int64_t m = 0; m < local_batch; m += micro) {
+      const at::Tensor mb = batch.narrow(0, m, micro);
+      STRATA_ASSIGN_OR_RETURN(
+          double loss,
+          strategy->ForwardBackward(
+              mb.narrow(1, 0, o.seq_len), mb.narrow(1, 1, o.seq_len),
+              static_cast<double>(micro) / local_batch,
+              /*last_micro_batch=*/m + micro == local_batch));
+      step_loss += loss * micro / local_batch;
     }
-    const double grad_norm = optim::ClipGradNorm(
-        flat->grads(), o.grad_clip > 0
-                           ? o.grad_clip
-                           : std::numeric_limits<double>::infinity());
-    const double lr = schedule->LrAt(step);
-    optimizer->Step(lr);
+    STRATA_ASSIGN_OR_RETURN(strategies::StepResult stepped,
+                            strategy->Step(step));
     if (!std::isfinite(step_loss)) {
       return absl::InternalError(absl::StrFormat(
-          "loss became %f at step %d (lr %.3g, grad norm %.3g); lower --lr or "
-          "enable --grad_clip",
-          step_loss, step, lr, grad_norm));
+          "rank %d: loss became %f at step %d (lr %.3g, grad norm %.3g); "
+          "lower --lr or enable --grad_clip",
+          rank, step_loss, step, stepped.lr, stepped.grad_norm));
     }
     interval_loss += step_loss;
     ++interval_steps;
@@ -384,16 +437,16 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
     const bool last = step + 1 == o.steps;
     const bool eval_now =
         last || (o.eval_interval > 0 && (step + 1) % o.eval_interval == 0);
-    double eval_s = 0;
     if (eval_now) {
       const auto eval_start = std::chrono::steady_clock::now();
       STRATA_ASSIGN_OR_RETURN(eval_loss, evaluate());
-      eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             eval_start)
-                   .count();
+      interval_eval_s += std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - eval_start)
+                             .count();
     }
-    interval_eval_s += eval_s;
     if ((step + 1) % o.log_interval == 0 || last) {
+      STRATA_ASSIGN_OR_RETURN(const double mean_loss,
+                              world_mean(interval_loss / interval_steps));
       const auto now = std::chrono::steady_clock::now();
       // Training throughput: evaluation time is not training time.
       const double interval_s =
@@ -403,30 +456,31 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
           std::chrono::duration<double>(now - start).count();
       const double tokens_per_s = interval_steps * tokens_per_step / interval_s;
       const double mfu = tokens_per_s * flops_per_token / peak_flops;
-      const double mean_loss = interval_loss / interval_steps;
       const double eta_s = elapsed_s / (step + 1) * (o.steps - step - 1);
-      std::string line = absl::StrFormat("step %d/%d | loss %.4f", step + 1,
-                                         o.steps, mean_loss);
-      if (std::isfinite(d.entropy_floor)) {
-        absl::StrAppendFormat(&line, " (floor %.4f, +%.4f)", d.entropy_floor,
-                              mean_loss - d.entropy_floor);
+      if (rank == 0) {
+        std::string line = absl::StrFormat("step %d/%d | loss %.4f", step + 1,
+                                           o.steps, mean_loss);
+        if (std::isfinite(d.entropy_floor)) {
+          absl::StrAppendFormat(&line, " (floor %.4f, +%.4f)", d.entropy_floor,
+                                mean_loss - d.entropy_floor);
+        }
+        if (eval_now) absl::StrAppendFormat(&line, " | eval %.4f", eval_loss);
+        absl::StrAppendFormat(&line,
+                              " | lr %.3g | grad norm %.3f | %.0f tok/s | MFU "
+                              "%.1f%% | ETA %s",
+                              stepped.lr, stepped.grad_norm, tokens_per_s,
+                              100 * mfu, FormatEta(eta_s));
+        LOG(INFO) << line;
+        metrics->Write({{"step", static_cast<double>(step + 1)},
+                        {"loss", mean_loss},
+                        {"eval_loss", eval_now ? eval_loss : NAN},
+                        {"entropy_floor", d.entropy_floor},
+                        {"lr", stepped.lr},
+                        {"grad_norm", stepped.grad_norm},
+                        {"tokens_per_s", tokens_per_s},
+                        {"mfu", mfu},
+                        {"elapsed_s", elapsed_s}});
       }
-      if (eval_now) absl::StrAppendFormat(&line, " | eval %.4f", eval_loss);
-      absl::StrAppendFormat(&line,
-                            " | lr %.3g | grad norm %.3f | %.0f tok/s | MFU "
-                            "%.1f%% | ETA %s",
-                            lr, grad_norm, tokens_per_s, 100 * mfu,
-                            FormatEta(eta_s));
-      LOG(INFO) << line;
-      metrics.Write({{"step", static_cast<double>(step + 1)},
-                     {"loss", mean_loss},
-                     {"eval_loss", eval_now ? eval_loss : NAN},
-                     {"entropy_floor", d.entropy_floor},
-                     {"lr", lr},
-                     {"grad_norm", grad_norm},
-                     {"tokens_per_s", tokens_per_s},
-                     {"mfu", mfu},
-                     {"elapsed_s", elapsed_s}});
       result.final_train_loss = mean_loss;
       result.tokens_per_s = tokens_per_s;
       interval_start = now;
@@ -437,9 +491,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o) {
   }
   result.steps = o.steps;
   result.final_eval_loss = eval_loss;
-  const std::string model_path = o.output_dir + "/model.pt";
-  STRATA_RETURN_IF_ERROR(models::SaveStateDict(*model, model_path));
-  LOG(INFO) << "saved " << model_path << " (loads in Python with torch.load)";
+  if (rank == 0) {
+    const std::string model_path = o.output_dir + "/model.pt";
+    STRATA_RETURN_IF_ERROR(models::SaveStateDict(*model, model_path));
+    LOG(INFO) << "saved " << model_path << " (loads in Python with torch.load)";
+  }
   return result;
 }
 

@@ -3,8 +3,9 @@
 // TrainOptions, then trains with gradient accumulation, global-norm clipping,
 // periodic evaluation, a progress line and a JSONL metrics file.
 //
-// This is the single-process path; strategies (DDP, ZeRO, FSDP) plug in here
-// as they land.
+// The model is trained through a strategies::Strategy (--strategy): `single`
+// in one process, or a data-parallel strategy over the ranks of a
+// comm::Group, each rank taking its slice of every global batch.
 #ifndef STRATA_LAUNCH_TRAINER_H_
 #define STRATA_LAUNCH_TRAINER_H_
 
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "comm/group.h"
 
 namespace strata::launch {
 
@@ -44,6 +46,11 @@ struct TrainOptions {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double grad_clip = 1.0;  // 0: off.
+  // Strategy (strategies/strategy.h).
+  std::string strategy = "single";
+  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  bool allow_unused_parameters = false;
   // Run.
   uint64_t seed = 1;
   std::string precision = "fp32";  // fp32 | bf16 (autocast: bf16 matmuls)
@@ -66,10 +73,13 @@ struct TrainResult {
   std::string metrics_path;
 };
 
-// Trains; logs progress (glog INFO) every log_interval steps and writes
-// <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict Python's
-// torch.load reads). Invalid options fail before any work starts.
-absl::StatusOr<TrainResult> Train(const TrainOptions& options);
+// Trains; rank 0 logs progress (glog INFO) every log_interval steps and
+// writes <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict
+// Python's torch.load reads). Invalid options fail before any work starts.
+// `group` (borrowed; null: one process) spans the ranks training together;
+// every rank calls Train with the same options.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options,
+                                  comm::Group* group = nullptr);
 
 }  // namespace strata::launch
 
