@@ -5,6 +5,7 @@
 #include "base/status.h"
 #include "strategies/ddp.h"
 #include "strategies/single.h"
+#include "strategies/zero.h"
 
 namespace strata::strategies {
 
@@ -18,6 +19,12 @@ absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(
         std::unique_ptr<SingleStrategy> single,
         SingleStrategy::Create(std::move(model), config, schedule));
     return std::unique_ptr<Strategy>(std::move(single));
+  }
+  if (options.kind == "zero1" || options.kind == "zero2") {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZeroStrategy> zero,
+                            ZeroStrategy::Create(options, std::move(model),
+                                                 group, config, schedule));
+    return std::unique_ptr<Strategy>(std::move(zero));
   }
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<DdpStrategy> ddp,
