@@ -65,10 +65,11 @@ DEFINE_double(beta2, kDefaults.beta2, "AdamW beta2.");
 DEFINE_double(grad_clip, kDefaults.grad_clip,
               "Global gradient-norm clipping threshold; 0: off.");
 DEFINE_string(strategy, kDefaults.strategy,
-              "single (one process) or ddp (data parallel over the ranks of "
-              "the launcher / torchrun / srun / mpirun).");
+              "single (one process); ddp, zero1 or zero2 (data parallel over "
+              "the ranks of the launcher / torchrun / srun / mpirun; zero1 "
+              "shards the optimizer state, zero2 also the gradients).");
 DEFINE_int64(bucket_bytes, kDefaults.bucket_bytes,
-             "DDP: gradient bucket size in bytes (all-reduced as soon as "
+             "DDP/ZeRO: gradient bucket size in bytes (reduced as soon as "
              "complete during backward).");
 DEFINE_int64(first_bucket_bytes, kDefaults.first_bucket_bytes,
              "DDP: size of the first bucket (the last layers), smaller so "

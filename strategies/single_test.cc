@@ -35,7 +35,8 @@ TEST(StrategyOptionsTest, RejectsUnknownKindNamingTheOption) {
   options.kind = "fsdp2";
   absl::Status status = ValidateStrategyOptions(options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "--strategy must be single or ddp, got 'fsdp2'");
+  EXPECT_EQ(status.message(),
+            "--strategy must be single, ddp, zero1 or zero2, got 'fsdp2'");
   auto created =
       CreateStrategy(options, Gpt(1), nullptr, OptimizerConfig(), Constant());
   EXPECT_EQ(created.status().message(), status.message());

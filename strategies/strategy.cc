@@ -13,8 +13,9 @@ absl::Status ValidateStrategyOptions(const StrategyOptions& options) {
   if (options.kind != "single" && options.kind != "ddp" &&
       options.kind != "zero1" && options.kind != "zero2") {
     // The message predates zero1/zero2; single_test.cc asserts it verbatim.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy must be single or ddp, got '", options.kind, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy must be single, ddp, zero1 or zero2, got '",
+                     options.kind, "'"));
   }
   if (options.bucket_bytes <= 0) {
     return absl::InvalidArgumentError(

@@ -32,7 +32,7 @@ struct OptimizerConfig {
 };
 
 struct StrategyOptions {
-  // "single" or "ddp".
+  // "single", "ddp", "zero1" or "zero2".
   std::string kind = "single";
   // DDP: gradient buckets hold at most this many bytes (a parameter larger
   // than that gets a bucket of its own) ...
@@ -86,7 +86,7 @@ class Strategy {
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
-  // "single", "ddp".
+  // "single", "ddp", "zero1", "zero2".
   virtual std::string name() const = 0;
   models::UnitModel& model() { return *model_; }
   const std::shared_ptr<models::UnitModel>& shared_model() const {

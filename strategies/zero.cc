@@ -17,6 +17,7 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/flat_parameters.h"
+#include "strategies/replicas.h"
 
 namespace strata::strategies {
 
@@ -84,28 +85,6 @@ std::vector<ZeroStrategy::Bucket> BuildBuckets(
   return buckets;
 }
 
-// Every rank must hold the same number of parameters and elements.
-absl::Status CheckSameModel(comm::Group& group, const std::string& kind,
-                            int64_t num_params, int64_t numel) {
-  at::Tensor mine = at::tensor({num_params, numel}, at::kLong);
-  at::Tensor all = at::empty({2 * group.size()}, at::kLong);
-  STRATA_RETURN_IF_ERROR(
-      Annotate(group.AllGather(mine, all),
-               absl::StrCat(kind, ": exchanging parameter counts")));
-  const int64_t* p = all.data_ptr<int64_t>();
-  for (int r = 1; r < group.size(); ++r) {
-    if (p[2 * r] != p[0] || p[2 * r + 1] != p[1]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kind, ": ranks hold different models: rank 0 has ", p[0],
-                       " parameters (", p[1], " elements), rank ", r, " has ",
-                       p[2 * r], " (", p[2 * r + 1],
-                       " elements); every rank must build the same "
-                       "model"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 class ZeroStrategy::ReadyHook : public torch::autograd::FunctionPostHook {
@@ -150,10 +129,8 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   for (const auto& item : model->named_parameters()) {
     named.push_back({item.key(), item.value()});
   }
-  int64_t numel = 0;
-  for (const auto& p : named) numel += p.tensor.numel();
-  STRATA_RETURN_IF_ERROR(CheckSameModel(
-      *group, options.kind, static_cast<int64_t>(named.size()), numel));
+  STRATA_RETURN_IF_ERROR(
+      CheckSameModelOnAllRanks(*group, options.kind, *model));
   std::reverse(named.begin(), named.end());
   Parts parts;
   STRATA_ASSIGN_OR_RETURN(parts.flat,
@@ -162,23 +139,8 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   STRATA_ASSIGN_OR_RETURN(parts.schedule, optim::LrSchedule::Create(schedule));
 
   // Rank 0's weights everywhere.
-  at::Tensor params = parts.flat->params();
-  STRATA_RETURN_IF_ERROR(Annotate(group->Broadcast(params, /*root=*/0),
-                                  absl::StrCat(options.kind,
-                                               ": broadcasting parameters from "
-                                               "rank 0")));
-  for (const auto& item : model->named_buffers()) {
-    at::Tensor buffer = item.value();
-    at::Tensor staged = buffer.is_contiguous() ? buffer : buffer.contiguous();
-    STRATA_RETURN_IF_ERROR(Annotate(
-        group->Broadcast(staged, /*root=*/0),
-        absl::StrCat(options.kind, ": broadcasting buffer:", item.key(),
-                     " from rank 0")));
-    if (!staged.is_same(buffer)) {
-      at::NoGradGuard no_grad;
-      buffer.copy_(staged);
-    }
-  }
+  STRATA_RETURN_IF_ERROR(BroadcastFromRankZero(*group, options.kind, *model,
+                                               parts.flat->params()));
 
   Layout layout;
   layout.buckets = BuildBuckets(*parts.flat, options, world, rank);
