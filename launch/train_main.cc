@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "--strategy=single trains in one process, but this is rank "
                << world->rank << " of " << world->world_size << " ("
                << world->source
-               << " variables); use --strategy=ddp to train on all ranks";
+               << " variables); use --strategy=ddp (or zero1, zero2) to train "
+                  "on all ranks";
     return 1;
   }
   std::vector<gflags::CommandLineFlagInfo> flags;
