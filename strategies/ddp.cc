@@ -2,11 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <glog/logging.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,23 +11,6 @@
 #include "strategies/replicas.h"
 
 namespace strata::strategies {
-namespace {}  // namespace
-
-class DdpStrategy::ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(DdpStrategy* owner, size_t entry) : owner_(owner), entry_(entry) {}
-  torch::autograd::variable_list operator()(
-      const torch::autograd::variable_list& outputs,
-      const torch::autograd::variable_list& /*inputs*/) override {
-    owner_->MarkReady(entry_);
-    return outputs;
-  }
-
- private:
-  DdpStrategy* const owner_;
-  const size_t entry_;
-};
-
 absl::StatusOr<std::unique_ptr<DdpStrategy>> DdpStrategy::Create(
     const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
     comm::Group* group, const OptimizerConfig& config,
@@ -55,7 +34,6 @@ absl::StatusOr<std::unique_ptr<DdpStrategy>> DdpStrategy::Create(
   std::unique_ptr<DdpStrategy> strategy(new DdpStrategy(
       std::move(model), config, std::move(parts), options, group));
   strategy->BuildBuckets();
-  strategy->AddHooks();
   return strategy;
 }
 
@@ -67,7 +45,7 @@ DdpStrategy::DdpStrategy(std::shared_ptr<models::UnitModel> model,
       group_(group) {}
 
 DdpStrategy::~DdpStrategy() {
-  for (const auto& [node, key] : hooks_) node->del_post_hook(key);
+  readiness_.reset();  // Removes the hooks first.
   for (auto& work : works_) {
     absl::Status status = work->Wait();
     if (!status.ok()) LOG(WARNING) << "ddp: at destruction: " << status;
@@ -77,7 +55,6 @@ DdpStrategy::~DdpStrategy() {
 void DdpStrategy::BuildBuckets() {
   const auto& entries = flat().entries();
   const int64_t elem = flat().grads().element_size();
-  bucket_of_entry_.assign(entries.size(), 0);
   Bucket current;
   int64_t cap = options_.first_bucket_bytes;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -92,7 +69,6 @@ void DdpStrategy::BuildBuckets() {
     CHECK_EQ(current.offset + current.numel, e.offset);
     current.numel += e.numel;
     current.entries.push_back(i);
-    bucket_of_entry_[i] = buckets_.size();
   }
   if (!current.entries.empty()) buckets_.push_back(std::move(current));
   // Padding (none with align 1) would belong to no bucket.
@@ -100,57 +76,22 @@ void DdpStrategy::BuildBuckets() {
   for (const Bucket& b : buckets_) {
     bucket_views_.push_back(flat().grads().narrow(0, b.offset, b.numel));
   }
-  pending_.assign(buckets_.size(), 0);
-  entry_ready_.assign(entries.size(), false);
+  std::vector<std::vector<size_t>> bucket_entries;
+  for (const Bucket& b : buckets_) bucket_entries.push_back(b.entries);
+  readiness_ = BucketReadiness::ForFlatParameters(
+      flat(), std::move(bucket_entries),
+      [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/true); });
   VLOG(1) << "ddp: " << buckets_.size() << " buckets over " << entries.size()
           << " parameters";
 }
 
-void DdpStrategy::AddHooks() {
-  for (size_t i = 0; i < flat().entries().size(); ++i) {
-    if (!flat().entries()[i].requires_grad) continue;
-    std::shared_ptr<torch::autograd::Node> accumulator =
-        torch::autograd::impl::grad_accumulator(flat().parameter(i));
-    CHECK(accumulator != nullptr) << flat().entries()[i].name;
-    const uintptr_t key =
-        accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
-    hooks_.emplace_back(std::move(accumulator), key);
-  }
-}
-
 absl::Status DdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
-  if (gradients_ready_ || armed_) {
-    return absl::FailedPreconditionError(
-        "ddp: ForwardBackward called after the step's last micro-batch "
-        "(last_micro_batch = true) without Step() in between");
-  }
-  if (!last_micro_batch) return absl::OkStatus();
-  std::fill(entry_ready_.begin(), entry_ready_.end(), false);
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    pending_[b] = 0;
-    for (size_t i : buckets_[b].entries) {
-      if (flat().entries()[i].requires_grad) ++pending_[b];
-    }
-  }
-  next_bucket_ = 0;
-  armed_ = true;
-  return absl::OkStatus();
+  return readiness_->BeforeMicroBatch(name(), last_micro_batch);
 }
 
 absl::Status DdpStrategy::AfterBackward(bool last_micro_batch) {
-  if (!last_micro_batch) return absl::OkStatus();
-  armed_ = false;
-  gradients_ready_ = true;
+  readiness_->AfterBackward(last_micro_batch);
   return absl::OkStatus();
-}
-
-void DdpStrategy::MarkReady(size_t entry) {
-  if (!armed_ || entry_ready_[entry]) return;
-  entry_ready_[entry] = true;
-  --pending_[bucket_of_entry_[entry]];
-  while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
-    LaunchBucket(next_bucket_++, /*from_backward=*/true);
-  }
 }
 
 void DdpStrategy::LaunchBucket(size_t bucket, bool from_backward) {
@@ -160,14 +101,14 @@ void DdpStrategy::LaunchBucket(size_t bucket, bool from_backward) {
 }
 
 void DdpStrategy::ResetStep() {
-  armed_ = false;
-  gradients_ready_ = false;
+  readiness_->ResetStep();
   works_.clear();
 }
 
 absl::Status DdpStrategy::FinishGradients() {
-  if (!gradients_ready_) {
-    // A backward that threw leaves armed_ set: start the next step afresh.
+  if (!readiness_->complete()) {
+    // A backward that threw leaves readiness_ armed: start the next step
+    // afresh.
     for (auto& work : works_) work->Wait().IgnoreError();
     ResetStep();
     return absl::FailedPreconditionError(
@@ -175,10 +116,8 @@ absl::Status DdpStrategy::FinishGradients() {
         "last_micro_batch = true first");
   }
   std::vector<std::string> unused;
-  for (size_t i = 0; i < entry_ready_.size(); ++i) {
-    if (flat().entries()[i].requires_grad && !entry_ready_[i]) {
-      unused.push_back(flat().entries()[i].name);
-    }
+  for (size_t i : readiness_->UnreadyEntries()) {
+    unused.push_back(flat().entries()[i].name);
   }
   absl::Status status;
   if (!unused.empty() && !options_.allow_unused_parameters) {
@@ -189,9 +128,9 @@ absl::Status DdpStrategy::FinishGradients() {
         "allow_unused_parameters (--allow_unused_parameters) to reduce their "
         "zero gradients at Step()"));
   } else {
-    while (next_bucket_ < buckets_.size()) {
-      LaunchBucket(next_bucket_++, /*from_backward=*/false);
-    }
+    readiness_->LaunchRemaining([this](size_t bucket) {
+      LaunchBucket(bucket, /*from_backward=*/false);
+    });
   }
   for (size_t k = 0; k < works_.size(); ++k) {
     absl::Status wait = works_[k]->Wait();

@@ -46,12 +46,9 @@
 #include "comm/group.h"
 #include "models/unit.h"
 #include "optim/lr_schedule.h"
+#include "strategies/bucket_readiness.h"
 #include "strategies/single.h"
 #include "strategies/strategy.h"
-
-namespace torch::autograd {
-struct Node;
-}  // namespace torch::autograd
 
 namespace strata::strategies {
 
@@ -87,17 +84,13 @@ class DdpStrategy : public SingleStrategy {
   absl::Status FinishGradients() override;
 
  private:
-  class ReadyHook;
-
   DdpStrategy(std::shared_ptr<models::UnitModel> model,
               const OptimizerConfig& config, Parts parts,
               const StrategyOptions& options, comm::Group* group);
 
+  // Builds buckets_, bucket_views_ and readiness_ (with its hooks); called
+  // once, by Create().
   void BuildBuckets();
-  void AddHooks();
-  // Called by the hook of flat().entries()[entry] after its gradient was
-  // accumulated.
-  void MarkReady(size_t entry);
   void LaunchBucket(size_t bucket, bool from_backward);
   void ResetStep();
 
@@ -105,17 +98,11 @@ class DdpStrategy : public SingleStrategy {
   comm::Group* const group_;
   std::vector<Bucket> buckets_;
   std::vector<at::Tensor> bucket_views_;
-  std::vector<size_t> bucket_of_entry_;
-  // Gradient accumulators kept alive, with the keys of our hooks.
-  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>>
-      hooks_;
+  // Per-step readiness of buckets_ and the gradient hooks; owned, created by
+  // BuildBuckets().
+  std::unique_ptr<BucketReadiness> readiness_;
 
-  // Per-step state.
-  bool armed_ = false;            // In the last micro-batch's backward.
-  bool gradients_ready_ = false;  // Its backward finished.
-  std::vector<bool> entry_ready_;
-  std::vector<int64_t> pending_;  // Per bucket: entries not yet ready.
-  size_t next_bucket_ = 0;        // Next bucket to launch.
+  // Per-step state: the bucket reductions in flight, in launch order.
   std::vector<std::unique_ptr<comm::Work>> works_;
 
   int64_t launched_in_backward_ = 0;

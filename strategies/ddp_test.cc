@@ -24,197 +24,35 @@
 #include "strategies/factory.h"
 #include "strategies/single.h"
 #include "strategies/strategy.h"
+#include "strategies/testing/parity.h"
 
 namespace strata::strategies {
 namespace {
 
 using comm::Group;
 using comm::testing::RunOnRanks;
-using Params = std::map<std::string, at::Tensor>;
-
-constexpr int64_t kGlobalBatch = 12;
-constexpr int64_t kSeqLen = 32;
-constexpr int kSteps = 5;
-
-models::ModelConfig Config(const std::string& name) {
-  auto config = models::ConfigByName(name);
-  EXPECT_TRUE(config.ok()) << config.status();
-  return *config;
-}
-
-std::shared_ptr<models::UnitModel> Build(const models::ModelConfig& config,
-                                         uint64_t seed) {
-  auto model = models::BuildModel(config, models::BuildOptions{seed});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return *model;
-}
-
-optim::LrScheduleOptions Schedule() {
-  optim::LrScheduleOptions lr;
-  lr.kind = "cosine";
-  lr.base_lr = 1e-4;
-  lr.warmup_steps = 2;
-  lr.total_steps = kSteps;
-  return lr;
-}
-
-OptimizerConfig Optimizer() {
-  OptimizerConfig config;  // weight decay 0.1, clipping at 1.0: both on.
-  return config;
-}
+using testing::Build;
+using testing::Config;
+using testing::ExpectClose;
+using testing::ExpectEqual;
+using testing::ExpectMatchesSingle;
+using testing::Kind;
+using testing::kSeqLen;
+using testing::Optimizer;
+using testing::Params;
+using testing::Schedule;
+using testing::Snapshot;
+using testing::Train;
 
 StrategyOptions Ddp(int64_t bucket_bytes = int64_t{25} << 20,
                     int64_t first_bucket_bytes = int64_t{1} << 20) {
-  StrategyOptions options;
-  options.kind = "ddp";
-  options.bucket_bytes = bucket_bytes;
-  options.first_bucket_bytes = first_bucket_bytes;
-  return options;
-}
-
-const data::MarkovCorpus& Corpus() {
-  static const data::MarkovCorpus* corpus = [] {
-    data::MarkovCorpusOptions options;
-    options.vocab_size = 256;
-    options.num_tokens = 20000;
-    auto created = data::MarkovCorpus::Create(options);
-    CHECK(created.ok()) << created.status();
-    return created->release();
-  }();
-  return *corpus;
-}
-
-// Trains `steps` steps on this rank's part of each global batch, split into
-// `micro_batches` micro-batches of (nearly) equal size.
-absl::Status Train(Strategy& strategy, int rank, int world, int micro_batches,
-                   std::vector<double>* grad_norms = nullptr,
-                   int steps = kSteps) {
-  data::SamplerOptions options;
-  options.seq_len = kSeqLen;
-  options.global_batch_size = kGlobalBatch;
-  options.seed = 5;
-  STRATA_ASSIGN_OR_RETURN(auto sampler,
-                          data::DistributedSampler::Create(&Corpus(), options));
-  for (int step = 0; step < steps; ++step) {
-    STRATA_ASSIGN_OR_RETURN(at::Tensor batch, sampler->NextBatch(rank, world));
-    const int64_t rows = batch.size(0);
-    strategy.ZeroGrad();
-    int64_t start = 0;
-    for (int m = 0; m < micro_batches; ++m) {
-      const int64_t size = (rows * (m + 1)) / micro_batches - start;
-      at::Tensor chunk = batch.narrow(0, start, size);
-      start += size;
-      STRATA_ASSIGN_OR_RETURN(
-          double loss,
-          strategy.ForwardBackward(chunk.narrow(1, 0, kSeqLen).contiguous(),
-                                   chunk.narrow(1, 1, kSeqLen).contiguous(),
-                                   static_cast<double>(size) / rows,
-                                   m + 1 == micro_batches));
-      (void)loss;
-    }
-    STRATA_ASSIGN_OR_RETURN(StepResult result, strategy.Step(step));
-    if (grad_norms != nullptr) grad_norms->push_back(result.grad_norm);
-  }
-  return absl::OkStatus();
-}
-
-Params Snapshot(const Strategy& strategy) {
-  Params params;
-  for (const ShardedTensor& t : strategy.ModelState()) {
-    params[t.name] = t.local.detach().clone();
-  }
-  return params;
-}
-
-Params TrainSingle(const std::string& model_name,
-                   std::vector<double>* grad_norms) {
-  auto created = CreateStrategy(StrategyOptions(), Build(Config(model_name), 7),
-                                nullptr, Optimizer(), Schedule());
-  EXPECT_TRUE(created.ok()) << created.status();
-  absl::Status status = Train(**created, 0, 1, 1, grad_norms);
-  EXPECT_TRUE(status.ok()) << status;
-  return Snapshot(**created);
-}
-
-// Tolerance of the DDP-vs-single comparison. Both compute the same
-// gradient with float sums in different orders: each rank's loss mean over
-// its rows, accumulated micro-batches, then an average over ranks, instead of
-// one mean over all rows. A reordered float sum of n terms differs by up to
-// ~n * 2^-24 of the sum of magnitudes, so gradient elements differ by ~1e-7
-// relative to their terms. AdamW's update is lr * m_hat / (sqrt(v_hat) + eps),
-// bounded by ~lr per step per element whatever the gradient; an element whose
-// gradient is well above its rounding noise changes its update by ~1e-7 * lr,
-// but one whose gradient is near zero (a cancellation, where the noise is
-// comparable to the gradient itself) can change its update by up to ~lr.
-// Such elements are rare and do not repeat every step, so with lr = 1e-4
-// over 5 steps the worst element moves a fraction of 5 * lr = 5e-4 apart:
-// measured up to 1.1e-6 (at lr = 1e-3: 1.6e-5; it scales with lr).
-// 1e-5 * max(1, max|param|) bounds this with margin while a missing bucket,
-// skipped rank or wrong gradient direction moves most elements by ~lr =
-// 1e-4 per step. A gradient scaled as a whole (a missing average) barely
-// changes AdamW's update, so the pre-clip gradient norms are compared too,
-// to 1e-5 relative (their rounding is ~1e-7 relative).
-void ExpectClose(const Params& actual, const Params& expected,
-                 const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (const auto& [name, want] : expected) {
-    auto it = actual.find(name);
-    ASSERT_NE(it, actual.end()) << what << ": " << name;
-    const double scale = std::max(1.0, want.abs().max().item<double>());
-    const double diff = (it->second - want).abs().max().item<double>();
-    EXPECT_LE(diff, 1e-5 * scale) << what << ": " << name;
-  }
-}
-
-void ExpectEqual(const Params& actual, const Params& expected,
-                 const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (const auto& [name, want] : expected) {
-    auto it = actual.find(name);
-    ASSERT_NE(it, actual.end()) << what << ": " << name;
-    EXPECT_TRUE(at::equal(it->second, want)) << what << ": " << name;
-  }
+  return Kind("ddp", bucket_bytes, first_bucket_bytes);
 }
 
 class DdpParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DdpParityTest, MatchesSingleOnTheFullBatch) {
-  const std::string model_name = GetParam();
-  std::vector<double> expected_norms;
-  const Params expected = TrainSingle(model_name, &expected_norms);
-  for (int world = 1; world <= 4; ++world) {
-    for (int micro_batches : {1, 2}) {
-      const std::string what = absl::StrCat(model_name, " world ", world,
-                                            " micro-batches ", micro_batches);
-      ASSERT_TRUE(
-          RunOnRanks(world,
-                     [&](Group& group) {
-                       auto created =
-                           CreateStrategy(Ddp(), Build(Config(model_name), 7),
-                                          &group, Optimizer(), Schedule());
-                       ASSERT_TRUE(created.ok()) << created.status();
-                       EXPECT_EQ((*created)->name(), "ddp");
-                       std::vector<double> norms;
-                       absl::Status status =
-                           Train(**created, group.rank(), world, micro_batches,
-                                 &norms);
-                       ASSERT_TRUE(status.ok()) << status;
-                       // The pre-clip norm catches a gradient scaled by a
-                       // missing (or doubled) average, which AdamW's update
-                       // would hide.
-                       ASSERT_EQ(norms.size(), expected_norms.size());
-                       for (size_t s = 0; s < norms.size(); ++s) {
-                         EXPECT_NEAR(norms[s], expected_norms[s],
-                                     1e-5 * expected_norms[s])
-                             << what << " step " << s;
-                       }
-                       ExpectClose(Snapshot(**created), expected,
-                                   absl::StrCat(what, " rank ", group.rank()));
-                     })
-              .ok())
-          << what;
-    }
-  }
+  ExpectMatchesSingle(GetParam(), Ddp(), "ddp", /*what_prefix=*/"");
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DdpParityTest,

@@ -2,9 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <glog/logging.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cmath>
@@ -87,21 +84,6 @@ std::vector<ZeroStrategy::Bucket> BuildBuckets(
 
 }  // namespace
 
-class ZeroStrategy::ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(ZeroStrategy* owner, size_t entry) : owner_(owner), entry_(entry) {}
-  torch::autograd::variable_list operator()(
-      const torch::autograd::variable_list& outputs,
-      const torch::autograd::variable_list& /*inputs*/) override {
-    owner_->MarkReady(entry_);
-    return outputs;
-  }
-
- private:
-  ZeroStrategy* const owner_;
-  const size_t entry_;
-};
-
 absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
     const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
     comm::Group* group, const OptimizerConfig& config,
@@ -171,7 +153,6 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   std::unique_ptr<ZeroStrategy> strategy(
       new ZeroStrategy(std::move(model), config, std::move(parts),
                        std::move(layout), options, group));
-  strategy->AddHooks();
   VLOG(1) << options.kind << ": rank " << rank << ": "
           << strategy->buckets_.size() << " buckets, shard of " << shard_numel
           << " elements";
@@ -202,74 +183,36 @@ ZeroStrategy::ZeroStrategy(std::shared_ptr<models::UnitModel> model,
     owned_optimizers_.push_back(std::move(layout.optimizers[k]));
   }
   const int world = group_->size();
-  buckets_of_entry_.assign(flat().entries().size(), {});
+  std::vector<std::vector<size_t>> bucket_entries;
   for (size_t k = 0; k < buckets_.size(); ++k) {
     const Bucket& b = buckets_[k];
-    for (size_t i : b.entries) buckets_of_entry_[i].push_back(k);
+    bucket_entries.push_back(b.entries);
     grad_views_.push_back(flat().grads().narrow(0, b.offset, b.numel));
     if (stage2()) {
       shard_views_.push_back(
           grad_shard_.narrow(0, b.buffer_offset, b.numel / world));
     }
   }
-  pending_.assign(buckets_.size(), 0);
-  entry_ready_.assign(flat().entries().size(), false);
+  readiness_ = BucketReadiness::ForFlatParameters(
+      flat(), std::move(bucket_entries),
+      [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/true); });
 }
 
 ZeroStrategy::~ZeroStrategy() {
-  for (const auto& [node, key] : hooks_) node->del_post_hook(key);
+  readiness_.reset();  // Removes the hooks first.
   for (auto& work : works_) {
     absl::Status status = work->Wait();
     if (!status.ok()) LOG(WARNING) << name() << ": at destruction: " << status;
   }
 }
 
-void ZeroStrategy::AddHooks() {
-  for (size_t i = 0; i < flat().entries().size(); ++i) {
-    if (!flat().entries()[i].requires_grad) continue;
-    std::shared_ptr<torch::autograd::Node> accumulator =
-        torch::autograd::impl::grad_accumulator(flat().parameter(i));
-    CHECK(accumulator != nullptr) << flat().entries()[i].name;
-    const uintptr_t key =
-        accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
-    hooks_.emplace_back(std::move(accumulator), key);
-  }
-}
-
 absl::Status ZeroStrategy::BeforeMicroBatch(bool last_micro_batch) {
-  if (gradients_ready_ || armed_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name(),
-        ": ForwardBackward called after the step's last micro-batch "
-        "(last_micro_batch = true) without Step() in between"));
-  }
-  if (!last_micro_batch) return absl::OkStatus();
-  std::fill(entry_ready_.begin(), entry_ready_.end(), false);
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    pending_[k] = 0;
-    for (size_t i : buckets_[k].entries) {
-      if (flat().entries()[i].requires_grad) ++pending_[k];
-    }
-  }
-  next_bucket_ = 0;
-  armed_ = true;
-  return absl::OkStatus();
+  return readiness_->BeforeMicroBatch(name(), last_micro_batch);
 }
 
 absl::Status ZeroStrategy::AfterBackward(bool last_micro_batch) {
-  if (!last_micro_batch) return absl::OkStatus();
-  armed_ = false;
-  gradients_ready_ = true;
+  readiness_->AfterBackward(last_micro_batch);
   return absl::OkStatus();
-}
-
-void ZeroStrategy::MarkReady(size_t entry) {
-  if (!armed_ || entry_ready_[entry]) return;
-  entry_ready_[entry] = true;
-  for (size_t k : buckets_of_entry_[entry]) --pending_[k];
-  while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
-    LaunchBucket(next_bucket_++, /*from_backward=*/true);
-  }
 }
 
 void ZeroStrategy::LaunchBucket(size_t bucket, bool from_backward) {
@@ -284,13 +227,12 @@ void ZeroStrategy::LaunchBucket(size_t bucket, bool from_backward) {
 }
 
 void ZeroStrategy::ResetStep() {
-  armed_ = false;
-  gradients_ready_ = false;
+  readiness_->ResetStep();
   works_.clear();
 }
 
 absl::Status ZeroStrategy::FinishGradients() {
-  if (!gradients_ready_) {
+  if (!readiness_->complete()) {
     for (auto& work : works_) work->Wait().IgnoreError();
     ResetStep();
     return absl::FailedPreconditionError(
@@ -299,10 +241,8 @@ absl::Status ZeroStrategy::FinishGradients() {
                      "last_micro_batch = true first"));
   }
   std::vector<std::string> unused;
-  for (size_t i = 0; i < entry_ready_.size(); ++i) {
-    if (flat().entries()[i].requires_grad && !entry_ready_[i]) {
-      unused.push_back(flat().entries()[i].name);
-    }
+  for (size_t i : readiness_->UnreadyEntries()) {
+    unused.push_back(flat().entries()[i].name);
   }
   absl::Status status;
   if (!unused.empty() && !options_.allow_unused_parameters) {
@@ -312,9 +252,9 @@ absl::Status ZeroStrategy::FinishGradients() {
         "; use them in the loss, set requires_grad = false, or set "
         "allow_unused_parameters (--allow_unused_parameters)"));
   } else {
-    while (next_bucket_ < buckets_.size()) {
-      LaunchBucket(next_bucket_++, /*from_backward=*/false);
-    }
+    readiness_->LaunchRemaining([this](size_t bucket) {
+      LaunchBucket(bucket, /*from_backward=*/false);
+    });
   }
   for (size_t k = 0; k < works_.size(); ++k) {
     absl::Status wait = works_[k]->Wait();

@@ -70,12 +70,9 @@
 #include "models/unit.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "strategies/bucket_readiness.h"
 #include "strategies/single.h"
 #include "strategies/strategy.h"
-
-namespace torch::autograd {
-struct Node;
-}  // namespace torch::autograd
 
 namespace strata::strategies {
 
@@ -126,7 +123,6 @@ class ZeroStrategy : public SingleStrategy {
   absl::Status FinishGradients() override;
 
  private:
-  class ReadyHook;
   struct Layout;
 
   ZeroStrategy(std::shared_ptr<models::UnitModel> model,
@@ -134,8 +130,6 @@ class ZeroStrategy : public SingleStrategy {
                const StrategyOptions& options, comm::Group* group);
 
   bool stage2() const { return options_.kind == "zero2"; }
-  void AddHooks();
-  void MarkReady(size_t entry);
   void LaunchBucket(size_t bucket, bool from_backward);
   void ResetStep();
   absl::Status GatherParameters();
@@ -145,7 +139,6 @@ class ZeroStrategy : public SingleStrategy {
   comm::Group* const group_;
   const optim::LrSchedule* schedule_;  // Owned by SingleStrategy.
   std::vector<Bucket> buckets_;
-  std::vector<std::vector<size_t>> buckets_of_entry_;
   // One optimizer per bucket; the first is owned by SingleStrategy, the
   // others by owned_optimizers_.
   std::vector<optim::Optimizer*> optimizers_;
@@ -154,15 +147,11 @@ class ZeroStrategy : public SingleStrategy {
   at::Tensor staging_;                  // Same size: all-gather inputs.
   std::vector<at::Tensor> grad_views_;  // Per bucket, of flat().grads().
   std::vector<at::Tensor> shard_views_;  // zero2: per bucket, of grad_shard_.
-  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>>
-      hooks_;
+  // Per-step readiness of buckets_ and the gradient hooks; owned, created by
+  // the constructor.
+  std::unique_ptr<BucketReadiness> readiness_;
 
-  // Per-step state.
-  bool armed_ = false;
-  bool gradients_ready_ = false;
-  std::vector<bool> entry_ready_;
-  std::vector<int64_t> pending_;
-  size_t next_bucket_ = 0;
+  // Per-step state: the bucket reductions in flight, in launch order.
   std::vector<std::unique_ptr<comm::Work>> works_;
 
   int64_t launched_in_backward_ = 0;
