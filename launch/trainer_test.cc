@@ -30,6 +30,20 @@ std::vector<std::string> ReadLines(const std::string& path) {
   return lines;
 }
 
+// A few steps of a small run: 32-token sequences from a 20k-token corpus,
+// one thread, logging once at the end.
+TrainOptions SmallRun(const std::string& output_name, int64_t steps) {
+  TrainOptions options;
+  options.steps = steps;
+  options.warmup_steps = 1;
+  options.log_interval = steps;
+  options.seq_len = 32;
+  options.markov_tokens = 20000;
+  options.threads = 1;
+  options.output_dir = TempDir(output_name);
+  return options;
+}
+
 std::string ErrorOf(const TrainOptions& options) {
   auto result = Train(options);
   EXPECT_FALSE(result.ok());
@@ -58,14 +72,10 @@ TEST(TrainTest, ShortDefaultExperimentApproachesTheEntropyFloor) {
 }
 
 TEST(TrainTest, WritesOneMetricsRecordPerLogInterval) {
-  TrainOptions options;
-  options.steps = 6;
+  TrainOptions options = SmallRun("metrics", 6);
   options.warmup_steps = 2;
   options.log_interval = 2;
   options.global_batch = 4;
-  options.seq_len = 32;
-  options.markov_tokens = 20000;
-  options.output_dir = TempDir("metrics");
   auto result = Train(options);
   ASSERT_TRUE(result.ok()) << result.status();
   std::vector<std::string> lines = ReadLines(result->metrics_path);
@@ -82,15 +92,9 @@ TEST(TrainTest, GradientAccumulationMatchesOneBigBatch) {
   // Four micro-batches of 2 sum the same per-sequence gradients as one batch
   // of 8 (each scaled by its share), so the losses agree to float rounding:
   // a handful of ulps of the ~4.8 nat loss after 3 steps.
-  TrainOptions options;
-  options.steps = 3;
-  options.warmup_steps = 1;
+  TrainOptions options = SmallRun("accum_big", 3);
   options.log_interval = 1;
   options.global_batch = 8;
-  options.seq_len = 32;
-  options.markov_tokens = 20000;
-  options.threads = 1;
-  options.output_dir = TempDir("accum_big");
   auto big = Train(options);
   ASSERT_TRUE(big.ok()) << big.status();
   options.micro_batch = 2;
@@ -107,16 +111,10 @@ TEST(TrainTest, GradientAccumulationMatchesOneBigBatch) {
 // five steps by well under 1e-5, so 1e-4 catches any real change (a changed
 // init, data order, optimizer or model maths moves it by 1e-3 or more).
 std::vector<double> LoggedLosses(const std::string& model) {
-  TrainOptions options;
+  TrainOptions options = SmallRun("golden_" + model, 5);
   options.model = model;
-  options.steps = 5;
-  options.warmup_steps = 1;
   options.log_interval = 1;
   options.global_batch = 4;
-  options.seq_len = 32;
-  options.markov_tokens = 20000;
-  options.threads = 1;
-  options.output_dir = TempDir("golden_" + model);
   auto result = Train(options);
   EXPECT_TRUE(result.ok()) << result.status();
   std::vector<double> losses;
@@ -157,15 +155,8 @@ TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   // The same global batch split over two ranks (ranks as threads): the
   // gradients are the same sums in another order, so after 4 steps the
   // losses agree to float rounding (~1e-6 of a ~5 nat loss).
-  TrainOptions options;
-  options.steps = 4;
-  options.warmup_steps = 1;
-  options.log_interval = 4;
+  TrainOptions options = SmallRun("ddp_vs_single_single", 4);
   options.global_batch = 8;
-  options.seq_len = 32;
-  options.markov_tokens = 20000;
-  options.threads = 1;
-  options.output_dir = TempDir("ddp_vs_single_single");
   auto single = Train(options);
   ASSERT_TRUE(single.ok()) << single.status();
   options.strategy = "ddp";
