@@ -10,9 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "optim/testing/buffers.h"
+
 namespace strata::optim {
 namespace {
 
+using ::strata::optim::testing::RandomParts;
+using ::strata::optim::testing::Ranges;
 using ::testing::HasSubstr;
 
 // Ranges of sizes larger than a parallel chunk (32768 elements) so that
@@ -20,26 +24,6 @@ using ::testing::HasSubstr;
 const std::vector<int64_t> kSizes = {40000, 7, 30001};
 const std::vector<double> kWeightDecays = {0.1, 0.0, 0.01};
 
-std::vector<ParamRange> Ranges(const std::vector<int64_t>& sizes,
-                               const std::vector<double>& weight_decays) {
-  std::vector<ParamRange> ranges;
-  int64_t offset = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    ranges.push_back({offset, sizes[i], weight_decays[i]});
-    offset += sizes[i];
-  }
-  return ranges;
-}
-
-std::vector<at::Tensor> RandomParts(const std::vector<int64_t>& sizes,
-                                    int seed) {
-  at::manual_seed(seed);
-  std::vector<at::Tensor> parts;
-  for (int64_t n : sizes) parts.push_back(at::randn({n}));
-  return parts;
-}
-
-// The learning rate of step `step`: varies, as under a schedule.
 double Lr(int step) { return 1e-2 * (1 + step % 3) / 3; }
 
 std::unique_ptr<Optimizer> MustCreateAdamW(at::Tensor params, at::Tensor grads,

@@ -10,32 +10,17 @@
 #include <utility>
 #include <vector>
 
+#include "optim/testing/buffers.h"
+
 namespace strata::optim {
 namespace {
 
+using ::strata::optim::testing::RandomParts;
+using ::strata::optim::testing::Ranges;
 using ::testing::HasSubstr;
 
 const std::vector<int64_t> kSizes = {40000, 7, 30001};
 const std::vector<double> kWeightDecays = {0.01, 0.0, 0.05};
-
-std::vector<ParamRange> Ranges(const std::vector<int64_t>& sizes,
-                               const std::vector<double>& weight_decays) {
-  std::vector<ParamRange> ranges;
-  int64_t offset = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    ranges.push_back({offset, sizes[i], weight_decays[i]});
-    offset += sizes[i];
-  }
-  return ranges;
-}
-
-std::vector<at::Tensor> RandomParts(const std::vector<int64_t>& sizes,
-                                    int seed) {
-  at::manual_seed(seed);
-  std::vector<at::Tensor> parts;
-  for (int64_t n : sizes) parts.push_back(at::randn({n}));
-  return parts;
-}
 
 double Lr(int step) { return 0.01 * (1 + step % 3) / 3; }
 
