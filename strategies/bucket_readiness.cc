@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace strata::strategies {
 
@@ -136,6 +137,31 @@ void BucketReadiness::AfterBackward(bool last_micro_batch) {
 void BucketReadiness::ResetStep() {
   armed_ = false;
   complete_ = false;
+}
+
+absl::Status BucketReadiness::CompleteStep(
+    const std::string& owner, bool allow_unused,
+    const std::function<std::string(size_t entry)>& entry_name,
+    const LaunchFn& launch) {
+  if (!complete()) {
+    // A backward that threw leaves the readiness armed; the owner resets it.
+    return absl::FailedPreconditionError(absl::StrCat(
+        owner,
+        ": Step() needs a completed ForwardBackward with last_micro_batch = "
+        "true first"));
+  }
+  std::vector<std::string> unused;
+  for (size_t i : UnreadyEntries()) unused.push_back(entry_name(i));
+  if (!unused.empty() && !allow_unused) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        owner, ": parameters got no gradient in the last backward: ",
+        absl::StrJoin(unused, ", "),
+        "; use them in the loss, set requires_grad = false, or set "
+        "allow_unused_parameters (--allow_unused_parameters) to reduce their "
+        "zero gradients at Step()"));
+  }
+  LaunchRemaining(launch);
+  return absl::OkStatus();
 }
 
 }  // namespace strata::strategies

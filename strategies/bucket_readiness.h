@@ -108,6 +108,17 @@ class BucketReadiness {
   // Disarms and forgets completion: the next step starts afresh.
   void ResetStep();
 
+  // Ends the step's gradient phase at Step(), before the owner waits for its
+  // bucket work and calls ResetStep(). FailedPrecondition (prefixed with
+  // "<owner>: ") if the step's last micro-batch did not complete, or if
+  // requires_grad entries got no gradient and !allow_unused (naming them via
+  // `entry_name`); otherwise launches every bucket not launched yet. On error
+  // the owner still waits for (and drops) the work already launched.
+  absl::Status CompleteStep(
+      const std::string& owner, bool allow_unused,
+      const std::function<std::string(size_t entry)>& entry_name,
+      const LaunchFn& launch);
+
  private:
   class ReadyHook;
 

@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace strata::strategies {
 namespace {
 
@@ -107,6 +109,38 @@ TEST(BucketReadinessTest, LaunchRemainingLaunchesTheRestInOrder) {
   readiness.LaunchRemaining(launch);
   EXPECT_THAT(launched, ElementsAre(0, 1, 2));
   EXPECT_THAT(readiness.UnreadyEntries(), ElementsAre(1, 2));
+}
+
+std::string EntryName(size_t entry) { return absl::StrCat("p", entry); }
+
+TEST(BucketReadinessTest, CompleteStepNeedsACompletedLastMicroBatch) {
+  BucketReadiness readiness({{0}}, {true});
+  ASSERT_TRUE(readiness.BeforeMicroBatch("owner", true).ok());
+  std::vector<size_t> launched;
+  absl::Status status = readiness.CompleteStep(
+      "owner", false, EntryName, [&](size_t k) { launched.push_back(k); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message().substr(0, 7), "owner: ");
+  EXPECT_THAT(launched, IsEmpty());
+}
+
+TEST(BucketReadinessTest, CompleteStepNamesUnusedEntriesUnlessAllowed) {
+  BucketReadiness readiness({{0}, {1, 2}}, {true, true, true});
+  std::vector<size_t> launched;
+  const BucketReadiness::LaunchFn launch = [&](size_t k) {
+    launched.push_back(k);
+  };
+  ASSERT_TRUE(readiness.BeforeMicroBatch("owner", true).ok());
+  readiness.MarkReady(0, launch);
+  readiness.AfterBackward(true);
+  absl::Status status =
+      readiness.CompleteStep("owner", false, EntryName, launch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("p1, p2"), absl::string_view::npos)
+      << status.message();
+  EXPECT_THAT(launched, ElementsAre(0));
+  EXPECT_TRUE(readiness.CompleteStep("owner", true, EntryName, launch).ok());
+  EXPECT_THAT(launched, ElementsAre(0, 1));
 }
 
 TEST(BucketReadinessTest, StepLifecycle) {

@@ -106,32 +106,11 @@ void DdpStrategy::ResetStep() {
 }
 
 absl::Status DdpStrategy::FinishGradients() {
-  if (!readiness_->complete()) {
-    // A backward that threw leaves readiness_ armed: start the next step
-    // afresh.
-    for (auto& work : works_) work->Wait().IgnoreError();
-    ResetStep();
-    return absl::FailedPreconditionError(
-        "ddp: Step() needs a completed ForwardBackward with "
-        "last_micro_batch = true first");
-  }
-  std::vector<std::string> unused;
-  for (size_t i : readiness_->UnreadyEntries()) {
-    unused.push_back(flat().entries()[i].name);
-  }
-  absl::Status status;
-  if (!unused.empty() && !options_.allow_unused_parameters) {
-    status = absl::FailedPreconditionError(absl::StrCat(
-        "ddp: parameters got no gradient in the last backward: ",
-        absl::StrJoin(unused, ", "),
-        "; use them in the loss, set requires_grad = false, or set "
-        "allow_unused_parameters (--allow_unused_parameters) to reduce their "
-        "zero gradients at Step()"));
-  } else {
-    readiness_->LaunchRemaining([this](size_t bucket) {
-      LaunchBucket(bucket, /*from_backward=*/false);
-    });
-  }
+  absl::Status status = readiness_->CompleteStep(
+      absl::StrCat("ddp on rank ", group_->rank()),
+      options_.allow_unused_parameters,
+      [this](size_t entry) { return flat().entries()[entry].name; },
+      [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/false); });
   for (size_t k = 0; k < works_.size(); ++k) {
     absl::Status wait = works_[k]->Wait();
     if (!wait.ok() && status.ok()) {

@@ -232,30 +232,11 @@ void ZeroStrategy::ResetStep() {
 }
 
 absl::Status ZeroStrategy::FinishGradients() {
-  if (!readiness_->complete()) {
-    for (auto& work : works_) work->Wait().IgnoreError();
-    ResetStep();
-    return absl::FailedPreconditionError(
-        absl::StrCat(name(),
-                     ": Step() needs a completed ForwardBackward with "
-                     "last_micro_batch = true first"));
-  }
-  std::vector<std::string> unused;
-  for (size_t i : readiness_->UnreadyEntries()) {
-    unused.push_back(flat().entries()[i].name);
-  }
-  absl::Status status;
-  if (!unused.empty() && !options_.allow_unused_parameters) {
-    status = absl::FailedPreconditionError(absl::StrCat(
-        name(), ": parameters got no gradient in the last backward on rank ",
-        group_->rank(), ": ", absl::StrJoin(unused, ", "),
-        "; use them in the loss, set requires_grad = false, or set "
-        "allow_unused_parameters (--allow_unused_parameters)"));
-  } else {
-    readiness_->LaunchRemaining([this](size_t bucket) {
-      LaunchBucket(bucket, /*from_backward=*/false);
-    });
-  }
+  absl::Status status = readiness_->CompleteStep(
+      absl::StrCat(name(), " on rank ", group_->rank()),
+      options_.allow_unused_parameters,
+      [this](size_t entry) { return flat().entries()[entry].name; },
+      [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/false); });
   for (size_t k = 0; k < works_.size(); ++k) {
     absl::Status wait = works_[k]->Wait();
     if (!wait.ok() && status.ok()) {
