@@ -190,12 +190,14 @@ std::vector<ParamRange> FlatParameters::MatrixDecayRanges(
     double weight_decay) const {
   std::vector<ParamRange> ranges;
   for (const Entry& e : entries()) {
-    const double wd = e.shape.size() >= 2 ? weight_decay : 0.0;
+    const bool frozen = !e.requires_grad;
+    const double wd = !frozen && e.shape.size() >= 2 ? weight_decay : 0.0;
     if (!ranges.empty() && ranges.back().weight_decay == wd &&
+        ranges.back().frozen == frozen &&
         ranges.back().offset + ranges.back().numel == e.offset) {
       ranges.back().numel += e.numel;
     } else {
-      ranges.push_back({e.offset, e.numel, wd});
+      ranges.push_back({e.offset, e.numel, wd, frozen});
     }
   }
   return ranges;

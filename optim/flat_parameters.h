@@ -89,7 +89,8 @@ class FlatParameters {
   // Zeroes the gradient buffer in place; the .grad views stay valid.
   // Optimizer ranges (see ParamRange) giving `weight_decay` to matrices and
   // embeddings (2+ dims) and none to biases and norm gains — the GPT-2 /
-  // nanoGPT convention — merging neighbours with the same decay.
+  // nanoGPT convention — merging neighbours with the same decay. Parameters
+  // with requires_grad false get frozen ranges (never updated).
   std::vector<ParamRange> MatrixDecayRanges(double weight_decay) const;
 
   void ZeroGrad();

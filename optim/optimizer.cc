@@ -115,7 +115,7 @@ std::vector<ParamRange> SliceParamRanges(const std::vector<ParamRange>& ranges,
     const int64_t begin = std::max(r.offset, offset);
     const int64_t end = std::min(r.offset + r.numel, offset + numel);
     if (begin < end) {
-      result.push_back({begin - offset, end - begin, r.weight_decay});
+      result.push_back({begin - offset, end - begin, r.weight_decay, r.frozen});
     }
   }
   if (result.empty()) result.push_back({0, 0, 0.0});
@@ -150,7 +150,7 @@ void Optimizer::ParallelForEachRange(
       CHECK_LT(i, ranges_.size());
       const int64_t segment_end =
           std::min(chunk_end, ranges_[i].offset + ranges_[i].numel);
-      fn(i, begin, segment_end);
+      if (!ranges_[i].frozen) fn(i, begin, segment_end);
       begin = segment_end;
     }
   });

@@ -35,6 +35,10 @@ struct ParamRange {
   int64_t offset = 0;
   int64_t numel = 0;
   double weight_decay = 0.0;
+  // Frozen parameters (requires_grad false): the optimizer neither reads nor
+  // writes these elements (no weight decay either), and keeps no meaningful
+  // state for them (their state stays zero).
+  bool frozen = false;
 };
 
 // Named tensors, in a fixed order (optimizer state, state dicts).

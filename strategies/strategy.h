@@ -10,7 +10,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,8 +34,75 @@ struct OptimizerConfig {
   double grad_clip = 1.0;
 };
 
+// Mixed precision (PyTorch FSDP's MixedPrecision): the dtypes the model
+// computes with, gradients are communicated in, and buffers are kept in.
+// With param_dtype below fp32 the optimizer keeps fp32 master parameters
+// (and fp32 state) and gradients are accumulated in fp32 across
+// micro-batches; the model's parameters are low-precision copies refreshed
+// after every step. All kFloat: plain fp32 training.
+struct MixedPrecisionOptions {
+  at::ScalarType param_dtype = at::kFloat;   // kFloat or kBFloat16.
+  at::ScalarType reduce_dtype = at::kFloat;  // kFloat or kBFloat16.
+  at::ScalarType buffer_dtype = at::kFloat;  // kFloat or kBFloat16.
+};
+
+// FSDP's sharding strategies (PyTorch's ShardingStrategy).
+enum class ShardingStrategy {
+  kFullShard,        // Parameters, gradients and optimizer state sharded;
+                     // parameters freed after each unit's forward.
+  kShardGradOp,      // As kFullShard, but parameters stay gathered from a
+                     // unit's forward until after its backward (ZeRO-2-like).
+  kNoShard,          // Nothing sharded: DDP over FSDP units.
+  kHybridShard,      // kFullShard inside a shard group of
+                     // hybrid_shard_group_size ranks, replicated across groups.
+  kHybridShardZero2  // kShardGradOp inside the shard group, replicated across.
+};
+
+// When a unit's backward prefetches (all-gathers) the parameters of the unit
+// whose backward runs next (PyTorch's BackwardPrefetch).
+enum class BackwardPrefetch {
+  kBackwardPre,   // Before the current unit's gradient computation.
+  kBackwardPost,  // After the current unit's gradient computation.
+  kNone,
+};
+
+// Which units become FSDP units (each with its own flat parameter); the
+// parameters of the other units and those outside every unit go to the root
+// flat parameter. A unit is wrapped when ANY of the set criteria accepts it;
+// with none set, every unit is wrapped.
+struct WrapPolicy {
+  // Unit types (UnitInfo::type), e.g. {"GPTBlock"}.
+  std::vector<std::string> unit_types;
+  // Units with at least this many parameters; 0: off.
+  int64_t min_num_params = 0;
+  // A user predicate; null: off.
+  std::function<bool(const models::UnitInfo&)> predicate;
+};
+
+struct FsdpOptions {
+  ShardingStrategy sharding = ShardingStrategy::kFullShard;
+  WrapPolicy wrap_policy;
+  // All-gather the next unit's parameters while the current unit's forward
+  // runs.
+  bool forward_prefetch = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
+  // At most this many unit all-gathers in flight (the rate limiter); 0: no
+  // limit.
+  int limit_all_gathers = 2;
+  // Keep parameter shards, gradient shards and optimizer state in host
+  // memory (GPU builds); on CPU builds this is the identity.
+  bool cpu_offload = false;
+  // Hybrid sharding: ranks per shard group (e.g. ranks of a node); the world
+  // size must be a multiple of it.
+  int hybrid_shard_group_size = 0;
+  // With gradient accumulation: reduce-scatter every micro-batch's gradients
+  // (and free the full gradients) instead of keeping them until the last
+  // micro-batch, trading communication for memory.
+  bool reduce_scatter_every_micro_step = false;
+};
+
 struct StrategyOptions {
-  // "single", "ddp", "zero1" or "zero2".
+  // "single", "ddp", "zero1", "zero2" or "fsdp".
   std::string kind = "single";
   // DDP: gradient buckets hold at most this many bytes (a parameter larger
   // than that gets a bucket of its own) ...
@@ -43,6 +113,12 @@ struct StrategyOptions {
   // DDP: parameters that get no gradient in a step's last backward are an
   // error unless this is set; their buckets are then reduced at Step().
   bool allow_unused_parameters = false;
+  MixedPrecisionOptions mixed_precision;
+  // Activation checkpointing: units whose type (UnitInfo::type) or name is
+  // listed are recomputed during backward instead of keeping their
+  // activations; empty: none.
+  std::vector<std::string> checkpoint_units;
+  FsdpOptions fsdp;  // kind "fsdp" only.
 };
 
 // Checks option values; errors name the flag: "--strategy must be single or
@@ -114,10 +190,18 @@ class Strategy {
   virtual absl::StatusOr<StepResult> Step(int64_t step) = 0;
 
   virtual MemoryReport Memory() const = 0;
-  // Parameter names as in the model.
+  // Parameter names as in the model; with mixed precision, the fp32 master
+  // values (the model's own parameters are low-precision copies of them).
   virtual std::vector<ShardedTensor> ModelState() const = 0;
   // "<param>.exp_avg", "<param>.exp_avg_sq" per parameter, and "step".
   virtual std::vector<ShardedTensor> OptimizerState() const = 0;
+
+  // Call after writing new values into the tensors of ModelState() and
+  // OptimizerState() (a checkpoint load), on every rank, before the next
+  // ForwardBackward: re-derives what depends on them (low-precision compute
+  // copies, gathered or replicated parameters). A collective for strategies
+  // that communicate. The default does nothing.
+  virtual absl::Status AfterStateLoaded() { return absl::OkStatus(); }
 
  protected:
   explicit Strategy(std::shared_ptr<models::UnitModel> model);
