@@ -32,7 +32,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -315,28 +314,21 @@ int RunRank(const comm::RendezvousInfo& info) {
 }
 
 int LaunchRanks(const std::vector<std::string>& args) {
-  std::error_code error;
-  const std::filesystem::path self =
-      std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) {
-    LOG(ERROR) << "cannot find this binary via /proc/self/exe: "
-               << error.message();
+  absl::StatusOr<launch::LauncherOptions> options =
+      launch::SelfLaunchOptions(FLAGS_nproc, args);
+  if (!options.ok()) {
+    LOG(ERROR) << options.status().message();
     return 1;
   }
-  launch::LauncherOptions options;
-  options.nproc_per_node = FLAGS_nproc;
-  options.master_port = 0;  // A free port.
   // Only rank 0 prints results: unprefixed, so --benchmark_format=json on
   // stdout stays parseable. Errors name their rank.
-  options.prefix_output = false;
-  options.command.push_back(self.string());
-  options.command.insert(options.command.end(), args.begin(), args.end());
-  absl::Status status = launch::ValidateLauncherOptions(options);
+  options->prefix_output = false;
+  absl::Status status = launch::ValidateLauncherOptions(*options);
   if (!status.ok()) {
     LOG(ERROR) << "--nproc: " << status.message();
     return 1;
   }
-  status = launch::Launch(options);
+  status = launch::Launch(*options);
   if (!status.ok()) LOG(ERROR) << status.message();
   return launch::ExitCodeFromStatus(status);
 }

@@ -1,7 +1,8 @@
-// Data-parallel training throughput at 2 ranks: Strata's DDP strategy against
-// PyTorch's DistributedDataParallel (Gloo) on the same model, and against
-// Strata's "single" strategy on the same global batch in one process with as
-// many intra-op threads as there are ranks, measured alternating in one run
+// Data-parallel training throughput at 2 ranks: Strata's DDP, ZeRO-1 and
+// ZeRO-2 strategies (and DDP with bf16 parameters) against PyTorch's
+// DistributedDataParallel (Gloo) on the same model, and against Strata's
+// "single" strategy on the same global batch in one process with as many
+// intra-op threads as there are ranks, measured alternating in one run
 // (median of --repetitions).
 //
 //   bazel run -c opt //benchmarks:ddp_throughput
@@ -15,13 +16,20 @@
 //      binary re-launched; OMP/OpenBLAS threads 1 per rank), --batch each.
 //   3. PyTorch DDP (benchmarks/python/ddp_gpt.py, the model of train_gpt.py),
 //      --nproc ranks started by the same launcher, torch.set_num_threads(1).
+//   4. Strata "zero1" and "zero2", as 2.
+//   5. Strata "ddp" with --param_dtype bf16 and --reduce_dtype bf16 (bf16
+//      parameters and gradients, fp32 masters and AdamW state), as 2
+//      (with --bf16_case; not comparable in numerics to the fp32 cases).
 //
 // Exposed communication of Strata DDP: DdpStrategy has no accessor for the
 // time Step() waits on bucket all-reduces, so each rank times Step() (wait
 // for outstanding buckets + clipping + AdamW) and, after the DDP steps, the
 // Step() of a "single" strategy on an identical model with the same thread
-// count (clipping + AdamW, no communication). Exposed share =
-// (DDP Step() - single Step()) / DDP step time, averaged over ranks.
+// count and dtypes (clipping + AdamW, no communication). Exposed share =
+// (DDP Step() - single Step()) / DDP step time, averaged over ranks. For
+// ZeRO, Step() also all-gathers the updated parameters (never hidden) and
+// its clipping + AdamW cover 1/N of the elements, so the reference is the
+// single Step() / N (an estimate: clipping and AdamW are element-wise).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gflags/gflags.h>
@@ -34,6 +42,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -60,6 +69,7 @@
 #include "strategies/ddp.h"
 #include "strategies/factory.h"
 #include "strategies/strategy.h"
+#include "strategies/zero.h"
 
 DEFINE_string(model, "gpt-small50m", "Model config.");
 DEFINE_int32(nproc, 2, "Ranks of the DDP cases.");
@@ -72,8 +82,14 @@ DEFINE_int32(repetitions, 3,
 DEFINE_string(python, "/usr/bin/python3", "Python with torch 1.13.");
 DEFINE_string(script, "benchmarks/python/ddp_gpt.py",
               "The PyTorch DDP peer (path relative to the runfiles root).");
+DEFINE_bool(bf16_case, true,
+            "Also run Strata DDP with bf16 parameters and bf16 gradient "
+            "reduction.");
 DEFINE_string(result_file, "",
               "Internal: where rank 0 of a Strata DDP run writes its result.");
+DEFINE_string(rank_case, "ddp",
+              "Internal: the case a re-launched rank runs: ddp, zero1, zero2 "
+              "or ddp_bf16.");
 
 namespace strata::benchmarks {
 namespace {
@@ -109,13 +125,20 @@ optim::LrScheduleOptions Schedule() {
   return schedule;
 }
 
+// A strategy of `kind` over a fresh model; with `bf16`, bf16 parameters and
+// gradient reduction (fp32 masters).
 std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
-                                           comm::Group* group) {
+                                           comm::Group* group,
+                                           bool bf16 = false) {
   absl::StatusOr<std::shared_ptr<models::UnitModel>> model =
       models::BuildModel(Config(), {});
   CHECK(model.ok()) << model.status();
   strategies::StrategyOptions options;
   options.kind = kind;
+  if (bf16) {
+    options.mixed_precision.param_dtype = at::kBFloat16;
+    options.mixed_precision.reduce_dtype = at::kBFloat16;
+  }
   absl::StatusOr<std::unique_ptr<strategies::Strategy>> strategy =
       strategies::CreateStrategy(options, *model, group, Optimizer(),
                                  Schedule());
@@ -158,8 +181,8 @@ StepTimes Train(strategies::Strategy& strategy, int64_t batch,
 
 // Step() of a "single" strategy (clipping + AdamW, no communication) on the
 // same model and thread count: the reference for exposed communication.
-double ReferenceStepSeconds() {
-  std::unique_ptr<strategies::Strategy> single = Make("single", nullptr);
+double ReferenceStepSeconds(bool bf16) {
+  std::unique_ptr<strategies::Strategy> single = Make("single", nullptr, bf16);
   const models::ModelConfig config = Config();
   at::Tensor tokens =
       at::randint(config.vocab_size, {1, FLAGS_seq_len + 1}, at::kLong);
@@ -174,9 +197,10 @@ double ReferenceStepSeconds() {
   return Seconds(start, Clock::now()) / FLAGS_steps;
 }
 
-// One Strata DDP rank: trains, then measures the reference Step(); rank 0
-// writes "tokens_per_s step_ms ddp_step_ms ref_step_ms exposed_share
-// buckets_in_backward buckets" (averaged over ranks) to --result_file.
+// One rank of a Strata case (--rank_case): trains, then measures the
+// reference Step(); rank 0 writes "tokens_per_s step_ms ddp_step_ms
+// ref_step_ms exposed_share buckets_in_backward buckets" (averaged over
+// ranks) to --result_file.
 int RunRank(const comm::RendezvousInfo& info) {
   comm::GroupOptions options;
   options.timeout = absl::Minutes(10);
@@ -186,20 +210,30 @@ int RunRank(const comm::RendezvousInfo& info) {
   at::manual_seed(1000 + info.rank);
   double row[4] = {0, 0, 0, 0};
   int64_t in_backward = 0, buckets = 0;
+  const bool bf16 = FLAGS_rank_case == "ddp_bf16";
+  const bool zero = FLAGS_rank_case == "zero1" || FLAGS_rank_case == "zero2";
+  CHECK(bf16 || zero || FLAGS_rank_case == "ddp") << FLAGS_rank_case;
   {
-    std::unique_ptr<strategies::Strategy> ddp = Make("ddp", group->get());
-    const StepTimes times = Train(*ddp, FLAGS_batch, group->get());
-    auto* strategy = dynamic_cast<strategies::DdpStrategy*>(ddp.get());
-    CHECK(strategy != nullptr);
-    buckets = static_cast<int64_t>(strategy->buckets().size());
+    std::unique_ptr<strategies::Strategy> strategy =
+        Make(bf16 ? "ddp" : FLAGS_rank_case, group->get(), bf16);
+    const StepTimes times = Train(*strategy, FLAGS_batch, group->get());
     // Cumulative over warm-up and timed steps.
-    in_backward = strategy->buckets_launched_in_backward() /
-                  (FLAGS_warmup_steps + FLAGS_steps);
+    if (auto* ddp = dynamic_cast<strategies::DdpStrategy*>(strategy.get())) {
+      buckets = static_cast<int64_t>(ddp->buckets().size());
+      in_backward = ddp->buckets_launched_in_backward() /
+                    (FLAGS_warmup_steps + FLAGS_steps);
+    } else {
+      auto* z = dynamic_cast<strategies::ZeroStrategy*>(strategy.get());
+      CHECK(z != nullptr);
+      buckets = static_cast<int64_t>(z->buckets().size());
+      in_backward = z->buckets_launched_in_backward() /
+                    (FLAGS_warmup_steps + FLAGS_steps);
+    }
     row[0] = times.total_s / FLAGS_steps;
     row[1] = times.step_s / FLAGS_steps;
   }
   CheckOk((*group)->Barrier());
-  row[2] = ReferenceStepSeconds();
+  row[2] = ReferenceStepSeconds(bf16) / (zero ? info.world_size : 1);
   row[3] = (row[1] - row[2]) / row[0];
   at::Tensor all =
       at::tensor(std::vector<double>(row, row + 4), at::kDouble).to(at::kFloat);
@@ -249,18 +283,19 @@ struct DdpResult {
          exposed = 0, in_backward = 0, buckets = 0;
 };
 
-DdpResult RunStrataDdp(const std::string& dir) {
+DdpResult RunStrata(const std::string& dir, const std::string& rank_case) {
   std::error_code error;
   const std::filesystem::path self =
       std::filesystem::read_symlink("/proc/self/exe", error);
   CHECK(!error) << "/proc/self/exe: " << error.message();
-  const std::string result = dir + "/strata_ddp.txt";
+  const std::string result = dir + "/strata_" + rank_case + ".txt";
   std::filesystem::remove(result, error);
   LaunchOrDie({self.string(), absl::StrCat("--model=", FLAGS_model),
                absl::StrCat("--batch=", FLAGS_batch),
                absl::StrCat("--seq_len=", FLAGS_seq_len),
                absl::StrCat("--warmup_steps=", FLAGS_warmup_steps),
                absl::StrCat("--steps=", FLAGS_steps),
+               absl::StrCat("--rank_case=", rank_case),
                absl::StrCat("--result_file=", result)});
   const std::vector<double> v = ReadNumbers(result);
   CHECK_EQ(v.size(), 7u);
@@ -312,31 +347,37 @@ T Median(std::vector<T> runs, Key key) {
   return runs[runs.size() / 2];
 }
 
+std::string Joined(const std::vector<double>& runs) {
+  return absl::StrJoin(runs, ", ", [](std::string* out, double d) {
+    absl::StrAppend(out, absl::StrFormat("%.0f", d));
+  });
+}
+
 int Drive(int argc, char** argv) {
   char dir_template[] = "/tmp/ddp_throughput.XXXXXX";
   CHECK(mkdtemp(dir_template) != nullptr) << "mkdtemp";
   const std::string dir = dir_template;
   const models::ModelConfig config = Config();
+  std::vector<std::string> cases = {"ddp", "zero1", "zero2"};
+  if (FLAGS_bf16_case) cases.push_back("ddp_bf16");
   std::vector<double> single_runs, python_runs;
-  std::vector<DdpResult> ddp_runs;
+  std::vector<std::vector<DdpResult>> strata_runs(cases.size());
   for (int r = 0; r < FLAGS_repetitions; ++r) {
     single_runs.push_back(RunStrataSingle());
-    ddp_runs.push_back(RunStrataDdp(dir));
+    std::string line = absl::StrFormat("repetition %d: single %.1f", r + 1,
+                                       single_runs.back());
+    for (size_t c = 0; c < cases.size(); ++c) {
+      strata_runs[c].push_back(RunStrata(dir, cases[c]));
+      absl::StrAppendFormat(&line, ", Strata %s %.1f", cases[c],
+                            strata_runs[c].back().tokens_per_s);
+    }
     python_runs.push_back(RunPythonDdp(dir));
-    LOG(INFO) << absl::StrFormat(
-        "repetition %d: single %.1f, Strata DDP %.1f, Python DDP %.1f tok/s",
-        r + 1, single_runs.back(), ddp_runs.back().tokens_per_s,
-        python_runs.back());
+    LOG(INFO) << line
+              << absl::StrFormat(", Python DDP %.1f tok/s", python_runs.back());
   }
   auto identity = [](double d) { return d; };
   const double single = Median(single_runs, identity);
   const double python = Median(python_runs, identity);
-  const DdpResult ddp =
-      Median(ddp_runs, [](const DdpResult& d) { return d.tokens_per_s; });
-  std::vector<std::string> exposed_runs;
-  for (const DdpResult& d : ddp_runs) {
-    exposed_runs.push_back(absl::StrFormat("%.1f%%", 100 * d.exposed));
-  }
 
   std::string command = "bazel run -c opt //benchmarks:ddp_throughput --";
   for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
@@ -358,37 +399,44 @@ int Drive(int argc, char** argv) {
       "| Strata single, 1 process, %d intra-op threads | %.0f | "
       "%.2fx | - |\n",
       FLAGS_nproc, single, single / python);
-  std::printf("| Strata DDP, %d ranks x 1 thread | %.0f | %.2fx | %.1f%% |\n",
-              FLAGS_nproc, ddp.tokens_per_s, ddp.tokens_per_s / python,
-              100 * ddp.exposed);
+  const std::map<std::string, std::string> labels = {
+      {"ddp", "Strata DDP"},
+      {"zero1", "Strata ZeRO-1"},
+      {"zero2", "Strata ZeRO-2"},
+      {"ddp_bf16", "Strata DDP, bf16 params + bf16 reduce"}};
+  std::vector<DdpResult> medians;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    medians.push_back(Median(
+        strata_runs[c], [](const DdpResult& d) { return d.tokens_per_s; }));
+    const DdpResult& m = medians.back();
+    std::printf("| %s, %d ranks x 1 thread | %.0f | %.2fx | %.1f%% |\n",
+                labels.at(cases[c]).c_str(), FLAGS_nproc, m.tokens_per_s,
+                m.tokens_per_s / python, 100 * m.exposed);
+  }
   std::printf(
       "| PyTorch DDP (Gloo), %d ranks x 1 thread | %.0f | 1.00x | "
-      "not measured |\n",
+      "not measured |\n\n",
       FLAGS_nproc, python);
-  std::printf(
-      "\nStrata DDP (median run): step %.1f ms; Step() %.1f ms, of which "
-      "clipping + AdamW %.1f ms (Step() of a \"single\" strategy on the same "
-      "model and threads, measured in each rank after the DDP steps), so "
-      "waiting on bucket all-reduces %.1f ms = %.1f%% of the step; buckets "
-      "launched during backward %.0f of %.0f. Exposed share per run: %s.\n",
-      ddp.step_ms, ddp.ddp_step_ms, ddp.ref_step_ms,
-      ddp.ddp_step_ms - ddp.ref_step_ms, 100 * ddp.exposed, ddp.in_backward,
-      ddp.buckets, absl::StrJoin(exposed_runs, ", ").c_str());
-  std::printf("runs (tokens/s): single %s; Strata DDP %s; Python DDP %s\n",
-              absl::StrJoin(single_runs, ", ",
-                            [](std::string* out, double d) {
-                              absl::StrAppend(out, absl::StrFormat("%.0f", d));
-                            })
-                  .c_str(),
-              absl::StrJoin(ddp_runs, ", ",
-                            [](std::string* out, const DdpResult& d) {
-                              absl::StrAppend(
-                                  out, absl::StrFormat("%.0f", d.tokens_per_s));
-                            })
-                  .c_str(),
-              absl::StrJoin(python_runs, ", ", [](std::string* out, double d) {
-                absl::StrAppend(out, absl::StrFormat("%.0f", d));
-              }).c_str());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const DdpResult& m = medians[c];
+    std::vector<std::string> exposed_runs;
+    std::vector<double> tokens;
+    for (const DdpResult& d : strata_runs[c]) {
+      exposed_runs.push_back(absl::StrFormat("%.1f%%", 100 * d.exposed));
+      tokens.push_back(d.tokens_per_s);
+    }
+    std::printf(
+        "%s (median run): step %.1f ms; Step() %.1f ms, reference clipping + "
+        "AdamW %.1f ms, exposed %.1f ms = %.1f%% of the step; buckets "
+        "launched during backward %.0f of %.0f. Runs (tokens/s): %s; "
+        "exposed share per run: %s.\n",
+        labels.at(cases[c]).c_str(), m.step_ms, m.ddp_step_ms, m.ref_step_ms,
+        m.ddp_step_ms - m.ref_step_ms, 100 * m.exposed, m.in_backward,
+        m.buckets, Joined(tokens).c_str(),
+        absl::StrJoin(exposed_runs, ", ").c_str());
+  }
+  std::printf("runs (tokens/s): single %s; Python DDP %s\n",
+              Joined(single_runs).c_str(), Joined(python_runs).c_str());
   std::fflush(stdout);
   std::error_code error;
   std::filesystem::remove_all(dir, error);

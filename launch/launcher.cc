@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -864,6 +865,27 @@ int ExitCodeFromStatus(const absl::Status& status) {
     return exit_code;
   }
   return 1;
+}
+
+absl::StatusOr<LauncherOptions> SelfLaunchOptions(
+    int nproc, const std::vector<std::string>& args) {
+  if (nproc < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nproc must be >= 1, got ", nproc));
+  }
+  std::error_code error;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) {
+    return absl::InternalError(absl::StrCat(
+        "cannot find this binary via /proc/self/exe: ", error.message()));
+  }
+  LauncherOptions options;
+  options.nproc_per_node = nproc;
+  options.master_port = 0;  // A free port.
+  options.command.push_back(self.string());
+  options.command.insert(options.command.end(), args.begin(), args.end());
+  return options;
 }
 
 }  // namespace strata::launch

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace strata::launch {
@@ -79,6 +80,14 @@ absl::Status Launch(const LauncherOptions& options);
 // 0 for OK, the failing rank's exit status if it exited non-zero, 128 +
 // signal if it was killed by a signal, and 1 for any other error.
 int ExitCodeFromStatus(const absl::Status& status);
+
+// Options that re-launch the running binary (/proc/self/exe) as `nproc`
+// ranks of a one-node job with `args` (its own command-line arguments, without
+// argv[0]) on a free port: how a binary started by hand becomes a
+// multi-process job ("train --nproc=2 ..."). Errors: the binary cannot be
+// found, or nproc < 1 (naming --nproc).
+absl::StatusOr<LauncherOptions> SelfLaunchOptions(
+    int nproc, const std::vector<std::string>& args);
 
 }  // namespace strata::launch
 

@@ -163,6 +163,35 @@ TEST(MultiProcessTest, TrainsWithDdpOnTwoRanksThroughTheLauncher) {
   EXPECT_EQ(lines, 2);  // Written by rank 0 only: steps 10 and 20.
 }
 
+TEST(MultiProcessTest, TrainNprocRunsFsdpOnTwoRanksThroughTheLauncher) {
+  // The README's training command, shortened: train re-launches itself.
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string out = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/fsdp");
+  RunResult r = testing::Run(
+      {RunfilePath("launch/train"), "--nproc=2", "--strategy=fsdp",
+       "--fsdp_forward_prefetch", "--fsdp_deferred_init", "--steps=20",
+       "--warmup_steps=2",
+       "--global_batch=8", "--seq_len=32", "--markov_tokens=20000",
+       "--log_interval=10", "--eval_interval=10",
+       absl::StrCat("--output_dir=", out)},
+      {}, absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("starting 2 ranks through the launcher"));
+  EXPECT_THAT(r.err, HasSubstr("[rank0]: "));
+  EXPECT_THAT(r.err, HasSubstr("strategy fsdp on 2 rank(s)"));
+  EXPECT_THAT(r.err, HasSubstr("fsdp: full_shard"));
+  EXPECT_THAT(r.err, HasSubstr("step 20/20 | loss"));
+  std::ifstream model(out + "/model.pt");
+  EXPECT_TRUE(model.good()) << "no " << out << "/model.pt";
+}
+
+TEST(MultiProcessTest, TrainNprocWithSingleStrategyIsRefused) {
+  RunResult r = testing::Run({RunfilePath("launch/train"), "--nproc=2"}, {},
+                             absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--nproc=2 needs a data-parallel --strategy"));
+}
+
 TEST(MultiProcessTest, RunsUnmodifiedUnderPythonTorchrun) {
   // Debian's torchrun (python3-torch 1.13 on Python 3.11) crashes with its
   // default --redirects 0 (IntFlag iteration changed in 3.11); 1 works.

@@ -11,13 +11,17 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
+#include "launch/launcher.h"
 #include "launch/trainer.h"
 
 namespace {
@@ -77,6 +81,88 @@ DEFINE_int64(first_bucket_bytes, kDefaults.first_bucket_bytes,
 DEFINE_bool(allow_unused_parameters, kDefaults.allow_unused_parameters,
             "DDP: allow parameters that get no gradient (else an error "
             "names them).");
+DEFINE_string(checkpoint_units, "",
+              "Activation checkpointing: comma-separated unit types or names "
+              "(e.g. GPTBlock, LlamaBlock, blocks.3) whose activations are "
+              "recomputed during backward instead of kept; empty: none.");
+DEFINE_string(param_dtype, kDefaults.param_dtype,
+              "single/ddp/zero1/zero2 mixed precision: fp32, or bf16 "
+              "(parameters and gradients stored in bf16, fp32 master "
+              "weights, optimizer state and gradient accumulation). Unlike "
+              "--precision=bf16, which keeps fp32 weights and autocasts "
+              "matmuls.");
+DEFINE_string(reduce_dtype, kDefaults.reduce_dtype,
+              "Mixed precision: dtype gradients are communicated in, fp32 "
+              "or bf16.");
+DEFINE_string(buffer_dtype, kDefaults.buffer_dtype,
+              "Mixed precision: dtype of the model's buffers, fp32 or bf16.");
+DEFINE_string(fsdp_sharding, kDefaults.fsdp_sharding,
+              "--strategy=fsdp: full_shard (parameters, gradients and "
+              "optimizer state sharded; parameters freed after each unit's "
+              "forward), shard_grad_op (kept gathered until after backward), "
+              "no_shard (DDP-like), hybrid_shard or hybrid_shard_zero2 "
+              "(sharded within groups of --fsdp_hybrid_shard_group_size "
+              "ranks, replicated across them).");
+DEFINE_string(fsdp_wrap_unit_types, kDefaults.fsdp_wrap_unit_types,
+              "--strategy=fsdp: comma-separated unit types that become FSDP "
+              "units (e.g. GPTBlock, LlamaBlock, Embedding, Head); with "
+              "neither this nor --fsdp_wrap_min_params, every unit.");
+DEFINE_int64(fsdp_wrap_min_params, kDefaults.fsdp_wrap_min_params,
+             "--strategy=fsdp: also wrap units with at least this many "
+             "parameters; 0: off.");
+DEFINE_bool(fsdp_forward_prefetch, kDefaults.fsdp_forward_prefetch,
+            "--strategy=fsdp: all-gather the next unit during the current "
+            "unit's forward.");
+DEFINE_string(fsdp_backward_prefetch, kDefaults.fsdp_backward_prefetch,
+              "--strategy=fsdp: prefetch the next unit's parameters in "
+              "backward before (pre) or after (post) the current unit's "
+              "gradient computation, or not at all (none).");
+DEFINE_int32(fsdp_limit_all_gathers, kDefaults.fsdp_limit_all_gathers,
+             "--strategy=fsdp: at most this many unit all-gathers in flight "
+             "(rate limiter); 0: no limit.");
+DEFINE_int32(fsdp_reductions_in_flight, kDefaults.fsdp_reductions_in_flight,
+             "--strategy=fsdp: unit gradient reductions left running while "
+             "backward continues (each holds a unit's full gradients); 0: "
+             "wait for each at once (least memory).");
+DEFINE_bool(fsdp_cpu_offload, kDefaults.fsdp_cpu_offload,
+            "--strategy=fsdp: keep shards and optimizer state in host "
+            "memory (GPU builds; the identity on CPU builds).");
+DEFINE_int32(fsdp_hybrid_shard_group_size,
+             kDefaults.fsdp_hybrid_shard_group_size,
+             "--strategy=fsdp with hybrid sharding: ranks per shard group "
+             "(e.g. per node); must divide the world size.");
+DEFINE_bool(fsdp_reduce_scatter_every_micro_step,
+            kDefaults.fsdp_reduce_scatter_every_micro_step,
+            "--strategy=fsdp with gradient accumulation: reduce-scatter every "
+            "micro-batch and free the full gradients (less memory, more "
+            "communication).");
+DEFINE_bool(fsdp_deferred_init, kDefaults.fsdp_deferred_init,
+            "--strategy=fsdp: build the model without allocating its "
+            "parameters and materialise only each rank's shards (values "
+            "identical to a full build), for models too large for one rank.");
+DEFINE_string(ckpt_format, kDefaults.ckpt_format,
+              "Checkpoint format: sharded (one data file per rank written in "
+              "parallel plus metadata; loads under any world size and "
+              "strategy), full (one PyTorch file written by rank 0; "
+              "torch.load reads it) or local (one file per rank; loads only "
+              "with the same world size and strategy).");
+DEFINE_string(ckpt_dir, kDefaults.ckpt_dir,
+              "Directory of the run's checkpoints (step_<n>, latest); empty: "
+              "<output_dir>/checkpoints.");
+DEFINE_int64(save_every, kDefaults.save_every,
+             "Save a checkpoint every this many steps; 0: never.");
+DEFINE_int32(keep_last, kDefaults.keep_last,
+             "Keep only the newest this many checkpoints; 0: all.");
+DEFINE_bool(async_save, kDefaults.async_save,
+            "Write checkpoints in the background: training waits only for "
+            "a copy of the state in memory.");
+DEFINE_string(resume, kDefaults.resume,
+              "Resume from this checkpoint (a path), or 'auto' for the "
+              "latest one under --ckpt_dir; empty: start fresh. Restores the "
+              "model, optimizer, step, data position and generator.");
+DEFINE_int64(ckpt_test_pause_ms, 0,
+             "Test hook: pause this long inside every save, after the data "
+             "is written and before the commit.");
 DEFINE_int32(collective_timeout_s, 600,
              "How long a collective may wait for the other ranks.");
 DEFINE_bool(debug_collectives, false,
@@ -86,7 +172,8 @@ DEFINE_bool(debug_collectives, false,
 DEFINE_uint64(seed, kDefaults.seed,
               "Seed of the initialisation, the data and the sampler.");
 DEFINE_string(precision, kDefaults.precision,
-              "fp32, or bf16 (autocast: bf16 matmuls, fp32 weights).");
+              "fp32, or bf16 (autocast: bf16 matmuls, fp32 weights; for "
+              "bf16 weights with fp32 masters see --param_dtype).");
 DEFINE_int64(log_interval, kDefaults.log_interval,
              "Steps between progress lines and metrics records.");
 DEFINE_int64(eval_interval, kDefaults.eval_interval,
@@ -103,7 +190,15 @@ DEFINE_int32(threads, 1,
              "own threads (OPENBLAS_NUM_THREADS, default all CPUs); on two "
              "cores 1 is fastest for small models (see BENCHMARKS.md).");
 
+DEFINE_int32(nproc, 1,
+             "Ranks to train with on this machine. With > 1 and no rank "
+             "environment (torchrun, launch, Slurm, Open MPI), train "
+             "re-launches itself through the launcher as --nproc ranks "
+             "(threads split evenly between them) and waits for them; e.g. "
+             "--nproc=2 --strategy=fsdp.");
+
 int main(int argc, char** argv) {
+  const std::vector<std::string> original_args(argv + 1, argv + argc);
   gflags::SetUsageMessage(
       "Trains a model. Flags may come from --flagfile=launch/configs/*.flags.");
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
@@ -113,6 +208,32 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "unexpected argument '" << argv[1]
                << "': train takes only flags (see --help)";
     return 1;
+  }
+  if (FLAGS_nproc < 1) {
+    LOG(ERROR) << "--nproc must be >= 1, got " << FLAGS_nproc;
+    return 1;
+  }
+  if (FLAGS_nproc > 1) {
+    auto env = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
+    if (env.ok() && env->world_size == 1) {
+      if (FLAGS_strategy == "single") {
+        LOG(ERROR) << "--nproc=" << FLAGS_nproc
+                   << " needs a data-parallel --strategy (ddp, zero1, zero2 "
+                      "or fsdp); --strategy=single trains in one process";
+        return 1;
+      }
+      auto launch = strata::launch::SelfLaunchOptions(FLAGS_nproc, original_args);
+      if (!launch.ok()) {
+        LOG(ERROR) << launch.status().message();
+        return 1;
+      }
+      LOG(INFO) << "starting " << FLAGS_nproc
+                << " ranks through the launcher (rank output prefixed "
+                   "[rankN]:)";
+      const absl::Status status = strata::launch::Launch(*launch);
+      if (!status.ok()) LOG(ERROR) << status.message();
+      return strata::launch::ExitCodeFromStatus(status);
+    }
   }
 
   strata::launch::TrainOptions o;
@@ -147,6 +268,34 @@ int main(int argc, char** argv) {
   o.bucket_bytes = FLAGS_bucket_bytes;
   o.first_bucket_bytes = FLAGS_first_bucket_bytes;
   o.allow_unused_parameters = FLAGS_allow_unused_parameters;
+  if (!FLAGS_checkpoint_units.empty()) {
+    // Empty entries are kept: CreateStrategy reports them.
+    for (absl::string_view unit : absl::StrSplit(FLAGS_checkpoint_units, ',')) {
+      o.checkpoint_units.emplace_back(absl::StripAsciiWhitespace(unit));
+    }
+  }
+  o.param_dtype = FLAGS_param_dtype;
+  o.reduce_dtype = FLAGS_reduce_dtype;
+  o.buffer_dtype = FLAGS_buffer_dtype;
+  o.fsdp_sharding = FLAGS_fsdp_sharding;
+  o.fsdp_wrap_unit_types = FLAGS_fsdp_wrap_unit_types;
+  o.fsdp_wrap_min_params = FLAGS_fsdp_wrap_min_params;
+  o.fsdp_forward_prefetch = FLAGS_fsdp_forward_prefetch;
+  o.fsdp_backward_prefetch = FLAGS_fsdp_backward_prefetch;
+  o.fsdp_limit_all_gathers = FLAGS_fsdp_limit_all_gathers;
+  o.fsdp_reductions_in_flight = FLAGS_fsdp_reductions_in_flight;
+  o.fsdp_cpu_offload = FLAGS_fsdp_cpu_offload;
+  o.fsdp_hybrid_shard_group_size = FLAGS_fsdp_hybrid_shard_group_size;
+  o.fsdp_reduce_scatter_every_micro_step =
+      FLAGS_fsdp_reduce_scatter_every_micro_step;
+  o.fsdp_deferred_init = FLAGS_fsdp_deferred_init;
+  o.ckpt_format = FLAGS_ckpt_format;
+  o.ckpt_dir = FLAGS_ckpt_dir;
+  o.save_every = FLAGS_save_every;
+  o.keep_last = FLAGS_keep_last;
+  o.async_save = FLAGS_async_save;
+  o.resume = FLAGS_resume;
+  o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
   if (o.threads == 0) {
     const char* omp = std::getenv("OMP_NUM_THREADS");
     int from_env = 0;

@@ -20,10 +20,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/matmul_peak.h"
 #include "base/status.h"
+#include "checkpoint/training.h"
 #include "data/file_sources.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
@@ -34,6 +38,7 @@
 #include "models/unit.h"
 #include "optim/lr_schedule.h"
 #include "strategies/factory.h"
+#include "strategies/fsdp.h"
 #include "strategies/strategy.h"
 
 namespace strata::launch {
@@ -161,6 +166,68 @@ class MetricsFile {
 
 }  // namespace
 
+namespace {
+
+// The --fsdp_* flags as FsdpOptions; errors name the flag.
+absl::Status ApplyFsdpFlags(const TrainOptions& o,
+                            strategies::StrategyOptions* options) {
+  strategies::FsdpOptions& f = options->fsdp;
+  STRATA_ASSIGN_OR_RETURN(f.sharding,
+                          strategies::ParseShardingStrategy(o.fsdp_sharding));
+  f.wrap_policy.unit_types.clear();
+  for (absl::string_view type :
+       absl::StrSplit(o.fsdp_wrap_unit_types, ',', absl::SkipWhitespace())) {
+    f.wrap_policy.unit_types.emplace_back(absl::StripAsciiWhitespace(type));
+  }
+  f.wrap_policy.min_num_params = o.fsdp_wrap_min_params;
+  f.forward_prefetch = o.fsdp_forward_prefetch;
+  STRATA_ASSIGN_OR_RETURN(
+      f.backward_prefetch,
+      strategies::ParseBackwardPrefetch(o.fsdp_backward_prefetch));
+  f.limit_all_gathers = o.fsdp_limit_all_gathers;
+  f.reductions_in_flight = o.fsdp_reductions_in_flight;
+  f.cpu_offload = o.fsdp_cpu_offload;
+  f.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
+  f.reduce_scatter_every_micro_step = o.fsdp_reduce_scatter_every_micro_step;
+  f.init_seed = o.seed;
+  return absl::OkStatus();
+}
+
+// --param_dtype, --reduce_dtype, --buffer_dtype as MixedPrecisionOptions;
+// errors name the flag.
+absl::Status ApplyMixedPrecisionFlags(const TrainOptions& o,
+                                      strategies::StrategyOptions* options) {
+  strategies::MixedPrecisionOptions& mp = options->mixed_precision;
+  STRATA_ASSIGN_OR_RETURN(mp.param_dtype, strategies::ParseMixedPrecisionDtype(
+                                              "param_dtype", o.param_dtype));
+  STRATA_ASSIGN_OR_RETURN(mp.reduce_dtype, strategies::ParseMixedPrecisionDtype(
+                                               "reduce_dtype", o.reduce_dtype));
+  STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
+                                               "buffer_dtype", o.buffer_dtype));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// The checkpoint options of a run (checkpoint/training.h).
+checkpoint::TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
+  checkpoint::TrainingCheckpointOptions c;
+  c.format = o.ckpt_format;
+  c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
+  c.save_every = o.save_every;
+  c.keep_last = o.keep_last;
+  c.async_save = o.async_save;
+  c.resume = o.resume;
+  c.test_pause_before_commit = absl::Milliseconds(o.ckpt_test_pause_ms);
+  c.seed = o.seed;
+  c.model_config = o.model;
+  return c;
+}
+
+}  // namespace
+
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.steps < 1)
     return FlagError("steps", absl::StrCat("must be >= 1, got ", o.steps));
@@ -230,7 +297,18 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   strategy.kind = o.strategy;
   strategy.bucket_bytes = o.bucket_bytes;
   strategy.first_bucket_bytes = o.first_bucket_bytes;
+  STRATA_RETURN_IF_ERROR(ApplyMixedPrecisionFlags(o, &strategy));
   STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
+  if (o.fsdp_deferred_init && o.strategy != "fsdp") {
+    return FlagError("fsdp_deferred_init",
+                     absl::StrCat("needs --strategy=fsdp (each rank then "
+                                  "materialises only its shards), got "
+                                  "--strategy=",
+                                  o.strategy));
+  }
+  if (o.strategy == "fsdp") {
+    STRATA_RETURN_IF_ERROR(ApplyFsdpFlags(o, &strategy));
+  }
   auto config = models::ConfigByName(o.model);
   if (!config.ok()) return FlagError("model", config.status().message());
   if (o.vocab_size < 0)
@@ -241,6 +319,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                      "of %d tokens",
                                      o.seq_len, o.model, config->seq_len));
   }
+  STRATA_RETURN_IF_ERROR(
+      checkpoint::ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
   return absl::OkStatus();
 }
 
@@ -300,6 +380,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
 
   models::BuildOptions build;
   build.seed = o.seed;
+  build.deferred = o.fsdp_deferred_init;
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<models::UnitModel> model,
                           models::BuildModel(config, build));
   model->train();
@@ -311,6 +392,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   strategy_options.bucket_bytes = o.bucket_bytes;
   strategy_options.first_bucket_bytes = o.first_bucket_bytes;
   strategy_options.allow_unused_parameters = o.allow_unused_parameters;
+  strategy_options.checkpoint_units = o.checkpoint_units;
+  STRATA_RETURN_IF_ERROR(ApplyMixedPrecisionFlags(o, &strategy_options));
+  if (o.strategy == "fsdp") {
+    STRATA_RETURN_IF_ERROR(ApplyFsdpFlags(o, &strategy_options));
+  }
   strategies::OptimizerConfig optimizer_config;
   optimizer_config.weight_decay = o.weight_decay;
   optimizer_config.adamw.beta1 = o.beta1;
@@ -334,6 +420,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<data::DistributedSampler> sampler,
       data::DistributedSampler::Create(d.train.get(), sampler_options));
+  checkpoint::TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
+  ckpt_options.schedule = schedule_options;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<checkpoint::TrainingCheckpoints> checkpoints,
+      checkpoint::TrainingCheckpoints::Create(ckpt_options, strategy.get(),
+                                              sampler.get(), group));
 
   const int64_t local_batch = o.global_batch / world_size;
   const int64_t micro = o.micro_batch == 0 ? local_batch : o.micro_batch;
@@ -408,7 +500,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   int64_t interval_steps = 0;
   double interval_eval_s = 0;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
-  for (int64_t step = 0; step < o.steps; ++step) {
+  // Resuming restores the state, the sampler position and the generator
+  // (last: nothing may draw from the generator between this and the loop).
+  STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
+                          checkpoints->MaybeResume());
+  for (int64_t step = first_step; step < o.steps; ++step) {
     strategy->ZeroGrad();
     STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
                             sampler->NextBatch(rank, world_size));
@@ -431,6 +527,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
           "lower --lr or enable --grad_clip",
           rank, step_loss, step, stepped.lr, stepped.grad_norm));
     }
+    STRATA_RETURN_IF_ERROR(checkpoints->AfterStep(step + 1));
     interval_loss += step_loss;
     ++interval_steps;
 
@@ -489,11 +586,14 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
       interval_eval_s = 0;
     }
   }
+  STRATA_RETURN_IF_ERROR(checkpoints->Finish());
   result.steps = o.steps;
   result.final_eval_loss = eval_loss;
+  // Gathered on every rank (a collective for sharded strategies).
+  STRATA_ASSIGN_OR_RETURN(auto full_state, strategy->FullModelState());
   if (rank == 0) {
     const std::string model_path = o.output_dir + "/model.pt";
-    STRATA_RETURN_IF_ERROR(models::SaveStateDict(*model, model_path));
+    STRATA_RETURN_IF_ERROR(models::SaveStateDict(full_state, model_path));
     LOG(INFO) << "saved " << model_path << " (loads in Python with torch.load)";
   }
   return result;

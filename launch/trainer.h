@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/group.h"
@@ -51,6 +52,37 @@ struct TrainOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   int64_t first_bucket_bytes = int64_t{1} << 20;
   bool allow_unused_parameters = false;
+  // Units (types or names) whose activations are recomputed in backward
+  // (strategies/activation_checkpointing.h); empty: none.
+  std::vector<std::string> checkpoint_units;
+  // Mixed precision of single/ddp/zero1/zero2 (MixedPrecisionOptions):
+  // "fp32" or "bf16" each. param_dtype bf16 stores the model's parameters
+  // and gradients in bf16 with fp32 masters and optimizer state; unlike
+  // --precision=bf16 (autocast: bf16 matmuls over fp32 weights).
+  std::string param_dtype = "fp32";
+  std::string reduce_dtype = "fp32";
+  std::string buffer_dtype = "fp32";
+  // FSDP (--strategy=fsdp; strategies/fsdp.h).
+  std::string fsdp_sharding = "full_shard";
+  std::string fsdp_wrap_unit_types = "";  // Comma-separated; empty: all.
+  int64_t fsdp_wrap_min_params = 0;
+  bool fsdp_forward_prefetch = false;
+  std::string fsdp_backward_prefetch = "pre";
+  int fsdp_limit_all_gathers = 2;
+  int fsdp_reductions_in_flight = 1;
+  bool fsdp_cpu_offload = false;
+  int fsdp_hybrid_shard_group_size = 0;
+  bool fsdp_reduce_scatter_every_micro_step = false;
+  bool fsdp_deferred_init = false;
+  // Checkpoints (checkpoint/training.h), under ckpt_dir (default
+  // <output_dir>/checkpoints): step_<n> and `latest`.
+  std::string ckpt_format = "sharded";  // full | local | sharded
+  std::string ckpt_dir;                 // "": <output_dir>/checkpoints.
+  int64_t save_every = 0;               // Steps between saves; 0: none.
+  int keep_last = 0;                    // Checkpoints kept; 0: all.
+  bool async_save = false;  // Write in the background while training.
+  std::string resume;       // "": none; a checkpoint path; "auto": latest.
+  int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
   // Run.
   uint64_t seed = 1;
   std::string precision = "fp32";  // fp32 | bf16 (autocast: bf16 matmuls)

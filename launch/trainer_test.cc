@@ -3,7 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "comm/testing/multi_rank.h"
+#include "launch/testing/subprocess.h"
+#include "models/torch_file.h"
 
 namespace strata::launch {
 namespace {
@@ -260,6 +270,224 @@ TEST(TrainTest, DataVocabularyLargerThanModelIsRejected) {
   o.output_dir = TempDir("vocab");
   EXPECT_THAT(ErrorOf(o),
               HasSubstr("--vocab_size: the data's token ids go up to 255"));
+}
+
+// --- Checkpoints and resume (checkpoint/training.h) -------------------------
+
+using launch::testing::RunfilePath;
+using launch::testing::RunResult;
+using launch::testing::Subprocess;
+
+TEST(TrainTest, BadCheckpointFlagsNameTheFlag) {
+  TrainOptions o = SmallRun("bad_ckpt_flags", 2);
+  o.ckpt_format = "zip";
+  EXPECT_THAT(ErrorOf(o), HasSubstr("--ckpt_format must be full, local or "
+                                    "sharded, got 'zip'"));
+  o = SmallRun("bad_ckpt_flags", 2);
+  o.keep_last = -1;
+  EXPECT_THAT(ErrorOf(o), HasSubstr("--keep_last must be >= 0"));
+}
+
+TEST(TrainTest, ResumeAutoWithoutACheckpointIsAnError) {
+  TrainOptions o = SmallRun("resume_nothing", 2);
+  o.resume = "auto";
+  EXPECT_THAT(ErrorOf(o), HasSubstr("no checkpoint to resume"));
+}
+
+// The flags of the small runs of the //launch:train binary below: 8 steps,
+// a checkpoint every 4, one metrics line per step, dropout on (so that the
+// generator state matters).
+std::vector<std::string> TrainArgs(const std::string& out) {
+  return {RunfilePath("launch/train"), "--steps=8", "--warmup_steps=1",
+          "--seq_len=32", "--markov_tokens=20000", "--global_batch=4",
+          "--log_interval=1", "--eval_interval=0", "--dropout=0.1",
+          "--save_every=4", absl::StrCat("--output_dir=", out)};
+}
+
+std::vector<std::string> With(std::vector<std::string> args,
+                              const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+// The "step", "loss", "lr" and "grad_norm" fields of each metrics line (not
+// the timings).
+std::vector<std::string> LossFields(const std::string& metrics_path) {
+  std::vector<std::string> out;
+  for (const std::string& line : ReadLines(metrics_path)) {
+    std::vector<std::string> fields = absl::StrSplit(line, ", ");
+    std::string kept;
+    for (const std::string& f : fields) {
+      if (f.find("\"step\"") != std::string::npos ||
+          f.find("\"loss\"") != std::string::npos ||
+          f.find("\"lr\"") != std::string::npos ||
+          f.find("\"grad_norm\"") != std::string::npos) {
+        kept += f + ";";
+      }
+    }
+    out.push_back(kept);
+  }
+  return out;
+}
+
+// A run of 8 steps, and a run resumed in a fresh process from its step-4
+// checkpoint: the resumed run's losses, learning rates, gradient norms and
+// final parameters are bitwise those of the uninterrupted run. With
+// --async_save the first run writes its checkpoints in the background while
+// it trains on: the checkpoint holds exactly the state of its step.
+TEST(TrainTest, ResumeInAFreshProcessIsBitwiseExact) {
+  for (const auto& [format, async] :
+       std::vector<std::pair<std::string, bool>>{
+           {"sharded", false}, {"full", false}, {"local", false},
+           {"sharded", true}}) {
+    const std::string a = TempDir(absl::StrCat("exact_a_", format, async));
+    const std::string b = TempDir(absl::StrCat("exact_b_", format, async));
+    const std::string flag = "--ckpt_format=" + format;
+    RunResult first = launch::testing::Run(
+        With(TrainArgs(a),
+             {flag, async ? "--async_save=true" : "--async_save=false"}),
+        {}, absl::Seconds(60));
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    const std::string step4 =
+        a + "/checkpoints/step_00000004" + (format == "full" ? ".pth" : "");
+    RunResult resumed = launch::testing::Run(
+        With(TrainArgs(b), {flag, "--resume=" + step4}), {}, absl::Seconds(60));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_THAT(resumed.err, HasSubstr("at step 4"));
+    const std::vector<std::string> want = LossFields(a + "/metrics.jsonl");
+    const std::vector<std::string> got = LossFields(b + "/metrics.jsonl");
+    ASSERT_EQ(want.size(), 8u) << format;
+    ASSERT_EQ(got.size(), 4u) << format;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]) << format;
+    // model.pt holds the same tensors in the same order: the same bytes.
+    EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt")) << format;
+  }
+}
+
+// Saved under ZeRO-2 at 2 ranks (processes through the launcher), resumed
+// by the single-process strategy: it continues at the same global sample
+// (the same batches: step 5's loss agrees to float noise) and ends with
+// parameters equal to float tolerance.
+//
+// Tolerance: as strategies/testing/parity.h derives for data-parallel vs
+// single training at lr 1e-4 (reordered float sums; AdamW bounds each
+// update by ~lr): 1e-5 * max(1, max|p|) for parameters. Losses are means of
+// 128 float cross-entropies over parameters that agree to ~1e-6: 1e-4
+// absolute leaves a wide margin while a wrong batch (another sample) moves
+// the loss by ~1e-2 at this point of training.
+TEST(TrainTest, ShardedCheckpointResumesUnderAnotherWorldSizeAndStrategy) {
+  const std::string a = TempDir("cross_a");
+  const std::string b = TempDir("cross_b");
+  const std::vector<std::string> lr = {"--lr=1e-4", "--min_lr=1e-5",
+                                       "--dropout=0"};
+  RunResult first = launch::testing::Run(
+      With(TrainArgs(a), With(lr, {"--nproc=2", "--strategy=zero2"})), {},
+      absl::Seconds(90));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  RunResult resumed = launch::testing::Run(
+      With(TrainArgs(b),
+           With(lr, {"--resume=" + a + "/checkpoints/step_00000004"})),
+      {}, absl::Seconds(60));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto loss = [](const std::string& line) {
+    const size_t at = line.find("\"loss\": ");
+    double v = NAN;
+    EXPECT_TRUE(absl::SimpleAtod(
+        line.substr(at + 8, line.find(',', at) - at - 8), &v))
+        << line;
+    return v;
+  };
+  const std::vector<std::string> want = ReadLines(a + "/metrics.jsonl");
+  const std::vector<std::string> got = ReadLines(b + "/metrics.jsonl");
+  ASSERT_EQ(want.size(), 8u);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(loss(got[i]), loss(want[4 + i]), 1e-4) << "step " << 5 + i;
+  }
+  auto expected = models::ReadTorchFile(a + "/model.pt");
+  auto actual = models::ReadTorchFile(b + "/model.pt");
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  int compared = 0;
+  for (const auto& kv : expected->toGenericDict()) {
+    const at::Tensor want_t = kv.value().toTensor();
+    const at::Tensor got_t = actual->toGenericDict().at(kv.key()).toTensor();
+    const double scale = std::max(1.0, want_t.abs().max().item<double>());
+    EXPECT_LE((got_t - want_t).abs().max().item<double>(), 1e-5 * scale)
+        << kv.key().toStringRef();
+    ++compared;
+  }
+  EXPECT_GT(compared, 10);
+}
+
+// A port nothing listens on right now (bound to 0, read back, closed).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::pair<std::string, std::string>> RankEnv(int rank, int port) {
+  return {{"RANK", absl::StrCat(rank)},
+          {"WORLD_SIZE", "2"},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", absl::StrCat(port)},
+          {"OMP_NUM_THREADS", "1"}};
+}
+
+// Two DDP ranks as processes; every save pauses after writing its data and
+// before the commit (the test hook). Rank 1 is killed with SIGKILL while
+// the step-8 save is paused: the step-4 checkpoint stays intact, `latest`
+// still names it, and --resume=auto picks it and trains to the end.
+TEST(TrainTest, SigkillDuringASaveLeavesThePreviousCheckpointLoadable) {
+  const std::string a = TempDir("sigkill");
+  const std::string ckpt = a + "/checkpoints";
+  const std::vector<std::string> args =
+      With(TrainArgs(a), {"--strategy=ddp", "--ckpt_test_pause_ms=2000",
+                          "--collective_timeout_s=20"});
+  const int port = FreePort();
+  Subprocess rank0(args, RankEnv(0, port), absl::Seconds(60));
+  Subprocess rank1(args, RankEnv(1, port), absl::Seconds(60));
+  // Rank 1's data file of the step-8 save is written (and synced) before
+  // the pause; the commit happens after it.
+  const std::string partial = ckpt + "/step_00000008.tmp/rank1.data";
+  const absl::Time deadline = absl::Now() + absl::Seconds(45);
+  while (!std::filesystem::exists(partial) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(std::filesystem::exists(partial)) << "the step-8 save never began";
+  rank1.Signal(SIGKILL);
+  RunResult killed = rank1.Finish();
+  EXPECT_EQ(killed.exit_code, -1);  // Killed by the signal.
+  RunResult survivor = rank0.Finish();
+  EXPECT_NE(survivor.exit_code, 0) << "rank 0 cannot finish the save alone";
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/step_00000008"));
+  EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000004\n");
+
+  const int port2 = FreePort();
+  const std::vector<std::string> resume =
+      With(TrainArgs(a), {"--strategy=ddp", "--resume=auto"});
+  Subprocess again0(resume, RankEnv(0, port2), absl::Seconds(60));
+  Subprocess again1(resume, RankEnv(1, port2), absl::Seconds(60));
+  RunResult r0 = again0.Finish();
+  RunResult r1 = again1.Finish();
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_THAT(r0.err, HasSubstr("resumed from " + ckpt + "/step_00000004 at step 4"));
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000008/metadata.pb"));
+  EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000008\n");
 }
 
 }  // namespace

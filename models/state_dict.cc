@@ -90,8 +90,14 @@ std::vector<std::pair<std::string, at::Tensor>> NamedStateTensors(
 
 absl::Status SaveStateDict(const torch::nn::Module& model,
                            const std::string& path) {
+  return SaveStateDict(NamedStateTensors(model), path);
+}
+
+absl::Status SaveStateDict(
+    const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+    const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : NamedStateTensors(model)) {
+  for (const auto& [name, tensor] : tensors) {
     if (tensor.is_meta()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot save the state dict to ", path, ": '", name,

@@ -31,6 +31,12 @@ std::vector<std::pair<std::string, at::Tensor>> NamedStateTensors(
 absl::Status SaveStateDict(const torch::nn::Module& model,
                            const std::string& path);
 
+// The same for named tensors (e.g. a strategy's gathered full state), in the
+// given order.
+absl::Status SaveStateDict(
+    const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+    const std::string& path);
+
 // Loads a {name: tensor} dict (dict or OrderedDict; see ReadTorchFile) into
 // the model's parameters and buffers, converting each value to the dtype and
 // device of the tensor it replaces. Errors (InvalidArgument unless the file

@@ -28,6 +28,15 @@
 // them unless allow_unused_parameters, in which case their buckets are
 // reduced at Step(). Every rank must see the same set of unused parameters.
 //
+// Mixed precision (MixedPrecisionOptions, single.h): bf16 parameters and
+// gradients with fp32 masters, AdamW state and accumulation. Accumulation
+// micro-batches fold their bf16 gradients into the fp32 buffer after
+// backward; in the last micro-batch each bucket is folded when it is ready,
+// then all-reduced in reduce_dtype: fp32 in place, or bf16 (cast into the
+// bf16 gradient buffer, reduced, cast back at Step()). Bucket caps count
+// bytes in reduce_dtype. The fp32 masters are broadcast at creation and the
+// bf16 parameters re-derived from them after every step.
+//
 // Threading: the group's collectives are called from the training thread
 // and, during backward, from autograd's hooks on the same thread (CPU).
 #ifndef STRATA_STRATEGIES_DDP_H_
@@ -71,6 +80,9 @@ class DdpStrategy : public SingleStrategy {
   ~DdpStrategy() override;
 
   std::string name() const override { return "ddp"; }
+  // SingleStrategy's, plus the bf16 reduce buffer of fp32 parameters with
+  // reduce_dtype bf16 (communication_bytes).
+  MemoryReport Memory() const override;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bucket all-reduces started so far from gradient hooks (during backward)
@@ -97,7 +109,13 @@ class DdpStrategy : public SingleStrategy {
   const StrategyOptions options_;
   comm::Group* const group_;
   std::vector<Bucket> buckets_;
+  // Per bucket: what is all-reduced, and the fp32 accumulated gradients
+  // (the same tensor unless cast_for_reduce_).
   std::vector<at::Tensor> bucket_views_;
+  std::vector<at::Tensor> accumulated_views_;
+  bool cast_for_reduce_ = false;
+  // reduce_dtype bf16 with fp32 parameters: the bf16 copy that is reduced.
+  at::Tensor reduce_buffer_;
   // Per-step readiness of buckets_ and the gradient hooks; owned, created by
   // BuildBuckets().
   std::unique_ptr<BucketReadiness> readiness_;

@@ -355,5 +355,74 @@ TEST(DdpTest, MemoryIsSixteenBytesPerParameter) {
               }).ok());
 }
 
+class DdpMixedPrecisionTest : public ::testing::TestWithParam<at::ScalarType> {
+};
+
+TEST_P(DdpMixedPrecisionTest, MatchesBf16Single) {
+  testing::ExpectMixedMatchesSingle(
+      "gpt-tiny", testing::MixedKind("ddp", GetParam()), "ddp", {2, 3, 4});
+}
+
+INSTANTIATE_TEST_SUITE_P(ReduceDtypes, DdpMixedPrecisionTest,
+                         ::testing::Values(at::kFloat, at::kBFloat16));
+
+TEST(DdpTest, FrozenParametersStayUnchangedFp32) {
+  testing::ExpectFrozenParametersUnchanged(Ddp());
+}
+
+TEST(DdpTest, FrozenParametersStayUnchangedBf16) {
+  testing::ExpectFrozenParametersUnchanged(
+      testing::MixedKind("ddp", at::kBFloat16));
+}
+
+TEST(DdpTest, MixedPrecisionMemoryCountsBf16CopiesAndFp32Masters) {
+  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
+                auto model = Build(Config("gpt-tiny"), 7);
+                int64_t psi = 0;
+                for (const auto& p : model->parameters()) psi += p.numel();
+                auto created =
+                    CreateStrategy(testing::MixedKind("ddp", at::kBFloat16),
+                                   model, &group, Optimizer(), Schedule());
+                ASSERT_TRUE(created.ok()) << created.status();
+                const MemoryReport memory = (*created)->Memory();
+                // bf16 parameters + fp32 masters; bf16 gradients + fp32
+                // accumulation (the bf16 buffer doubles as the bf16 reduce
+                // buffer); fp32 AdamW state.
+                EXPECT_EQ(memory.parameter_bytes, (2 + 4) * psi);
+                EXPECT_EQ(memory.gradient_bytes, (2 + 4) * psi);
+                EXPECT_EQ(memory.optimizer_bytes, 8 * psi + 8);
+                EXPECT_EQ(memory.communication_bytes, 0);
+              }).ok());
+}
+
+TEST(DdpTest, Bf16ReduceOfFp32ParametersDeclaresItsBuffer) {
+  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
+                auto model = Build(Config("gpt-tiny"), 7);
+                int64_t psi = 0;
+                for (const auto& p : model->parameters()) psi += p.numel();
+                StrategyOptions options = Ddp();
+                options.mixed_precision.reduce_dtype = at::kBFloat16;
+                auto created = CreateStrategy(options, model, &group,
+                                              Optimizer(), Schedule());
+                ASSERT_TRUE(created.ok()) << created.status();
+                const MemoryReport memory = (*created)->Memory();
+                EXPECT_EQ(memory.parameter_bytes, 4 * psi);
+                EXPECT_EQ(memory.gradient_bytes, 4 * psi);
+                EXPECT_EQ(memory.communication_bytes, 2 * psi);
+                // The gradients are rounded to bf16 once, in the reduce: the
+                // norm stays within bf16 rounding (2^-8 relative per element,
+                // 2^-6 with margin) of fp32 DDP's, which equals single's.
+                std::vector<double> norms;
+                ASSERT_TRUE(Train(**created, group.rank(), 2, 1, &norms).ok());
+                std::vector<double> expected;
+                testing::TrainSingle("gpt-tiny", &expected);
+                ASSERT_EQ(norms.size(), expected.size());
+                for (size_t s = 0; s < norms.size(); ++s) {
+                  EXPECT_NEAR(norms[s], expected[s], expected[s] / 64) << s;
+                  EXPECT_NE(norms[s], expected[s]) << s;
+                }
+              }).ok());
+}
+
 }  // namespace
 }  // namespace strata::strategies

@@ -1,5 +1,7 @@
 #include "strategies/single.h"
 
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/zeros_like.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -11,12 +13,14 @@
 #include "base/status.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "strategies/mixed_precision.h"
 
 namespace strata::strategies {
 
 absl::StatusOr<SingleStrategy::Parts> SingleStrategy::BuildParts(
-    const models::UnitModel& model, const OptimizerConfig& config,
-    const optim::LrScheduleOptions& lr, bool reverse_order) {
+    models::UnitModel& model, const OptimizerConfig& config,
+    const optim::LrScheduleOptions& lr, bool reverse_order,
+    const MixedPrecisionOptions& mixed_precision) {
   STRATA_RETURN_IF_ERROR(ValidateOptimizerConfig(config));
   STRATA_RETURN_IF_ERROR(optim::ValidateLrScheduleOptions(lr));
   std::vector<optim::NamedParameter> named;
@@ -25,11 +29,17 @@ absl::StatusOr<SingleStrategy::Parts> SingleStrategy::BuildParts(
   }
   if (reverse_order) std::reverse(named.begin(), named.end());
   Parts parts;
-  STRATA_ASSIGN_OR_RETURN(parts.flat,
-                          optim::FlatParameters::Create(std::move(named)));
+  const bool mixed = UsesMasterParameters(mixed_precision);
+  if (mixed) parts.master_params = ConcatenateFp32(named, /*align_elems=*/1);
+  STRATA_ASSIGN_OR_RETURN(parts.flat, optim::FlatParameters::Create(
+                                          std::move(named), /*align_elems=*/1,
+                                          mixed_precision.param_dtype));
+  CastBuffers(model, mixed_precision.buffer_dtype);
+  if (mixed) parts.master_grads = at::zeros_like(parts.master_params);
   STRATA_ASSIGN_OR_RETURN(
       parts.optimizer,
-      optim::CreateAdamW(parts.flat->params(), parts.flat->grads(),
+      optim::CreateAdamW(mixed ? parts.master_params : parts.flat->params(),
+                         mixed ? parts.master_grads : parts.flat->grads(),
                          parts.flat->MatrixDecayRanges(config.weight_decay),
                          config.adamw));
   STRATA_ASSIGN_OR_RETURN(parts.schedule, optim::LrSchedule::Create(lr));
@@ -38,31 +48,64 @@ absl::StatusOr<SingleStrategy::Parts> SingleStrategy::BuildParts(
 
 absl::StatusOr<std::unique_ptr<SingleStrategy>> SingleStrategy::Create(
     std::shared_ptr<models::UnitModel> model, const OptimizerConfig& config,
-    const optim::LrScheduleOptions& schedule) {
+    const optim::LrScheduleOptions& schedule,
+    const MixedPrecisionOptions& mixed_precision) {
   if (model == nullptr) {
     return absl::InvalidArgumentError("strategy 'single': model is null");
   }
-  STRATA_ASSIGN_OR_RETURN(Parts parts, BuildParts(*model, config, schedule,
-                                                  /*reverse_order=*/false));
-  return std::unique_ptr<SingleStrategy>(
-      new SingleStrategy(std::move(model), config, std::move(parts)));
+  StrategyOptions options;
+  options.mixed_precision = mixed_precision;
+  STRATA_RETURN_IF_ERROR(ValidateStrategyOptions(options));
+  STRATA_ASSIGN_OR_RETURN(Parts parts,
+                          BuildParts(*model, config, schedule,
+                                     /*reverse_order=*/false, mixed_precision));
+  return std::unique_ptr<SingleStrategy>(new SingleStrategy(
+      std::move(model), config, std::move(parts), mixed_precision));
 }
 
 SingleStrategy::SingleStrategy(std::shared_ptr<models::UnitModel> model,
-                               const OptimizerConfig& config, Parts parts)
+                               const OptimizerConfig& config, Parts parts,
+                               const MixedPrecisionOptions& mixed_precision)
     : Strategy(std::move(model)),
       config_(config),
+      mixed_precision_(mixed_precision),
       flat_(std::move(parts.flat)),
       optimizer_(std::move(parts.optimizer)),
-      schedule_(std::move(parts.schedule)) {
+      schedule_(std::move(parts.schedule)),
+      master_params_(std::move(parts.master_params)),
+      master_grads_(std::move(parts.master_grads)) {
   CHECK(flat_ != nullptr && optimizer_ != nullptr && schedule_ != nullptr);
+  CHECK_EQ(master_params_.defined(), UsesMasterParameters(mixed_precision_));
 }
 
-void SingleStrategy::ZeroGrad() { flat_->ZeroGrad(); }
+void SingleStrategy::ZeroGrad() {
+  flat_->ZeroGrad();
+  if (mixed() && master_grads_.defined()) master_grads_.zero_();
+}
 
 absl::Status SingleStrategy::BeforeMicroBatch(bool) { return absl::OkStatus(); }
-absl::Status SingleStrategy::AfterBackward(bool) { return absl::OkStatus(); }
+absl::Status SingleStrategy::AfterBackward(bool) {
+  FoldGradients(0, flat_->padded_numel());
+  return absl::OkStatus();
+}
 absl::Status SingleStrategy::FinishGradients() { return absl::OkStatus(); }
+
+void SingleStrategy::FoldGradients(int64_t offset, int64_t numel) {
+  if (!mixed()) return;
+  strategies::FoldGradients(flat_->grads().narrow(0, offset, numel),
+                            master_grads_.narrow(0, offset, numel));
+}
+
+void SingleStrategy::RefreshComputeParameters() {
+  if (!mixed()) return;
+  at::NoGradGuard no_grad;
+  flat_->params().copy_(master_params_);
+}
+
+absl::Status SingleStrategy::AfterStateLoaded() {
+  RefreshComputeParameters();
+  return absl::OkStatus();
+}
 
 absl::StatusOr<double> SingleStrategy::ForwardBackward(
     const at::Tensor& inputs, const at::Tensor& targets, double loss_weight,
@@ -92,11 +135,12 @@ absl::StatusOr<StepResult> SingleStrategy::Step(int64_t step) {
   STRATA_RETURN_IF_ERROR(FinishGradients());
   StepResult result;
   result.grad_norm = optim::ClipGradNorm(
-      flat_->grads(), config_.grad_clip > 0
-                          ? config_.grad_clip
-                          : std::numeric_limits<double>::infinity());
+      accumulated_grads(), config_.grad_clip > 0
+                               ? config_.grad_clip
+                               : std::numeric_limits<double>::infinity());
   result.lr = schedule_->LrAt(step);
   optimizer_->Step(result.lr);
+  RefreshComputeParameters();
   return result;
 }
 
@@ -104,6 +148,10 @@ MemoryReport SingleStrategy::Memory() const {
   MemoryReport report;
   report.parameter_bytes = flat_->params().nbytes();
   report.gradient_bytes = flat_->grads().nbytes();
+  if (mixed()) {
+    report.parameter_bytes += master_params_.nbytes();
+    report.gradient_bytes += master_grads_.nbytes();
+  }
   for (const auto& [name, tensor] : optimizer_->State()) {
     report.optimizer_bytes += tensor.nbytes();
   }
@@ -114,7 +162,10 @@ std::vector<ShardedTensor> SingleStrategy::ModelState() const {
   std::vector<ShardedTensor> out;
   for (size_t i = 0; i < flat_->entries().size(); ++i) {
     const optim::FlatParameters::Entry& e = flat_->entries()[i];
-    out.push_back({e.name, e.shape, 0, flat_->parameter(i)});
+    out.push_back(
+        {e.name, e.shape, 0,
+         mixed() ? master_params_.narrow(0, e.offset, e.numel).view(e.shape)
+                 : flat_->parameter(i)});
   }
   return out;
 }

@@ -3,6 +3,16 @@
 // (weight decay on matrices only), with global-norm clipping and an lr
 // schedule: the reference every other strategy is checked against.
 //
+// Mixed precision (MixedPrecisionOptions::param_dtype bf16): the flat buffer
+// (and so the model's parameters and the gradients autograd writes) is bf16;
+// the optimizer runs on an fp32 master copy of it with fp32 AdamW state.
+// After every micro-batch's backward the bf16 gradients are added into an
+// fp32 accumulation buffer and zeroed, so accumulation across micro-batches
+// is fp32; clipping and the step read the fp32 buffer, and after the step
+// the bf16 parameters are re-derived from the masters. ModelState() is the
+// fp32 masters. This "bf16 single" is the reference for mixed-precision
+// DDP and ZeRO.
+//
 // DdpStrategy derives from it: it lays the flat buffer out in another order
 // and communicates gradients through the protected hooks below.
 #ifndef STRATA_STRATEGIES_SINGLE_H_
@@ -31,7 +41,8 @@ class SingleStrategy : public Strategy {
   // optimizer and schedule. Errors name the bad option.
   static absl::StatusOr<std::unique_ptr<SingleStrategy>> Create(
       std::shared_ptr<models::UnitModel> model, const OptimizerConfig& config,
-      const optim::LrScheduleOptions& schedule);
+      const optim::LrScheduleOptions& schedule,
+      const MixedPrecisionOptions& mixed_precision = {});
 
   std::string name() const override { return "single"; }
   void ZeroGrad() override;
@@ -43,8 +54,17 @@ class SingleStrategy : public Strategy {
   MemoryReport Memory() const override;
   std::vector<ShardedTensor> ModelState() const override;
   std::vector<ShardedTensor> OptimizerState() const override;
+  // Mixed precision: re-derives the model's bf16 parameters from the fp32
+  // masters. Otherwise nothing to do.
+  absl::Status AfterStateLoaded() override;
 
+  // The flat buffer the model's parameters are views of (bf16 with mixed
+  // precision).
   const optim::FlatParameters& flat() const { return *flat_; }
+  const MixedPrecisionOptions& mixed_precision() const {
+    return mixed_precision_;
+  }
+  bool mixed() const { return master_params_.defined(); }
 
  protected:
   // The parts a strategy over one flat buffer is made of.
@@ -52,16 +72,25 @@ class SingleStrategy : public Strategy {
     std::unique_ptr<optim::FlatParameters> flat;
     std::unique_ptr<optim::Optimizer> optimizer;
     std::unique_ptr<optim::LrSchedule> schedule;
+    // Mixed precision only (undefined otherwise): the fp32 master
+    // parameters (the whole flat buffer, or this rank's shard of it for
+    // ZeRO) and the full-size fp32 gradient accumulation buffer (ZeRO-2
+    // releases its memory between steps).
+    at::Tensor master_params;
+    at::Tensor master_grads;
   };
-  // Flattens `model`'s parameters, in registration order or, with
-  // `reverse_order`, the reverse of it, and builds AdamW and the schedule.
-  static absl::StatusOr<Parts> BuildParts(const models::UnitModel& model,
-                                          const OptimizerConfig& config,
-                                          const optim::LrScheduleOptions& lr,
-                                          bool reverse_order);
+  // Casts `model`'s buffers to mixed_precision.buffer_dtype, flattens its
+  // parameters, in registration order or, with `reverse_order`, the reverse
+  // of it (in param_dtype, with fp32 masters below fp32), and builds AdamW
+  // (over the fp32 buffers) and the schedule.
+  static absl::StatusOr<Parts> BuildParts(
+      models::UnitModel& model, const OptimizerConfig& config,
+      const optim::LrScheduleOptions& lr, bool reverse_order,
+      const MixedPrecisionOptions& mixed_precision);
 
   SingleStrategy(std::shared_ptr<models::UnitModel> model,
-                 const OptimizerConfig& config, Parts parts);
+                 const OptimizerConfig& config, Parts parts,
+                 const MixedPrecisionOptions& mixed_precision);
 
   // Called before the forward of a micro-batch, after its backward (only
   // when forward and backward succeeded), and by Step before clipping (to
@@ -72,11 +101,31 @@ class SingleStrategy : public Strategy {
 
   optim::FlatParameters& mutable_flat() { return *flat_; }
 
+  // The fp32 master parameters: Parts::master_params with mixed precision,
+  // else flat().params().
+  at::Tensor master_params() const {
+    return mixed() ? master_params_ : flat_->params();
+  }
+  // The full-size fp32 buffer gradients are accumulated in and clipped from:
+  // Parts::master_grads with mixed precision, else flat().grads().
+  at::Tensor accumulated_grads() const {
+    return mixed() ? master_grads_ : flat_->grads();
+  }
+  // Mixed precision: adds flat().grads()'s elements [offset, offset + numel)
+  // into accumulated_grads() and zeroes them. No-op otherwise.
+  void FoldGradients(int64_t offset, int64_t numel);
+  // Mixed precision: flat().params() = master_params(), cast. No-op
+  // otherwise (ZeRO overrides AfterStateLoaded: its masters are a shard).
+  void RefreshComputeParameters();
+
  private:
   OptimizerConfig config_;
+  MixedPrecisionOptions mixed_precision_;
   std::unique_ptr<optim::FlatParameters> flat_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
+  at::Tensor master_params_;
+  at::Tensor master_grads_;
 };
 
 }  // namespace strata::strategies

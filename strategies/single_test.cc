@@ -6,11 +6,13 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 #include "models/factory.h"
 #include "strategies/factory.h"
 #include "strategies/strategy.h"
+#include "strategies/testing/parity.h"
 
 namespace strata::strategies {
 namespace {
@@ -35,8 +37,9 @@ TEST(StrategyOptionsTest, RejectsUnknownKindNamingTheOption) {
   options.kind = "fsdp2";
   absl::Status status = ValidateStrategyOptions(options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(),
-            "--strategy must be single, ddp, zero1 or zero2, got 'fsdp2'");
+  EXPECT_EQ(
+      status.message(),
+      "--strategy must be single, ddp, zero1, zero2 or fsdp, got 'fsdp2'");
   auto created =
       CreateStrategy(options, Gpt(1), nullptr, OptimizerConfig(), Constant());
   EXPECT_EQ(created.status().message(), status.message());
@@ -146,6 +149,152 @@ TEST(SingleStrategyTest, MemoryAndStateAreCountedFromTheTensors) {
   EXPECT_EQ(optimizer[0].name, state[0].name + ".exp_avg");
   EXPECT_EQ(optimizer[1].name, state[0].name + ".exp_avg_sq");
   EXPECT_EQ(optimizer[0].global_shape, state[0].global_shape);
+}
+
+TEST(StrategyOptionsTest, RejectsMixedPrecisionDtypesNamingTheFlag) {
+  StrategyOptions options;
+  options.mixed_precision.param_dtype = at::kHalf;
+  EXPECT_EQ(ValidateStrategyOptions(options).message(),
+            "--param_dtype must be fp32 or bf16, got Half");
+  auto created =
+      CreateStrategy(options, Gpt(1), nullptr, OptimizerConfig(), Constant());
+  EXPECT_EQ(created.status().message(),
+            "--param_dtype must be fp32 or bf16, got Half");
+  options.mixed_precision.param_dtype = at::kBFloat16;
+  options.mixed_precision.reduce_dtype = at::kDouble;
+  EXPECT_EQ(ValidateStrategyOptions(options).message(),
+            "--reduce_dtype must be fp32 or bf16, got Double");
+  options.mixed_precision.reduce_dtype = at::kBFloat16;
+  options.mixed_precision.buffer_dtype = at::kHalf;
+  EXPECT_EQ(ValidateStrategyOptions(options).message(),
+            "--buffer_dtype must be fp32 or bf16, got Half");
+  options.mixed_precision.buffer_dtype = at::kBFloat16;
+  EXPECT_TRUE(ValidateStrategyOptions(options).ok());
+}
+
+TEST(StrategyOptionsTest, ParsesMixedPrecisionDtypeFlags) {
+  EXPECT_EQ(*ParseMixedPrecisionDtype("param_dtype", "fp32"), at::kFloat);
+  EXPECT_EQ(*ParseMixedPrecisionDtype("param_dtype", "bf16"), at::kBFloat16);
+  auto bad = ParseMixedPrecisionDtype("reduce_dtype", "fp16");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--reduce_dtype must be fp32 or bf16, got 'fp16'");
+}
+
+StrategyOptions Bf16Single() {
+  StrategyOptions options;
+  options.mixed_precision.param_dtype = at::kBFloat16;
+  return options;
+}
+
+TEST(SingleStrategyTest, Bf16KeepsFp32MastersAndFoldsGradientsAfterBackward) {
+  auto model = Gpt(3);
+  const testing::Params initial = testing::ParametersOf(*model);
+  auto created = CreateStrategy(Bf16Single(), model, nullptr, OptimizerConfig(),
+                                Constant());
+  ASSERT_TRUE(created.ok()) << created.status();
+  Strategy& strategy = **created;
+  // ModelState is the fp32 masters: the initial values, unrounded; the
+  // model computes with them rounded to bf16.
+  for (const ShardedTensor& t : strategy.ModelState()) {
+    EXPECT_EQ(t.local.scalar_type(), at::kFloat) << t.name;
+    EXPECT_TRUE(at::equal(t.local, initial.at(t.name))) << t.name;
+    const at::Tensor p = model->named_parameters()[t.name];
+    EXPECT_EQ(p.scalar_type(), at::kBFloat16) << t.name;
+    EXPECT_TRUE(at::equal(p, initial.at(t.name).to(at::kBFloat16))) << t.name;
+  }
+  at::Tensor tokens = at::randint(0, 256, {4, 17}, at::kLong);
+  strategy.ZeroGrad();
+  for (int m = 0; m < 2; ++m) {
+    auto loss = strategy.ForwardBackward(tokens.narrow(1, 0, 16).contiguous(),
+                                         tokens.narrow(1, 1, 16).contiguous(),
+                                         0.5, m == 1);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    // Each micro-batch's bf16 gradients were moved into fp32.
+    for (const auto& item : model->named_parameters()) {
+      EXPECT_EQ(item.value().grad().abs().max().item<float>(), 0.0f)
+          << item.key();
+    }
+  }
+  auto result = strategy.Step(0);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GT(result->grad_norm, 0);
+  for (const ShardedTensor& t : strategy.ModelState()) {
+    // Adam's first step moves the masters by about lr = 1e-3 (no clipping
+    // beyond a uniform scale), far more than bf16's rounding of them
+    // could show; the bf16 parameters follow the masters.
+    const double moved =
+        (t.local - initial.at(t.name)).abs().max().item<double>();
+    EXPECT_GT(moved, 0.5e-3) << t.name;
+    EXPECT_LT(moved, 1.5e-3) << t.name;
+    EXPECT_TRUE(
+        at::equal(model->named_parameters()[t.name], t.local.to(at::kBFloat16)))
+        << t.name;
+  }
+}
+
+TEST(SingleStrategyTest, Bf16TracksFp32Single) {
+  // bf16 compute changes every gradient by bf16 rounding (2^-8 relative),
+  // so the bound is ExpectWithinBf16Noise's (see kBf16MeanRatio).
+  const testing::Params initial =
+      testing::ParametersOf(*testing::Build(testing::Config("gpt-tiny"), 7));
+  std::vector<double> fp32_norms, bf16_norms;
+  const testing::Params fp32 =
+      testing::TrainSingleWith("gpt-tiny", StrategyOptions(), 1, &fp32_norms);
+  const testing::Params bf16 =
+      testing::TrainSingleWith("gpt-tiny", Bf16Single(), 1, &bf16_norms);
+  testing::ExpectWithinBf16Noise(bf16, fp32, initial, testing::kBf16MeanRatio,
+                                 "bf16 single vs fp32 single");
+  ASSERT_EQ(bf16_norms.size(), fp32_norms.size());
+  for (size_t s = 0; s < fp32_norms.size(); ++s) {
+    // bf16 activations and gradients: a few bf16 ulps (2^-8) relative.
+    EXPECT_NEAR(bf16_norms[s], fp32_norms[s], fp32_norms[s] / 16) << s;
+    EXPECT_NE(bf16_norms[s], fp32_norms[s]) << s;
+  }
+}
+
+TEST(SingleStrategyTest, Bf16MemoryCountsCopiesAndMasters) {
+  auto model = Gpt(3);
+  int64_t psi = 0;
+  for (const auto& p : model->parameters()) psi += p.numel();
+  auto created = CreateStrategy(Bf16Single(), model, nullptr, OptimizerConfig(),
+                                Constant());
+  ASSERT_TRUE(created.ok()) << created.status();
+  const MemoryReport memory = (*created)->Memory();
+  EXPECT_EQ(memory.parameter_bytes, (2 + 4) * psi);
+  EXPECT_EQ(memory.gradient_bytes, (2 + 4) * psi);
+  EXPECT_EQ(memory.optimizer_bytes, 8 * psi + 8);
+}
+
+TEST(SingleStrategyTest, Bf16AfterStateLoadedRederivesTheParameters) {
+  auto model = Gpt(3);
+  auto created = CreateStrategy(Bf16Single(), model, nullptr, OptimizerConfig(),
+                                Constant());
+  ASSERT_TRUE(created.ok()) << created.status();
+  for (const ShardedTensor& t : (*created)->ModelState()) {
+    at::Tensor local = t.local;
+    local.fill_(0.375);
+  }
+  ASSERT_TRUE((*created)->AfterStateLoaded().ok());
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_TRUE(at::equal(item.value(), at::full_like(item.value(), 0.375)))
+        << item.key();
+  }
+}
+
+TEST(SingleStrategyTest, FrozenParametersStayUnchanged) {
+  for (const StrategyOptions& options : {StrategyOptions(), Bf16Single()}) {
+    const testing::Params initial =
+        testing::ParametersOf(*testing::Build(testing::Config("gpt-tiny"), 7));
+    const testing::Params trained = testing::TrainSingleWith(
+        "gpt-tiny", options, 2, nullptr, testing::Freeze);
+    for (const char* name : testing::kFrozenParameters) {
+      EXPECT_TRUE(at::equal(trained.at(name), initial.at(name))) << name;
+    }
+    // The others trained (weight decay and updates moved them).
+    EXPECT_FALSE(at::equal(trained.at("blocks.0.ln_1.weight"),
+                           initial.at("blocks.0.ln_1.weight")));
+  }
 }
 
 }  // namespace

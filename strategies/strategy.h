@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -89,6 +90,10 @@ struct FsdpOptions {
   // At most this many unit all-gathers in flight (the rate limiter); 0: no
   // limit.
   int limit_all_gathers = 2;
+  // Unit gradient reductions left running while backward goes on, each
+  // holding that unit's full gradients until it completes; 0: wait for each
+  // one at once (least memory, communication exposed).
+  int reductions_in_flight = 1;
   // Keep parameter shards, gradient shards and optimizer state in host
   // memory (GPU builds); on CPU builds this is the identity.
   bool cpu_offload = false;
@@ -99,6 +104,10 @@ struct FsdpOptions {
   // (and free the full gradients) instead of keeping them until the last
   // micro-batch, trading communication for memory.
   bool reduce_scatter_every_micro_step = false;
+  // Deferred initialisation: the seed a deferred model (BuildOptions::
+  // deferred, parameters on the meta device) was built with. Each rank then
+  // materialises only its shards, with the values a full build would have.
+  uint64_t init_seed = 0;
 };
 
 struct StrategyOptions {
@@ -122,8 +131,14 @@ struct StrategyOptions {
 };
 
 // Checks option values; errors name the flag: "--strategy must be single or
-// ddp, got 'x'", "--bucket_bytes must be > 0, got 0".
+// ddp, got 'x'", "--bucket_bytes must be > 0, got 0", "--param_dtype must
+// be fp32 or bf16, got Half".
 absl::Status ValidateStrategyOptions(const StrategyOptions& options);
+
+// The value of a --param_dtype / --reduce_dtype / --buffer_dtype flag:
+// "fp32" or "bf16"; anything else is an error naming `flag`.
+absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
+    const std::string& flag, const std::string& value);
 
 // Checks `config`: weight_decay finite and >= 0, grad_clip finite and >= 0,
 // AdamW options as ValidateAdamWOptions.
@@ -138,11 +153,19 @@ struct StepResult {
 
 // Per-rank bytes of model state a strategy keeps, counted from the tensors it
 // holds.
+// With mixed precision, parameter_bytes counts the low-precision compute
+// copy and the fp32 master parameters, gradient_bytes the low-precision
+// gradients autograd writes and the fp32 accumulation buffer.
 struct MemoryReport {
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;
   int64_t communication_bytes = 0;
+  // Gradient storage allocated only during a step and released when its
+  // gradients are reduced (ZeRO-2's per-bucket gradients): the most held at
+  // once so far (a high-water mark). gradient_bytes counts what is held when
+  // Memory() is called.
+  int64_t transient_gradient_bytes = 0;
 };
 
 // A tensor of the model or optimizer state as this rank holds it: the global
@@ -195,6 +218,14 @@ class Strategy {
   virtual std::vector<ShardedTensor> ModelState() const = 0;
   // "<param>.exp_avg", "<param>.exp_avg_sq" per parameter, and "step".
   virtual std::vector<ShardedTensor> OptimizerState() const = 0;
+
+  // Every parameter's full fp32 value, in the model's named_parameters()
+  // order, on every rank (e.g. to save a state dict). A collective for
+  // strategies whose state is sharded; call between steps. The default
+  // copies ModelState(), which must then hold whole tensors (Unimplemented
+  // otherwise).
+  virtual absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
+  FullModelState();
 
   // Call after writing new values into the tensors of ModelState() and
   // OptimizerState() (a checkpoint load), on every rank, before the next

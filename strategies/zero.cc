@@ -2,10 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <glog/logging.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +18,7 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/flat_parameters.h"
+#include "strategies/mixed_precision.h"
 #include "strategies/replicas.h"
 
 namespace strata::strategies {
@@ -28,6 +33,12 @@ struct ZeroStrategy::Layout {
 };
 
 namespace {
+bool Mixed(const StrategyOptions& options) {
+  return UsesMasterParameters(options.mixed_precision);
+}
+}  // namespace
+
+namespace {
 
 int64_t RoundUp(int64_t n, int64_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
@@ -40,7 +51,8 @@ std::vector<ZeroStrategy::Bucket> BuildBuckets(
     const optim::FlatParameters& flat, const StrategyOptions& options,
     int world, int rank) {
   const auto& entries = flat.entries();
-  const int64_t elem = flat.params().element_size();
+  // Caps count bytes as communicated (reduce_dtype).
+  const int64_t elem = c10::elementSize(options.mixed_precision.reduce_dtype);
   const int64_t total = flat.padded_numel();
   CHECK_EQ(total % world, 0);
   // Natural (DDP) ends, rounded up to multiples of the world size.
@@ -114,31 +126,59 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   STRATA_RETURN_IF_ERROR(
       CheckSameModelOnAllRanks(*group, options.kind, *model));
   std::reverse(named.begin(), named.end());
+  const bool mixed = Mixed(options);
+  // Mixed precision: the full fp32 values, until the masters are cut out.
+  at::Tensor full_master;
+  if (mixed) full_master = ConcatenateFp32(named, /*align_elems=*/world);
   Parts parts;
-  STRATA_ASSIGN_OR_RETURN(parts.flat,
-                          optim::FlatParameters::Create(std::move(named),
-                                                        /*align_elems=*/world));
+  STRATA_ASSIGN_OR_RETURN(
+      parts.flat,
+      optim::FlatParameters::Create(std::move(named), /*align_elems=*/world,
+                                    options.mixed_precision.param_dtype));
+  CastBuffers(*model, options.mixed_precision.buffer_dtype);
   STRATA_ASSIGN_OR_RETURN(parts.schedule, optim::LrSchedule::Create(schedule));
 
-  // Rank 0's weights everywhere.
-  STRATA_RETURN_IF_ERROR(BroadcastFromRankZero(*group, options.kind, *model,
-                                               parts.flat->params()));
+  // Rank 0's weights everywhere (fp32 masters with mixed precision; the
+  // bf16 parameters are derived from them).
+  STRATA_RETURN_IF_ERROR(
+      BroadcastFromRankZero(*group, options.kind, *model,
+                            mixed ? full_master : parts.flat->params()));
+  if (mixed) {
+    at::NoGradGuard no_grad;
+    parts.flat->params().copy_(full_master);
+    // zero2 accumulates in fp32 per bucket (zero.h, "Memory").
+    if (options.kind != "zero2") {
+      parts.master_grads =
+          at::zeros({parts.flat->padded_numel()}, full_master.options());
+    }
+  }
 
   Layout layout;
   layout.buckets = BuildBuckets(*parts.flat, options, world, rank);
   const int64_t shard_numel = parts.flat->padded_numel() / world;
   layout.staging = at::zeros({shard_numel}, parts.flat->params().options());
   const bool stage2 = options.kind == "zero2";
-  if (stage2) {
-    layout.grad_shard = at::zeros({shard_numel}, parts.flat->grads().options());
+  const at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat);
+  if (stage2) layout.grad_shard = at::zeros({shard_numel}, fp32);
+  if (mixed) {
+    parts.master_params = at::empty({shard_numel}, fp32);
+    for (const Bucket& b : layout.buckets) {
+      const int64_t n = b.numel / world;
+      parts.master_params.narrow(0, b.buffer_offset, n)
+          .copy_(full_master.narrow(0, b.shard_offset, n));
+    }
+    full_master = at::Tensor();
   }
+  const at::Tensor accumulated =
+      mixed ? parts.master_grads : parts.flat->grads();
   const std::vector<optim::ParamRange> ranges =
       parts.flat->MatrixDecayRanges(config.weight_decay);
   for (const Bucket& b : layout.buckets) {
     const int64_t n = b.numel / world;
-    at::Tensor p = parts.flat->params().narrow(0, b.shard_offset, n);
+    at::Tensor p = mixed ? parts.master_params.narrow(0, b.buffer_offset, n)
+                         : parts.flat->params().narrow(0, b.shard_offset, n);
     at::Tensor g = stage2 ? layout.grad_shard.narrow(0, b.buffer_offset, n)
-                          : parts.flat->grads().narrow(0, b.shard_offset, n);
+                          : accumulated.narrow(0, b.shard_offset, n);
     STRATA_ASSIGN_OR_RETURN(
         std::unique_ptr<optim::Optimizer> optimizer,
         optim::CreateAdamW(p, g,
@@ -163,13 +203,14 @@ ZeroStrategy::ZeroStrategy(std::shared_ptr<models::UnitModel> model,
                            const OptimizerConfig& config, Parts parts,
                            Layout layout, const StrategyOptions& options,
                            comm::Group* group)
-    : SingleStrategy(std::move(model), config, std::move(parts)),
+    : SingleStrategy(std::move(model), config, std::move(parts),
+                     options.mixed_precision),
       options_(options),
       config_(config),
       group_(group),
       schedule_(layout.schedule),
-      optimizers_(std::move(layout.all_optimizers)),
       buckets_(std::move(layout.buckets)),
+      optimizers_(std::move(layout.all_optimizers)),
       grad_shard_(std::move(layout.grad_shard)),
       staging_(std::move(layout.staging)) {
   CHECK(schedule_ != nullptr);
@@ -182,24 +223,171 @@ ZeroStrategy::ZeroStrategy(std::shared_ptr<models::UnitModel> model,
     }
     owned_optimizers_.push_back(std::move(layout.optimizers[k]));
   }
-  const int world = group_->size();
+  const at::ScalarType reduce_dtype = options_.mixed_precision.reduce_dtype;
+  cast_for_reduce_ = reduce_dtype != at::kFloat;
   std::vector<std::vector<size_t>> bucket_entries;
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    const Bucket& b = buckets_[k];
-    bucket_entries.push_back(b.entries);
-    grad_views_.push_back(flat().grads().narrow(0, b.offset, b.numel));
-    if (stage2()) {
-      shard_views_.push_back(
-          grad_shard_.narrow(0, b.buffer_offset, b.numel / world));
+  for (const Bucket& b : buckets_) bucket_entries.push_back(b.entries);
+  if (stage2()) {
+    BuildStageTwoGradients();
+  } else {
+    // What is communicated (as DdpStrategy): the fp32 accumulated gradients,
+    // or with reduce_dtype bf16 a bf16 copy of them (in the bf16 gradient
+    // buffer autograd writes, free once folded, or in a buffer of our own
+    // for fp32 parameters).
+    const at::Tensor accumulated = accumulated_grads();
+    at::Tensor communicated = accumulated;
+    if (cast_for_reduce_) {
+      if (flat().grads().scalar_type() == reduce_dtype) {
+        communicated = flat().grads();
+      } else {
+        reduce_buffer_ = at::zeros({flat().padded_numel()},
+                                   accumulated.options().dtype(reduce_dtype));
+        communicated = reduce_buffer_;
+      }
+    }
+    for (const Bucket& b : buckets_) {
+      grad_views_.push_back(communicated.narrow(0, b.offset, b.numel));
+      accumulated_views_.push_back(accumulated.narrow(0, b.offset, b.numel));
     }
   }
+  // After BuildStageTwoGradients' hooks: autograd runs an accumulator's
+  // post-hooks in the order they were added, so a zero2 gradient is in its
+  // bucket before the bucket can be launched.
   readiness_ = BucketReadiness::ForFlatParameters(
       flat(), std::move(bucket_entries),
       [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/true); });
 }
 
+// zero2: moves a parameter's gradient, as autograd has just accumulated it
+// into the parameter's .grad, into the fp32 bucket storage, then frees it.
+class ZeroStrategy::BucketGradientHook
+    : public torch::autograd::FunctionPostHook {
+ public:
+  BucketGradientHook(ZeroStrategy* owner, size_t entry)
+      : owner_(owner), entry_(entry) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    owner_->MoveGradientToBuckets(entry_);
+    return outputs;
+  }
+
+ private:
+  ZeroStrategy* const owner_;
+  const size_t entry_;
+};
+
+void ZeroStrategy::BuildStageTwoGradients() {
+  const int world = group_->size();
+  const at::ScalarType reduce_dtype = options_.mixed_precision.reduce_dtype;
+  if (cast_for_reduce_) {
+    reduce_shard_ = at::zeros({grad_shard_.numel()},
+                              grad_shard_.options().dtype(reduce_dtype));
+  }
+  const auto& entries = flat().entries();
+  segments_.resize(entries.size());
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const Bucket& b = buckets_[k];
+    const at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat);
+    bucket_grads_.emplace_back(at::zeros({b.numel}, fp32));
+    bucket_grads_.back().Release();
+    if (cast_for_reduce_) {
+      bucket_reduce_.emplace_back(
+          at::zeros({b.numel}, fp32.dtype(reduce_dtype)));
+      bucket_reduce_.back().Release();
+    }
+    shard_views_.push_back(
+        grad_shard_.narrow(0, b.buffer_offset, b.numel / world));
+    reduced_shard_views_.push_back(
+        cast_for_reduce_
+            ? reduce_shard_.narrow(0, b.buffer_offset, b.numel / world)
+            : shard_views_.back());
+    for (size_t i : b.entries) {
+      const auto& e = entries[i];
+      const int64_t lo = std::max(b.offset, e.offset);
+      const int64_t hi = std::min(b.offset + b.numel, e.offset + e.numel);
+      if (lo < hi) {
+        segments_[i].push_back({k, lo - e.offset, lo - b.offset, hi - lo});
+      }
+    }
+  }
+  bucket_status_.assign(buckets_.size(), absl::OkStatus());
+  bucket_finished_.assign(buckets_.size(), false);
+  // The full flat gradient buffer and the .grad views into it are not used:
+  // autograd allocates each gradient, the hooks move it into its bucket.
+  ReleasableBuffer(flat().grads()).Release();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].requires_grad) continue;
+    at::Tensor param = flat().parameter(i);
+    param.mutable_grad().reset();
+    std::shared_ptr<torch::autograd::Node> accumulator =
+        torch::autograd::impl::grad_accumulator(param);
+    CHECK(accumulator != nullptr) << entries[i].name;
+    const uintptr_t key = accumulator->add_post_hook(
+        std::make_unique<BucketGradientHook>(this, i));
+    gradient_hooks_.emplace_back(std::move(accumulator), key);
+  }
+}
+
+void ZeroStrategy::AllocateBucket(size_t bucket) {
+  if (bucket_grads_[bucket].allocated()) return;
+  bucket_grads_[bucket].AllocateZeroed();
+  NoteHeldBuckets();
+}
+
+void ZeroStrategy::NoteHeldBuckets() {
+  int64_t held = 0;
+  for (const ReleasableBuffer& b : bucket_grads_) held += b.held_bytes();
+  for (const ReleasableBuffer& b : bucket_reduce_) held += b.held_bytes();
+  peak_bucket_bytes_ = std::max(peak_bucket_bytes_, held);
+}
+
+void ZeroStrategy::MoveGradientToBuckets(size_t entry) {
+  at::Tensor param = flat().parameter(entry);
+  at::Tensor& grad = param.mutable_grad();
+  if (!grad.defined()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor flat_grad = grad.reshape({-1});
+  for (const Segment& s : segments_[entry]) {
+    AllocateBucket(s.bucket);
+    bucket_grads_[s.bucket]
+        .tensor()
+        .narrow(0, s.bucket_offset, s.numel)
+        .add_(flat_grad.narrow(0, s.entry_offset, s.numel));
+  }
+  grad.reset();
+}
+
+void ZeroStrategy::ReleaseBucket(size_t bucket) {
+  bucket_grads_[bucket].Release();
+  if (cast_for_reduce_) bucket_reduce_[bucket].Release();
+}
+
+void ZeroStrategy::FinishBucket(size_t bucket) {
+  if (bucket_finished_[bucket]) return;
+  bucket_finished_[bucket] = true;
+  absl::Status wait = works_[bucket]->Wait();
+  if (wait.ok() && cast_for_reduce_) {
+    at::NoGradGuard no_grad;
+    shard_views_[bucket].copy_(reduced_shard_views_[bucket]);
+  }
+  bucket_status_[bucket] = wait;
+  ReleaseBucket(bucket);
+}
+
+void ZeroStrategy::ZeroGrad() {
+  if (!stage2()) {
+    SingleStrategy::ZeroGrad();
+    return;
+  }
+  // Released bucket storage is re-allocated zero-filled when the next
+  // gradient arrives.
+  for (size_t k = 0; k < buckets_.size(); ++k) ReleaseBucket(k);
+}
+
 ZeroStrategy::~ZeroStrategy() {
   readiness_.reset();  // Removes the hooks first.
+  for (const auto& [node, key] : gradient_hooks_) node->del_post_hook(key);
   for (auto& work : works_) {
     absl::Status status = work->Wait();
     if (!status.ok()) LOG(WARNING) << name() << ": at destruction: " << status;
@@ -212,23 +400,49 @@ absl::Status ZeroStrategy::BeforeMicroBatch(bool last_micro_batch) {
 
 absl::Status ZeroStrategy::AfterBackward(bool last_micro_batch) {
   readiness_->AfterBackward(last_micro_batch);
+  // The last micro-batch's gradients are folded bucket by bucket at launch;
+  // zero2's hooks fold every gradient into fp32 as it arrives.
+  if (!last_micro_batch && !stage2()) FoldGradients(0, flat().padded_numel());
   return absl::OkStatus();
 }
 
 void ZeroStrategy::LaunchBucket(size_t bucket, bool from_backward) {
   ++(from_backward ? launched_in_backward_ : launched_at_step_);
+  CHECK_EQ(works_.size(), bucket);  // Launched in bucket order.
   if (stage2()) {
+    AllocateBucket(bucket);  // A bucket whose parameters got no gradient.
+    at::Tensor input = bucket_grads_[bucket].tensor();
+    if (cast_for_reduce_) {
+      bucket_reduce_[bucket].AllocateZeroed();
+      NoteHeldBuckets();
+      at::NoGradGuard no_grad;
+      bucket_reduce_[bucket].tensor().copy_(input);
+      input = bucket_reduce_[bucket].tensor();
+    }
     works_.push_back(group_->ReduceScatterAsync(
-        grad_views_[bucket], shard_views_[bucket], comm::ReduceOp::kAverage));
-  } else {
-    works_.push_back(
-        group_->AllReduceAsync(grad_views_[bucket], comm::ReduceOp::kAverage));
+        input, reduced_shard_views_[bucket], comm::ReduceOp::kAverage));
+    // Keep at most kBucketsInFlight reduce-scatters (and their full-size
+    // storage) in flight: finishing an older one frees its storage.
+    if (bucket >= kBucketsInFlight) FinishBucket(bucket - kBucketsInFlight);
+    return;
   }
+  const Bucket& b = buckets_[bucket];
+  FoldGradients(b.offset, b.numel);
+  if (cast_for_reduce_) {
+    at::NoGradGuard no_grad;
+    grad_views_[bucket].copy_(accumulated_views_[bucket]);
+  }
+  works_.push_back(
+      group_->AllReduceAsync(grad_views_[bucket], comm::ReduceOp::kAverage));
 }
 
 void ZeroStrategy::ResetStep() {
   readiness_->ResetStep();
   works_.clear();
+  if (stage2()) {
+    bucket_status_.assign(buckets_.size(), absl::OkStatus());
+    bucket_finished_.assign(buckets_.size(), false);
+  }
 }
 
 absl::Status ZeroStrategy::FinishGradients() {
@@ -238,7 +452,13 @@ absl::Status ZeroStrategy::FinishGradients() {
       [this](size_t entry) { return flat().entries()[entry].name; },
       [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/false); });
   for (size_t k = 0; k < works_.size(); ++k) {
-    absl::Status wait = works_[k]->Wait();
+    absl::Status wait;
+    if (stage2()) {
+      FinishBucket(k);
+      wait = bucket_status_[k];
+    } else {
+      wait = works_[k]->Wait();
+    }
     if (!wait.ok() && status.ok()) {
       const Bucket& b = buckets_[k];
       status = Annotate(
@@ -247,6 +467,12 @@ absl::Status ZeroStrategy::FinishGradients() {
                        " of gradient bucket ", k, " of ", buckets_.size(),
                        " (elements [", b.offset, ", ", b.offset + b.numel,
                        ")) on rank ", group_->rank()));
+    }
+  }
+  if (status.ok() && cast_for_reduce_ && !stage2()) {
+    at::NoGradGuard no_grad;
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      accumulated_views_[k].copy_(grad_views_[k]);
     }
   }
   ResetStep();
@@ -261,7 +487,8 @@ absl::Status ZeroStrategy::GatherParameters() {
   for (const Bucket& b : buckets_) {
     const int64_t n = b.numel / world;
     at::Tensor staged = staging_.narrow(0, b.buffer_offset, n);
-    staged.copy_(flat().params().narrow(0, b.shard_offset, n));
+    staged.copy_(mixed() ? master_params().narrow(0, b.buffer_offset, n)
+                         : flat().params().narrow(0, b.shard_offset, n));
     outputs.push_back(flat().params().narrow(0, b.offset, b.numel));
     works.push_back(group_->AllGatherAsync(staged, outputs.back()));
   }
@@ -306,7 +533,7 @@ absl::StatusOr<StepResult> ZeroStrategy::Step(int64_t step) {
   } else {
     // Gradients are replicated after the all-reduce: the local norm is the
     // global one.
-    result.grad_norm = optim::ClipGradNorm(flat().grads(), max_norm);
+    result.grad_norm = optim::ClipGradNorm(accumulated_grads(), max_norm);
   }
   result.lr = schedule_->LrAt(step);
   for (optim::Optimizer* optimizer : optimizers_) optimizer->Step(result.lr);
@@ -317,17 +544,98 @@ absl::StatusOr<StepResult> ZeroStrategy::Step(int64_t step) {
 MemoryReport ZeroStrategy::Memory() const {
   MemoryReport report;
   report.parameter_bytes = flat().params().nbytes();
-  // The full flat gradient buffer stays allocated (autograd accumulates into
-  // it); zero2 adds its gradient shard buffer.
-  report.gradient_bytes = flat().grads().nbytes();
-  if (grad_shard_.defined()) report.gradient_bytes += grad_shard_.nbytes();
+  if (mixed()) report.parameter_bytes += master_params().nbytes();
+  report.communication_bytes = staging_.nbytes();
+  if (reduce_shard_.defined())
+    report.communication_bytes += reduce_shard_.nbytes();
+  if (stage2()) {
+    // Counted from what is allocated now: between steps only the fp32
+    // gradient shard; during a step also the bucket storage held.
+    report.gradient_bytes = grad_shard_.nbytes();
+    for (const ReleasableBuffer& b : bucket_grads_) {
+      report.gradient_bytes += b.held_bytes();
+    }
+    for (const ReleasableBuffer& b : bucket_reduce_) {
+      report.communication_bytes += b.held_bytes();
+    }
+    report.transient_gradient_bytes = peak_bucket_bytes_;
+  } else {
+    report.gradient_bytes = flat().grads().nbytes();
+    if (mixed()) report.gradient_bytes += accumulated_grads().nbytes();
+    if (reduce_buffer_.defined()) {
+      report.communication_bytes += reduce_buffer_.nbytes();
+    }
+  }
   for (optim::Optimizer* optimizer : optimizers_) {
     for (const auto& [key, tensor] : optimizer->State()) {
       report.optimizer_bytes += tensor.nbytes();
     }
   }
-  report.communication_bytes = staging_.nbytes();
   return report;
+}
+
+std::vector<ShardedTensor> ZeroStrategy::ModelState() const {
+  if (!mixed()) return SingleStrategy::ModelState();
+  // The fp32 masters: this rank's runs of each bucket, as OptimizerState().
+  std::vector<ShardedTensor> out;
+  const int64_t world = group_->size();
+  for (const Bucket& b : buckets_) {
+    const int64_t begin = b.shard_offset, end = begin + b.numel / world;
+    for (size_t i : b.entries) {
+      const optim::FlatParameters::Entry& e = flat().entries()[i];
+      const int64_t lo = std::max(begin, e.offset);
+      const int64_t hi = std::min(end, e.offset + e.numel);
+      if (lo >= hi) continue;
+      out.push_back(
+          {e.name, e.shape, lo - e.offset,
+           master_params().narrow(0, b.buffer_offset + lo - begin, hi - lo)});
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
+ZeroStrategy::FullModelState() {
+  if (!mixed()) return Strategy::FullModelState();
+  at::NoGradGuard no_grad;
+  const int64_t world = group_->size();
+  at::Tensor full = at::empty({flat().padded_numel()},
+                              at::TensorOptions().dtype(at::kFloat));
+  std::vector<at::Tensor> outputs;
+  std::vector<std::unique_ptr<comm::Work>> works;
+  for (const Bucket& b : buckets_) {
+    outputs.push_back(full.narrow(0, b.offset, b.numel));
+    works.push_back(group_->AllGatherAsync(
+        master_params().narrow(0, b.buffer_offset, b.numel / world),
+        outputs.back()));
+  }
+  absl::Status status;
+  for (size_t k = 0; k < works.size(); ++k) {
+    absl::Status wait = works[k]->Wait();
+    if (!wait.ok() && status.ok()) {
+      status = Annotate(wait, absl::StrCat(name(),
+                                           ": all-gather of fp32 master "
+                                           "bucket ",
+                                           k, " of ", buckets_.size(),
+                                           " on rank ", group_->rank()));
+    }
+  }
+  STRATA_RETURN_IF_ERROR(status);
+  std::map<std::string, at::Tensor> values;
+  for (const optim::FlatParameters::Entry& e : flat().entries()) {
+    values[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
+  }
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& item : model().named_parameters()) {
+    out.emplace_back(item.key(), values.at(item.key()));
+  }
+  return out;
+}
+
+absl::Status ZeroStrategy::AfterStateLoaded() {
+  // fp32: every rank holds (and was given) the full parameters.
+  if (!mixed()) return absl::OkStatus();
+  return GatherParameters();
 }
 
 std::vector<ShardedTensor> ZeroStrategy::OptimizerState() const {

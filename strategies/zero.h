@@ -1,6 +1,6 @@
-// ZeroStrategy: ZeRO stages 1 and 2 (Rajbhandari et al.), fp32, over one flat
-// parameter buffer, with the bucketed, backward-overlapped communication of
-// DdpStrategy (ddp.h).
+// ZeroStrategy: ZeRO stages 1 and 2 (Rajbhandari et al.), fp32 or mixed
+// precision, over one flat parameter buffer, with the bucketed,
+// backward-overlapped communication of DdpStrategy (ddp.h).
 //
 // Layout. Parameters are flattened in REVERSE registration order (gradients
 // become ready roughly in reverse) into a buffer padded to a multiple of the
@@ -23,8 +23,9 @@
 // post-hooks count ready parameters per bucket and launch buckets in bucket
 // order (same order on every rank), as DDP does:
 //   zero1: AllReduceAsync(bucket gradients, kAverage), as DDP;
-//   zero2: ReduceScatterAsync(bucket gradients, this rank's gradient shard of
-//          the bucket, kAverage) into a separate gradient shard buffer.
+//   zero2: ReduceScatterAsync(the bucket's fp32 gradient storage, this
+//          rank's gradient shard of the bucket, kAverage) into a separate
+//          gradient shard buffer (see "Memory").
 // Step() launches what is left, waits, clips, runs the bucket optimizers, then
 // all-gathers the updated parameters bucket by bucket. AllGather's input must
 // not alias its output, so each rank first copies its shard of a bucket into
@@ -39,13 +40,40 @@
 // sum_squares_across_shards hook; every rank scales its shard by the same
 // factor. The norm equals DDP's up to float rounding.
 //
-// Memory (honest accounting, Memory()): parameters are replicated (4 * padded
-// bytes). The full flat gradient buffer stays allocated on every rank in both
-// stages because autograd accumulates into it (.grad views); ZeRO-2 adds its
-// gradient shard buffer (4 * padded / N) on top, so in this first version
-// ZeRO-2 uses MORE gradient memory than ZeRO-1, not less. Freeing the full
-// gradient buffer between reduce-scatter and the next backward (releasing its
-// storage as FSDP does for parameters) is future work.
+// Memory (honest accounting, Memory(), counted from what is allocated when
+// it is called): parameters are replicated (4 * padded bytes). ZeRO-1 keeps
+// the full flat gradient buffer (autograd accumulates into it through .grad
+// views, and it is all-reduced in place). ZeRO-2 keeps no full-size
+// gradient buffer: between steps it holds only its fp32 gradient shard
+// (4 * padded / N). During backward, as DeepSpeed does, autograd allocates
+// each parameter's gradient, and a post-hook on the parameter's gradient
+// accumulator (added before the readiness hooks, so it runs first) adds it
+// into its bucket's fp32 storage (the parts of a parameter straddling a
+// bucket boundary into both) and frees it. A bucket's storage is allocated,
+// zero-filled, when its first gradient of the step arrives and released
+// once its reduce-scatter is done: each launch waits for the reduce-scatter
+// launched kBucketsInFlight buckets earlier, and Step() for the rest. With
+// gradient accumulation the storage is kept, with no communication, until
+// the last micro-batch (one reduce-scatter per step; not reduce-scattered
+// every micro-batch), so the whole gradient is then held in bucket storage
+// during the step. transient_gradient_bytes reports the most bucket storage
+// held at once so far (a high-water mark); autograd's per-parameter
+// gradients, freed by the hooks, are not counted. The extra copy (each
+// gradient into its bucket) is DeepSpeed's too.
+//
+// Mixed precision (MixedPrecisionOptions, single.h): the flat buffer, and so
+// the model's parameters, all-gathers and the gradients autograd writes, are
+// in param_dtype (bf16); the fp32 master parameters are this rank's shard
+// (laid out as the gradient shard: bucket runs at buffer_offset) with fp32
+// AdamW state. Accumulation micro-batches fold their bf16 gradients into a
+// full-size fp32 buffer after backward; in the last micro-batch each bucket
+// is folded when ready and reduced in reduce_dtype (bf16: a bf16 copy is
+// reduced, into a bf16 shard for zero2, and cast back at Step()). After the
+// optimizers, each rank casts its master shard into the bf16 staging buffer
+// and all-gathers it into the parameters. ModelState() is then the fp32
+// master shard runs (sharded as OptimizerState()), and AfterStateLoaded()
+// re-gathers the bf16 parameters from them. The fp32 masters are broadcast
+// from rank 0 at creation.
 //
 // Creation is a collective. It checks that every rank has the same parameter
 // count and element count (an all-gather of two integers), broadcasts
@@ -71,8 +99,13 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "strategies/bucket_readiness.h"
+#include "strategies/mixed_precision.h"
 #include "strategies/single.h"
 #include "strategies/strategy.h"
+
+namespace torch::autograd {
+struct Node;
+}  // namespace torch::autograd
 
 namespace strata::strategies {
 
@@ -102,8 +135,21 @@ class ZeroStrategy : public SingleStrategy {
   ~ZeroStrategy() override;
 
   std::string name() const override { return options_.kind; }
+  // zero2: re-allocates the released full-size gradient buffers.
+  void ZeroGrad() override;
   absl::StatusOr<StepResult> Step(int64_t step) override;
   MemoryReport Memory() const override;
+  // fp32: the full, replicated parameters (SingleStrategy's). Mixed
+  // precision: the fp32 master shard, per bucket, per parameter overlapping
+  // this rank's shard of the bucket (offsets as OptimizerState()).
+  std::vector<ShardedTensor> ModelState() const override;
+  // Mixed precision: all-gathers the bf16 parameters from the loaded fp32
+  // master shards (a collective). fp32: nothing to do.
+  absl::Status AfterStateLoaded() override;
+  // Mixed precision: all-gathers the fp32 master shards (a collective; call
+  // between steps). fp32: Strategy's (the replicated parameters).
+  absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
+  FullModelState() override;
   // Per bucket, per parameter overlapping this rank's shard of the bucket:
   // "<param>.exp_avg", "<param>.exp_avg_sq" with the parameter's shape and the
   // run's offset within the flattened parameter (a parameter straddling a
@@ -134,6 +180,29 @@ class ZeroStrategy : public SingleStrategy {
   void ResetStep();
   absl::Status GatherParameters();
 
+  // zero2 (see "Memory"). A run of a parameter inside one bucket.
+  struct Segment {
+    size_t bucket = 0;
+    int64_t entry_offset = 0;   // Elements, into the parameter.
+    int64_t bucket_offset = 0;  // Elements, into the bucket.
+    int64_t numel = 0;
+  };
+  class BucketGradientHook;
+  // Buckets whose reduce-scatter may be in flight (with their storage)
+  // while backward goes on.
+  static constexpr size_t kBucketsInFlight = 2;
+  // Creates the bucket storage (released), the shard views and the
+  // gradient hooks; releases the flat gradient buffer. Constructor only.
+  void BuildStageTwoGradients();
+  // Called by the hook of `entry` after autograd accumulated its gradient.
+  void MoveGradientToBuckets(size_t entry);
+  void AllocateBucket(size_t bucket);
+  void ReleaseBucket(size_t bucket);
+  // Waits for `bucket`'s reduce-scatter (once per step), keeps its status,
+  // completes a bf16 reduce into the fp32 shard and releases the storage.
+  void FinishBucket(size_t bucket);
+  void NoteHeldBuckets();
+
   const StrategyOptions options_;
   const OptimizerConfig config_;
   comm::Group* const group_;
@@ -143,10 +212,38 @@ class ZeroStrategy : public SingleStrategy {
   // others by owned_optimizers_.
   std::vector<optim::Optimizer*> optimizers_;
   std::vector<std::unique_ptr<optim::Optimizer>> owned_optimizers_;
-  at::Tensor grad_shard_;               // zero2: sum over buckets of numel / N.
-  at::Tensor staging_;                  // Same size: all-gather inputs.
-  std::vector<at::Tensor> grad_views_;  // Per bucket, of flat().grads().
-  std::vector<at::Tensor> shard_views_;  // zero2: per bucket, of grad_shard_.
+  at::Tensor grad_shard_;  // zero2: fp32, sum over buckets of numel / N.
+  at::Tensor staging_;     // Same size, param_dtype: all-gather inputs.
+  // reduce_dtype bf16: zero1's bf16 copy that is all-reduced when the bf16
+  // gradient buffer cannot be reused (fp32 parameters), and zero2's bf16
+  // reduced shard.
+  at::Tensor reduce_buffer_;
+  at::Tensor reduce_shard_;
+  bool cast_for_reduce_ = false;  // reduce_dtype is not fp32.
+  // zero1, per bucket: what is all-reduced, and the fp32 accumulated
+  // gradients (the same tensor unless cast_for_reduce_).
+  std::vector<at::Tensor> grad_views_;
+  std::vector<at::Tensor> accumulated_views_;
+  // zero2, per bucket: of grad_shard_, and what the reduce-scatter writes
+  // (of reduce_shard_ when cast_for_reduce_, else the same).
+  std::vector<at::Tensor> shard_views_;
+  std::vector<at::Tensor> reduced_shard_views_;
+  // zero2, per bucket: the fp32 gradient storage and, when
+  // cast_for_reduce_, the reduce_dtype copy that is reduce-scattered; both
+  // released between uses (see "Memory").
+  std::vector<ReleasableBuffer> bucket_grads_;
+  std::vector<ReleasableBuffer> bucket_reduce_;
+  // zero2: per entry, its runs in buckets.
+  std::vector<std::vector<Segment>> segments_;
+  // zero2, per bucket, this step: the reduce-scatter's status once
+  // finished.
+  std::vector<absl::Status> bucket_status_;
+  std::vector<bool> bucket_finished_;
+  // zero2: gradient accumulators kept alive, with the keys of our hooks
+  // (removed at destruction).
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>>
+      gradient_hooks_;
+  int64_t peak_bucket_bytes_ = 0;
   // Per-step readiness of buckets_ and the gradient hooks; owned, created by
   // the constructor.
   std::unique_ptr<BucketReadiness> readiness_;

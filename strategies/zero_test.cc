@@ -127,6 +127,11 @@ TEST(ZeroTest, MemoryMatchesTheZeroFormulas) {
                     CreateStrategy(Kind(kind), Build(Config("gpt-tiny"), 7),
                                    &group, Optimizer(), Schedule());
                 ASSERT_TRUE(created.ok()) << created.status();
+                // After a step: ZeRO-2's full-size gradients are released
+                // again.
+                ASSERT_TRUE(Train(**created, group.rank(), world, 1, nullptr,
+                                  /*steps=*/1)
+                                .ok());
                 const MemoryReport m = (*created)->Memory();
                 const double n = world;
                 // 8 bytes of AdamW state per owned element.
@@ -136,21 +141,275 @@ TEST(ZeroTest, MemoryMatchesTheZeroFormulas) {
                 EXPECT_GE(padded, psi);
                 EXPECT_LT(padded, psi + world);
                 EXPECT_EQ(m.communication_bytes, 4 * padded / world) << what;
+                const double total =
+                    m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes;
                 if (kind == "zero1") {
                   EXPECT_EQ(m.gradient_bytes, 4 * padded) << what;
-                  const double total =
-                      m.parameter_bytes + m.gradient_bytes + m.optimizer_bytes;
+                  EXPECT_EQ(m.transient_gradient_bytes, 0) << what;
                   EXPECT_NEAR(total, 8 * psi + 8 * psi / n,
                               0.05 * (8 * psi + 8 * psi / n))
                       << what;
                 } else {
-                  // Full accumulation buffer plus the shard buffer.
-                  EXPECT_EQ(m.gradient_bytes, 4 * padded + 4 * padded / world)
+                  // Only the fp32 gradient shard is held between steps; the
+                  // full-size buffer exists during a step's backward.
+                  EXPECT_EQ(m.gradient_bytes, 4 * padded / world) << what;
+                  EXPECT_EQ(m.transient_gradient_bytes, 4 * padded) << what;
+                  EXPECT_NEAR(total, 4 * psi + 12 * psi / n,
+                              0.05 * (4 * psi + 12 * psi / n))
                       << what;
                 }
               })
               .ok())
           << what;
+    }
+  }
+}
+
+// One step of `micro_batches` micro-batches of 2 rows each, fixed tokens;
+// returns Memory() after each ForwardBackward, then after Step().
+std::vector<MemoryReport> StepRecordingMemory(Strategy& strategy, int rank,
+                                              int micro_batches, int step) {
+  std::vector<MemoryReport> reports;
+  strategy.ZeroGrad();
+  at::Tensor tokens =
+      (at::arange(2 * micro_batches * (testing::kSeqLen + 1), at::kLong) * 7 +
+       rank) %
+      256;
+  tokens = tokens.view({2 * micro_batches, testing::kSeqLen + 1});
+  for (int m = 0; m < micro_batches; ++m) {
+    at::Tensor rows = tokens.narrow(0, 2 * m, 2);
+    auto loss = strategy.ForwardBackward(
+        rows.narrow(1, 0, testing::kSeqLen).contiguous(),
+        rows.narrow(1, 1, testing::kSeqLen).contiguous(), 1.0 / micro_batches,
+        m + 1 == micro_batches);
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    reports.push_back(strategy.Memory());
+  }
+  EXPECT_TRUE(strategy.Step(step).ok());
+  reports.push_back(strategy.Memory());
+  return reports;
+}
+
+TEST(ZeroTest, ZeroTwoKeepsBucketGradientsOnlyUntilTheirReduceScatter) {
+  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
+                auto created =
+                    CreateStrategy(Kind("zero2", /*bucket_bytes=*/20000, 6000),
+                                   Build(Config("gpt-tiny"), 7), &group,
+                                   Optimizer(), Schedule());
+                ASSERT_TRUE(created.ok()) << created.status();
+                auto* zero = dynamic_cast<ZeroStrategy*>(created->get());
+                ASSERT_NE(zero, nullptr);
+                ASSERT_GT(zero->buckets().size(), 10u);
+                const int64_t padded = zero->Memory().parameter_bytes / 4;
+                const int64_t shard_bytes = 4 * padded / 2;
+                EXPECT_EQ(zero->Memory().gradient_bytes, shard_bytes);
+                EXPECT_EQ(zero->Memory().transient_gradient_bytes, 0);
+                // Two micro-batches: every bucket is held from the first
+                // backward (no communication on accumulation micro-batches) ...
+                std::vector<MemoryReport> m =
+                    StepRecordingMemory(*zero, group.rank(), 2, 0);
+                EXPECT_EQ(m[0].gradient_bytes, shard_bytes + 4 * padded);
+                // ... until the last backward reduce-scatters them: all but the
+                // last kBucketsInFlight = 2 were finished and released during
+                // it ...
+                const auto& buckets = zero->buckets();
+                const int64_t last_two =
+                    4 * (buckets[buckets.size() - 1].numel +
+                         buckets[buckets.size() - 2].numel);
+                EXPECT_EQ(m[1].gradient_bytes, shard_bytes + last_two);
+                // ... and Step() released the rest.
+                EXPECT_EQ(m[2].gradient_bytes, shard_bytes);
+                EXPECT_EQ(m[2].transient_gradient_bytes, 4 * padded);
+              }).ok());
+}
+
+TEST(ZeroTest, ZeroTwoWithoutAccumulationHoldsAFewBucketsAtOnce) {
+  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
+                auto created =
+                    CreateStrategy(Kind("zero2", /*bucket_bytes=*/20000, 6000),
+                                   Build(Config("gpt-tiny"), 7), &group,
+                                   Optimizer(), Schedule());
+                ASSERT_TRUE(created.ok()) << created.status();
+                const int64_t padded = (*created)->Memory().parameter_bytes / 4;
+                std::vector<MemoryReport> m =
+                    StepRecordingMemory(**created, group.rank(), 1, 0);
+                EXPECT_EQ(m.back().gradient_bytes, 4 * padded / 2);
+                // Buckets are allocated as their first gradient arrives and
+                // released two launches later: far less than the full gradient
+                // at any time.
+                EXPECT_GT(m.back().transient_gradient_bytes, 0);
+                EXPECT_LT(m.back().transient_gradient_bytes, 4 * padded / 2);
+                LOG(INFO) << "zero2 peak bucket storage "
+                          << m.back().transient_gradient_bytes << " of "
+                          << 4 * padded;
+              }).ok());
+}
+
+TEST(ZeroTest, ZeroTwoReallocatesGradientsWithoutZeroGrad) {
+  // A step started without ZeroGrad still accumulates into zeroed memory:
+  // the same result as with it.
+  std::vector<Params> results(2);
+  for (int with_zero_grad = 0; with_zero_grad < 2; ++with_zero_grad) {
+    ASSERT_TRUE(
+        RunOnRanks(2, [&](Group& group) {
+          auto created =
+              CreateStrategy(Kind("zero2"), Build(Config("gpt-tiny"), 7),
+                             &group, Optimizer(), Schedule());
+          ASSERT_TRUE(created.ok()) << created.status();
+          at::Tensor tokens =
+              (at::arange(2 * (testing::kSeqLen + 1), at::kLong) * 7 +
+               group.rank()) %
+              256;
+          tokens = tokens.view({2, testing::kSeqLen + 1});
+          for (int step = 0; step < 2; ++step) {
+            if (with_zero_grad) (*created)->ZeroGrad();
+            ASSERT_TRUE(
+                (*created)
+                    ->ForwardBackward(
+                        tokens.narrow(1, 0, testing::kSeqLen).contiguous(),
+                        tokens.narrow(1, 1, testing::kSeqLen).contiguous(), 1.0,
+                        true)
+                    .ok());
+            ASSERT_TRUE((*created)->Step(step).ok());
+          }
+          if (group.rank() == 0) {
+            results[with_zero_grad] = Snapshot(**created);
+          }
+        }).ok());
+  }
+  ExpectEqual(results[0], results[1], "zero2 without vs with ZeroGrad");
+}
+
+class ZeroMixedPrecisionTest
+    : public ::testing::TestWithParam<std::tuple<std::string, at::ScalarType>> {
+};
+
+TEST_P(ZeroMixedPrecisionTest, MatchesBf16Single) {
+  const auto& [kind, reduce_dtype] = GetParam();
+  // Small buckets: parameters straddle bucket and shard boundaries, so the
+  // master shards are many runs.
+  testing::ExpectMixedMatchesSingle(
+      "gpt-tiny",
+      testing::MixedKind(kind, reduce_dtype, /*bucket_bytes=*/20000, 6000),
+      kind, {2, 3, 4});
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndReduceDtypes, ZeroMixedPrecisionTest,
+                         ::testing::Combine(::testing::Values("zero1", "zero2"),
+                                            ::testing::Values(at::kFloat,
+                                                              at::kBFloat16)));
+
+TEST(ZeroTest, FrozenParametersStayUnchanged) {
+  for (const std::string kind : {"zero1", "zero2"}) {
+    testing::ExpectFrozenParametersUnchanged(Kind(kind));
+    testing::ExpectFrozenParametersUnchanged(
+        testing::MixedKind(kind, at::kBFloat16));
+  }
+}
+
+TEST(ZeroTest, MixedPrecisionMemoryMatchesTheFormulas) {
+  const int64_t psi = NumParameterElements("gpt-tiny");
+  for (const std::string kind : {"zero1", "zero2"}) {
+    for (int world : {2, 4}) {
+      const std::string what = absl::StrCat(kind, " bf16 world ", world);
+      ASSERT_TRUE(
+          RunOnRanks(
+              world,
+              [&](Group& group) {
+                auto created =
+                    CreateStrategy(testing::MixedKind(kind, at::kBFloat16),
+                                   Build(Config("gpt-tiny"), 7), &group,
+                                   Optimizer(), Schedule());
+                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_TRUE(Train(**created, group.rank(), world, 1, nullptr,
+                                  /*steps=*/1)
+                                .ok());
+                const MemoryReport m = (*created)->Memory();
+                const int64_t padded = (psi + world - 1) / world * world;
+                const int64_t shard = padded / world;
+                // bf16 parameters (replicated) + the fp32 master shard.
+                EXPECT_EQ(m.parameter_bytes, 2 * padded + 4 * shard) << what;
+                // exp_avg and exp_avg_sq of the shard, plus one int64 step
+                // per bucket optimizer.
+                EXPECT_NEAR(m.optimizer_bytes, 8 * shard, 0.01 * 8 * shard)
+                    << what;
+                // bf16 staging and, for zero2, the bf16 reduced shard.
+                EXPECT_EQ(m.communication_bytes,
+                          kind == "zero1" ? 2 * shard : 4 * shard)
+                    << what;
+                if (kind == "zero1") {
+                  // bf16 gradients + fp32 accumulation, full size.
+                  EXPECT_EQ(m.gradient_bytes, 6 * padded) << what;
+                  EXPECT_EQ(m.transient_gradient_bytes, 0) << what;
+                } else {
+                  EXPECT_EQ(m.gradient_bytes, 4 * shard) << what;
+                  EXPECT_EQ(m.transient_gradient_bytes, 6 * padded) << what;
+                }
+              })
+              .ok())
+          << what;
+    }
+  }
+}
+
+TEST(ZeroTest, MixedPrecisionReloadRegathersTheBf16Parameters) {
+  // Overwriting the fp32 master shards (a checkpoint load) and calling
+  // AfterStateLoaded gives every rank bf16 parameters equal to the new
+  // masters cast.
+  ASSERT_TRUE(
+      RunOnRanks(3, [&](Group& group) {
+        auto created = CreateStrategy(
+            testing::MixedKind("zero2", at::kBFloat16, 20000, 6000),
+            Build(Config("gpt-tiny"), 7), &group, Optimizer(), Schedule());
+        ASSERT_TRUE(created.ok()) << created.status();
+        for (const ShardedTensor& t : (*created)->ModelState()) {
+          at::Tensor local = t.local;
+          // A value that depends only on the global element index.
+          local.copy_(at::arange(t.offset, t.offset + local.numel(), at::kFloat)
+                          .view(local.sizes()) *
+                      1e-3);
+        }
+        ASSERT_TRUE((*created)->AfterStateLoaded().ok());
+        for (const auto& item : (*created)->model().named_parameters()) {
+          const at::Tensor& p = item.value();
+          const at::Tensor want =
+              (at::arange(p.numel(), at::kFloat) * 1e-3).to(at::kBFloat16);
+          EXPECT_TRUE(at::equal(p.reshape({-1}), want)) << item.key();
+        }
+      }).ok());
+}
+
+TEST(ZeroTest, MixedPrecisionFullModelStateGathersTheMasters) {
+  std::mutex mu;
+  std::vector<ShardedTensor> runs;
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> full(3);
+  ASSERT_TRUE(
+      RunOnRanks(3, [&](Group& group) {
+        auto created = CreateStrategy(
+            testing::MixedKind("zero2", at::kBFloat16, 20000, 6000),
+            Build(Config("gpt-tiny"), 7), &group, Optimizer(), Schedule());
+        ASSERT_TRUE(created.ok()) << created.status();
+        ASSERT_TRUE(Train(**created, group.rank(), 3, 1, nullptr,
+                          /*steps=*/2)
+                        .ok());
+        auto gathered = (*created)->FullModelState();
+        ASSERT_TRUE(gathered.ok()) << gathered.status();
+        std::lock_guard<std::mutex> lock(mu);
+        full[group.rank()] = *gathered;
+        for (const ShardedTensor& t : (*created)->ModelState()) {
+          runs.push_back(
+              {t.name, t.global_shape, t.offset, t.local.detach().clone()});
+        }
+      }).ok());
+  const Params masters = testing::Assemble(runs);
+  const Params initial = testing::ParametersOf(*Build(Config("gpt-tiny"), 7));
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(full[rank].size(), masters.size()) << rank;
+    for (const auto& [name, value] : full[rank]) {
+      EXPECT_EQ(value.scalar_type(), at::kFloat) << name;
+      EXPECT_TRUE(at::equal(value, masters.at(name))) << rank << " " << name;
+      // Trained: not the initial value.
+      EXPECT_FALSE(at::equal(value, initial.at(name))) << name;
     }
   }
 }

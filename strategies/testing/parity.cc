@@ -5,13 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "data/sampler.h"
 #include "models/factory.h"
+#include "optim/lr_schedule.h"
 #include "strategies/factory.h"
 
 namespace strata::strategies::testing {
@@ -174,6 +179,257 @@ void ExpectMatchesSingle(const std::string& model_name,
                       })
                       .ok())
           << what;
+    }
+  }
+}
+
+StrategyOptions MixedKind(const std::string& kind, at::ScalarType reduce_dtype,
+                          int64_t bucket_bytes, int64_t first_bucket_bytes) {
+  StrategyOptions options = Kind(kind, bucket_bytes, first_bucket_bytes);
+  options.mixed_precision.param_dtype = at::kBFloat16;
+  options.mixed_precision.reduce_dtype = reduce_dtype;
+  return options;
+}
+
+Params Assemble(const std::vector<ShardedTensor>& runs) {
+  Params full;
+  for (const ShardedTensor& t : runs) {
+    auto it = full.find(t.name);
+    if (it == full.end()) {
+      it = full.emplace(t.name, at::zeros(t.global_shape, at::kFloat)).first;
+    }
+    EXPECT_EQ(it->second.sizes(), at::IntArrayRef(t.global_shape)) << t.name;
+    it->second.view({-1})
+        .narrow(0, t.offset, t.local.numel())
+        .copy_(t.local.detach().reshape({-1}));
+  }
+  return full;
+}
+
+Params ParametersOf(const models::UnitModel& model) {
+  Params params;
+  for (const auto& item : model.named_parameters()) {
+    params[item.key()] = item.value().detach().to(at::kFloat).clone();
+  }
+  return params;
+}
+
+Params TrainSingleWith(const std::string& model_name,
+                       const StrategyOptions& options, int micro_batches,
+                       std::vector<double>* grad_norms,
+                       const std::function<void(models::UnitModel&)>& prepare) {
+  std::shared_ptr<models::UnitModel> model = Build(Config(model_name), 7);
+  if (prepare) prepare(*model);
+  auto created =
+      CreateStrategy(options, model, nullptr, Optimizer(), Schedule());
+  EXPECT_TRUE(created.ok()) << created.status();
+  if (!created.ok()) return {};
+  absl::Status status = Train(**created, 0, 1, micro_batches, grad_norms);
+  EXPECT_TRUE(status.ok()) << status;
+  return Assemble((*created)->ModelState());
+}
+
+double AdamWTotalUpdateBound() {
+  const OptimizerConfig config = Optimizer();
+  const double b1 = config.adamw.beta1, b2 = config.adamw.beta2;
+  auto schedule = optim::LrSchedule::Create(Schedule());
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  double total = 0;
+  for (int t = 1; t <= kSteps; ++t) {
+    double sum = 0;
+    for (int i = 1; i <= t; ++i) {
+      const double a = (1 - b1) * std::pow(b1, t - i) / (1 - std::pow(b1, t));
+      const double b = (1 - b2) * std::pow(b2, t - i) / (1 - std::pow(b2, t));
+      sum += a * a / b;
+    }
+    total += (*schedule)->LrAt(t - 1) * std::sqrt(sum);
+  }
+  return total;
+}
+
+void ExpectWithinBf16Noise(const Params& actual, const Params& expected,
+                           const Params& initial, double mean_ratio,
+                           const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  const double bound = 2 * AdamWTotalUpdateBound();
+  std::vector<std::pair<double, std::string>> ratios;
+  for (const auto& [name, want] : expected) {
+    auto it = actual.find(name);
+    ASSERT_NE(it, actual.end()) << what << ": " << name;
+    auto init = initial.find(name);
+    ASSERT_NE(init, initial.end()) << what << ": " << name;
+    const at::Tensor diff = (it->second - want).abs();
+    const double scale = std::max(1.0, want.abs().max().item<double>());
+    EXPECT_LE(diff.max().item<double>(), bound + 1e-6 * scale)
+        << what << ": " << name;
+    // The key third of an attention qkv bias (q, k, v = split(qkv, C)) has
+    // an exactly zero gradient: q . (k + b) adds q . b to every score of a
+    // query, which softmax ignores. Its gradient is pure rounding noise, so
+    // AdamW steps it by ~lr with a random sign in each run (held only to the
+    // max bound); the mean check covers the q and v thirds.
+    at::Tensor moved_elems = (want - init->second).abs().reshape({-1});
+    at::Tensor diff_elems = diff.reshape({-1});
+    if (absl::EndsWith(name, "attn.qkv.bias")) {
+      const int64_t c = want.numel() / 3;
+      moved_elems = at::cat(
+          {moved_elems.narrow(0, 0, c), moved_elems.narrow(0, 2 * c, c)});
+      diff_elems =
+          at::cat({diff_elems.narrow(0, 0, c), diff_elems.narrow(0, 2 * c, c)});
+    }
+    const double moved = moved_elems.mean().item<double>();
+    const double mean_diff = diff_elems.mean().item<double>();
+    EXPECT_LE(mean_diff, mean_ratio * moved)
+        << what << ": " << name << " moved " << moved;
+    if (moved > 0) ratios.emplace_back(mean_diff / moved, name);
+  }
+  std::sort(ratios.rbegin(), ratios.rend());
+  std::string top;
+  for (size_t i = 0; i < ratios.size() && i < 3; ++i) {
+    absl::StrAppend(&top, " ", ratios[i].second, " ", ratios[i].first);
+  }
+  LOG(INFO) << what << ": largest mean |difference| / mean |movement|:" << top;
+}
+
+void ExpectMixedMatchesSingle(
+    const std::string& model_name, const StrategyOptions& options,
+    const std::string& name, const std::vector<int>& worlds,
+    const std::function<void(Strategy&)>& before_snapshot) {
+  const Params initial = ParametersOf(*Build(Config(model_name), 7));
+  for (int micro_batches : {1, 2}) {
+    StrategyOptions single_options = options;
+    single_options.kind = "single";
+    std::vector<double> expected_norms;
+    const Params expected = TrainSingleWith(model_name, single_options,
+                                            micro_batches, &expected_norms);
+    for (int world : worlds) {
+      const std::string what = absl::StrCat(
+          name, " bf16 reduce ",
+          c10::toString(options.mixed_precision.reduce_dtype), " ", model_name,
+          " world ", world, " micro-batches ", micro_batches);
+      std::mutex mu;
+      std::vector<ShardedTensor> runs;
+      std::vector<Params> compute(world);
+      std::vector<double> norms;
+      ASSERT_TRUE(
+          comm::testing::RunOnRanks(
+              world,
+              [&](comm::Group& group) {
+                auto created =
+                    CreateStrategy(options, Build(Config(model_name), 7),
+                                   &group, Optimizer(), Schedule());
+                ASSERT_TRUE(created.ok()) << created.status();
+                EXPECT_EQ((*created)->name(), name);
+                std::vector<double> local_norms;
+                absl::Status status = Train(**created, group.rank(), world,
+                                            micro_batches, &local_norms);
+                ASSERT_TRUE(status.ok()) << status;
+                if (before_snapshot) before_snapshot(**created);
+                for (const auto& item :
+                     (*created)->model().named_parameters()) {
+                  EXPECT_EQ(item.value().scalar_type(), at::kBFloat16)
+                      << what << ": " << item.key();
+                }
+                std::lock_guard<std::mutex> lock(mu);
+                compute[group.rank()] = ParametersOf((*created)->model());
+                for (const ShardedTensor& t : (*created)->ModelState()) {
+                  EXPECT_EQ(t.local.scalar_type(), at::kFloat)
+                      << what << ": " << t.name;
+                  runs.push_back({t.name, t.global_shape, t.offset,
+                                  t.local.detach().clone()});
+                }
+                if (group.rank() == 0) norms = local_norms;
+              })
+              .ok())
+          << what;
+      ASSERT_EQ(norms.size(), expected_norms.size()) << what;
+      for (size_t s = 0; s < norms.size(); ++s) {
+        EXPECT_NEAR(norms[s], expected_norms[s], expected_norms[s] / 64)
+            << what << " step " << s;
+      }
+      const Params masters = Assemble(runs);
+      ExpectWithinBf16Noise(masters, expected, initial, kBf16MeanRatio, what);
+      for (int rank = 0; rank < world; ++rank) {
+        ASSERT_EQ(compute[rank].size(), masters.size()) << what;
+        for (const auto& [param, master] : masters) {
+          EXPECT_TRUE(at::equal(compute[rank].at(param),
+                                master.to(at::kBFloat16).to(at::kFloat)))
+              << what << " rank " << rank << ": bf16 " << param
+              << " is not its master cast";
+        }
+      }
+    }
+  }
+}
+
+const char* const kFrozenParameters[2] = {"wpe.weight", "blocks.1.ln_1.weight"};
+
+void Freeze(models::UnitModel& model) {
+  auto params = model.named_parameters();
+  for (const char* name : kFrozenParameters) {
+    at::Tensor* p = params.find(name);
+    ASSERT_NE(p, nullptr) << name;
+    p->set_requires_grad(false);
+  }
+}
+
+void ExpectFrozenParametersUnchanged(const StrategyOptions& options) {
+  const bool mixed = options.mixed_precision.param_dtype != at::kFloat;
+  const Params initial = ParametersOf(*Build(Config("gpt-tiny"), 7));
+  StrategyOptions single_options = options;
+  single_options.kind = "single";
+  const Params expected =
+      TrainSingleWith("gpt-tiny", single_options, 2, nullptr, Freeze);
+  for (const char* name : kFrozenParameters) {
+    ASSERT_TRUE(expected.count(name)) << name;
+    EXPECT_TRUE(at::equal(expected.at(name), initial.at(name)))
+        << "single: frozen " << name << " changed";
+  }
+  for (int world : {2, 3}) {
+    const std::string what =
+        absl::StrCat(options.kind, mixed ? " bf16" : " fp32",
+                     " with frozen parameters, world ", world);
+    std::mutex mu;
+    std::vector<ShardedTensor> runs;
+    std::vector<Params> compute(world);
+    ASSERT_TRUE(comm::testing::RunOnRanks(
+                    world,
+                    [&](comm::Group& group) {
+                      std::shared_ptr<models::UnitModel> model =
+                          Build(Config("gpt-tiny"), 7);
+                      Freeze(*model);
+                      auto created = CreateStrategy(options, model, &group,
+                                                    Optimizer(), Schedule());
+                      ASSERT_TRUE(created.ok()) << created.status();
+                      absl::Status status =
+                          Train(**created, group.rank(), world, 2);
+                      ASSERT_TRUE(status.ok()) << status;
+                      std::lock_guard<std::mutex> lock(mu);
+                      compute[group.rank()] = ParametersOf(*model);
+                      for (const ShardedTensor& t : (*created)->ModelState()) {
+                        runs.push_back({t.name, t.global_shape, t.offset,
+                                        t.local.detach().clone()});
+                      }
+                    })
+                    .ok())
+        << what;
+    const Params actual = Assemble(runs);
+    for (const char* name : kFrozenParameters) {
+      ASSERT_TRUE(actual.count(name)) << what << ": " << name;
+      EXPECT_TRUE(at::equal(actual.at(name), initial.at(name)))
+          << what << ": frozen " << name << " changed";
+      for (int rank = 0; rank < world; ++rank) {
+        const at::Tensor want =
+            mixed ? initial.at(name).to(at::kBFloat16).to(at::kFloat)
+                  : initial.at(name);
+        EXPECT_TRUE(at::equal(compute[rank].at(name), want))
+            << what << " rank " << rank << ": model's frozen " << name
+            << " changed";
+      }
+    }
+    if (mixed) {
+      ExpectWithinBf16Noise(actual, expected, initial, kBf16MeanRatio, what);
+    } else {
+      ExpectClose(actual, expected, what);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,6 +100,99 @@ void ExpectMatchesSingle(const std::string& model_name,
                          const StrategyOptions& options,
                          const std::string& name,
                          const std::string& what_prefix);
+
+// --- Mixed precision and frozen parameters.
+
+// Options for strategy `kind` with bf16 parameters and gradients reduced in
+// `reduce_dtype`.
+StrategyOptions MixedKind(const std::string& kind, at::ScalarType reduce_dtype,
+                          int64_t bucket_bytes = int64_t{25} << 20,
+                          int64_t first_bucket_bytes = int64_t{1} << 20);
+
+// Full tensors from sharded state: every run of `runs` (all ranks' ModelState
+// pooled) copied to its offset. Runs of replicated state overwrite each other
+// (with equal values when the replicas agree).
+Params Assemble(const std::vector<ShardedTensor>& runs);
+
+// The fp32 parameters of `model` (a copy).
+Params ParametersOf(const models::UnitModel& model);
+
+// Trains `model_name` (seed 7) single-process with `options` (kind
+// "single"; mixed precision allowed) and `micro_batches`; returns its
+// ModelState and appends the pre-clip gradient norms to `grad_norms`.
+// `prepare`, when given, runs on the model before the strategy is created
+// (to freeze parameters).
+Params TrainSingleWith(
+    const std::string& model_name, const StrategyOptions& options,
+    int micro_batches, std::vector<double>* grad_norms,
+    const std::function<void(models::UnitModel&)>& prepare = nullptr);
+
+// The largest total change kSteps AdamW steps of Optimizer() under
+// Schedule() can make to any element, whatever the gradients: sum over
+// steps t of lr_t * U_t, where U_t bounds |m_hat_t / sqrt(v_hat_t)|. With
+// m_hat_t = sum_i a_i g_i and v_hat_t = sum_i b_i g_i^2
+// (a_i = (1 - b1) b1^(t-i) / (1 - b1^t), b_i = (1 - b2) b2^(t-i) /
+// (1 - b2^t)), Cauchy-Schwarz gives |m_hat_t| <= sqrt(sum_i a_i^2 / b_i) *
+// sqrt(v_hat_t), so U_t = sqrt(sum_i a_i^2 / b_i) (1 at t = 1, ~1.002 by
+// t = 5 with b1 = 0.9, b2 = 0.999); eps only shrinks the update and decoupled
+// weight decay (p *= 1 - lr wd) only shrinks differences.
+double AdamWTotalUpdateBound();
+
+// Mixed-precision comparison of `actual` with `expected`, both trained from
+// `initial`. bf16 compute makes two runs that reduce gradients in different
+// orders differ by bf16 rounding (2^-8 relative) of partial gradient sums,
+// not by fp32 rounding, so an element whose gradient is comparable to that
+// noise can take a different AdamW step. Two bounds, per parameter:
+//   max |actual - expected| <= 2 * AdamWTotalUpdateBound() (each run's steps
+//     lie within [-bound, bound] whatever the gradients; plus 1e-6 of the
+//     parameter's scale for fp32 rounding of the updates) — holds
+//     unconditionally;
+//   mean |actual - expected| <= mean_ratio * mean |expected - initial|: the
+//     runs agree on most of how far training moved the parameter. A
+//     parameter that missed its gradient reduction or an update moves by the
+//     full movement (ratio ~1 or more).
+void ExpectWithinBf16Noise(const Params& actual, const Params& expected,
+                           const Params& initial, double mean_ratio,
+                           const std::string& what);
+
+// The mean_ratio the mixed-precision tests use. Measured on gpt-tiny (5
+// steps): up to 0.03 for ddp/zero1/zero2 at 2 to 4 ranks vs bf16 single
+// (either reduce dtype, with and without accumulation), and 0.022 for bf16
+// single vs fp32 single, always on norm gains and biases; 0.1 leaves a
+// factor 3 while a parameter that misses its update or its gradient
+// reduction scores about 1.
+constexpr double kBf16MeanRatio = 0.1;
+
+// Trains `model_name` with mixed-precision `options` on `worlds` ranks,
+// with 1 and 2 micro-batches, and expects: the strategy's name `name`;
+// pre-clip gradient norms within 2^-6 relative of bf16 single's (bf16
+// rounding of each gradient element is 2^-8 relative; per-rank partial sums
+// rounded separately at most double it, and a norm averages them: 2^-6
+// leaves a factor 2 of margin); the fp32 masters (ModelState of all ranks,
+// assembled) ExpectWithinBf16Noise of bf16 single's with
+// kBf16MeanRatio; and every rank's bf16 model parameters equal to
+// the masters cast to bf16, bitwise.
+// `before_snapshot`, when given, runs on each rank's strategy after training
+// and before the model's parameters are read (FSDP gathers them there).
+void ExpectMixedMatchesSingle(
+    const std::string& model_name, const StrategyOptions& options,
+    const std::string& name, const std::vector<int>& worlds,
+    const std::function<void(Strategy&)>& before_snapshot = nullptr);
+
+// Freezes (requires_grad false) the parameters of `model` named in
+// kFrozenParameters.
+void Freeze(models::UnitModel& model);
+// gpt-tiny parameters frozen by Freeze: the position embedding (a matrix:
+// weight decay would change it) and one block's first norm gain.
+extern const char* const kFrozenParameters[2];
+
+// Trains gpt-tiny with `options` (fp32 or mixed precision) with Freeze()
+// applied, on 2 and 3 ranks with 2 micro-batches, and expects the frozen
+// parameters bitwise equal to their initial values (ModelState and, with
+// mixed precision, the bf16 model parameters equal to their initial values
+// cast) and the other parameters to match single with the same frozen
+// parameters: ExpectClose (fp32) or ExpectWithinBf16Noise (mixed).
+void ExpectFrozenParametersUnchanged(const StrategyOptions& options);
 
 }  // namespace strata::strategies::testing
 

@@ -1,0 +1,308 @@
+// FSDP at 2 ranks against Strata's DDP and ZeRO-2, in one run:
+//
+//   bazel run -c opt //benchmarks:fsdp                  # throughput + memory
+//   bazel run -c opt //benchmarks:fsdp -- --mode=memory
+//
+// Throughput (--mode=throughput): tokens/s of DDP and FSDP FULL_SHARD (blocks
+// wrapped, forward prefetch, backward prefetch "pre") training --model
+// (default gpt-small50m) on --batch sequences of --seq_len tokens per rank,
+// alternating DDP / FSDP --repetitions times in the same ranks (medians);
+// forward + cross-entropy + backward + global-norm clipping + AdamW. FSDP's
+// exposed communication is the time its training thread waited for
+// all-gathers and reductions (FsdpStrategy::Counters), as a share of the step.
+//
+// Memory (--mode=memory): peak per-rank bytes of tensor storage during two
+// training steps of --memory_model (default gpt-100m, 91.5M parameters) for
+// DDP, ZeRO-2 and FSDP FULL_SHARD, counted by base/tracking_allocator.h
+// (every CPU tensor allocation of the rank's process: parameters, gradients,
+// optimizer state, communication buffers, activations), and the peak while
+// the strategy is created (FSDP with deferred initialisation).
+//
+// With no rank environment the binary re-launches itself as --nproc ranks
+// (1 thread each) through strata::launch; rank 0 prints the tables.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/tracking_allocator.h"
+#include "comm/environment.h"
+#include "comm/group.h"
+#include "comm/rendezvous.h"
+#include "launch/launcher.h"
+#include "models/config.h"
+#include "models/factory.h"
+#include "strategies/factory.h"
+#include "strategies/fsdp.h"
+#include "strategies/strategy.h"
+
+DEFINE_int32(nproc, 2, "Ranks.");
+DEFINE_string(mode, "all", "throughput, memory or all.");
+DEFINE_string(model, "gpt-small50m", "Model of the throughput comparison.");
+DEFINE_string(memory_model, "gpt-100m", "Model of the memory comparison.");
+DEFINE_int64(batch, 2, "Sequences per rank per step.");
+DEFINE_int64(seq_len, 256, "Tokens per sequence.");
+DEFINE_int32(warmup_steps, 1, "Untimed steps before each timed run.");
+DEFINE_int32(steps, 4, "Timed steps per run.");
+DEFINE_int32(repetitions, 3, "Alternating DDP / FSDP runs (medians).");
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void CheckOk(const absl::Status& status) { CHECK(status.ok()) << status; }
+
+models::ModelConfig ConfigOf(const std::string& name) {
+  auto config = models::ConfigByName(name);
+  CHECK(config.ok()) << config.status();
+  return *config;
+}
+
+// kind: "ddp", "zero2", "fsdp" (throughput settings: forward prefetch,
+// backward prefetch "pre", 2 all-gathers and 1 reduction in flight) or
+// "fsdp_lean" (no prefetch, 1 all-gather and no reduction in flight: the
+// least memory).
+std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
+                                           const models::ModelConfig& config,
+                                           comm::Group* group,
+                                           bool deferred = false,
+                                           bool checkpoint_blocks = false) {
+  models::BuildOptions build;
+  build.seed = 1;
+  build.deferred = deferred;
+  auto model = models::BuildModel(config, build);
+  CHECK(model.ok()) << model.status();
+  strategies::StrategyOptions options;
+  options.kind = kind == "fsdp_lean" ? "fsdp" : kind;
+  if (checkpoint_blocks) options.checkpoint_units = {"GPTBlock"};
+  if (options.kind == "fsdp") {
+    const bool lean = kind == "fsdp_lean";
+    options.fsdp.sharding = strategies::ShardingStrategy::kFullShard;
+    options.fsdp.wrap_policy.unit_types = {"GPTBlock"};
+    options.fsdp.forward_prefetch = !lean;
+    options.fsdp.backward_prefetch =
+        lean ? strategies::BackwardPrefetch::kNone
+             : strategies::BackwardPrefetch::kBackwardPre;
+    options.fsdp.limit_all_gathers = lean ? 1 : 2;
+    options.fsdp.reductions_in_flight = lean ? 0 : 1;
+    options.fsdp.init_seed = 1;
+  }
+  strategies::OptimizerConfig optimizer;
+  optim::LrScheduleOptions schedule;
+  schedule.kind = "constant";
+  schedule.base_lr = 1e-4;
+  schedule.total_steps = 1000;
+  auto strategy =
+      strategies::CreateStrategy(options, *model, group, optimizer, schedule);
+  CHECK(strategy.ok()) << strategy.status();
+  return *std::move(strategy);
+}
+
+void TrainSteps(strategies::Strategy& strategy, int steps,
+                const models::ModelConfig& config) {
+  for (int s = 0; s < steps; ++s) {
+    at::Tensor tokens =
+        at::randint(config.vocab_size, {FLAGS_batch, FLAGS_seq_len + 1},
+                    at::kLong);
+    strategy.ZeroGrad();
+    CheckOk(strategy
+                .ForwardBackward(tokens.narrow(1, 0, FLAGS_seq_len),
+                                 tokens.narrow(1, 1, FLAGS_seq_len), 1.0, true)
+                .status());
+    CheckOk(strategy.Step(s).status());
+  }
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The mean over ranks.
+double WorldMean(comm::Group& group, double local) {
+  at::Tensor t = at::full({1}, local, at::kDouble);
+  CheckOk(group.AllReduce(t));
+  return t.item<double>() / group.size();
+}
+
+double WorldMax(comm::Group& group, double local) {
+  at::Tensor t = at::full({1}, local, at::kDouble);
+  CheckOk(group.AllReduce(t, comm::ReduceOp::kMax));
+  return t.item<double>();
+}
+
+void Throughput(comm::Group& group) {
+  const models::ModelConfig config = ConfigOf(FLAGS_model);
+  std::vector<double> ddp_tps, fsdp_tps, exposed_share;
+  for (int rep = 0; rep < FLAGS_repetitions; ++rep) {
+    for (const std::string kind : {"ddp", "fsdp"}) {
+      std::unique_ptr<strategies::Strategy> strategy =
+          Make(kind, config, &group);
+      TrainSteps(*strategy, FLAGS_warmup_steps, config);
+      auto* fsdp = dynamic_cast<strategies::FsdpStrategy*>(strategy.get());
+      if (fsdp != nullptr) fsdp->ResetCounters();
+      CheckOk(group.Barrier());
+      const auto start = Clock::now();
+      TrainSteps(*strategy, FLAGS_steps, config);
+      CheckOk(group.Barrier());
+      const double seconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      const double tps =
+          FLAGS_batch * FLAGS_seq_len * group.size() * FLAGS_steps / seconds;
+      if (fsdp != nullptr) {
+        fsdp_tps.push_back(tps);
+        exposed_share.push_back(WorldMean(
+            group, fsdp->counters().exposed_communication_ms / 1000 / seconds));
+      } else {
+        ddp_tps.push_back(tps);
+      }
+      if (group.rank() == 0) {
+        LOG(INFO) << absl::StrFormat("rep %d %s: %.0f tokens/s", rep, kind,
+                                     tps);
+      }
+    }
+  }
+  if (group.rank() != 0) return;
+  const double ddp = Median(ddp_tps), fsdp = Median(fsdp_tps);
+  std::printf(
+      "\nThroughput, %s, %d ranks x %lld sequences x %lld tokens, medians of "
+      "%d alternating runs of %d steps:\n\n"
+      "| strategy | tokens/s | ratio to DDP | exposed communication |\n"
+      "| --- | --- | --- | --- |\n"
+      "| Strata DDP | %.0f | 1.00 | |\n"
+      "| Strata FSDP FULL_SHARD (prefetch) | %.0f | %.2f | %.1f%% of the "
+      "step |\n",
+      FLAGS_model.c_str(), group.size(), static_cast<long long>(FLAGS_batch),
+      static_cast<long long>(FLAGS_seq_len), FLAGS_repetitions, FLAGS_steps,
+      ddp, fsdp, fsdp / ddp, 100 * Median(exposed_share));
+  std::fflush(stdout);
+}
+
+void Memory(comm::Group& group) {
+  const models::ModelConfig config = ConfigOf(FLAGS_memory_model);
+  struct Row {
+    std::string name;
+    bool checkpoint = false;
+    double create_peak_mb = 0;
+    double train_peak_mb = 0;
+    double steady_mb = 0;
+  };
+  std::vector<Row> rows;
+  const std::string tag = absl::StrCat("rank", group.rank());
+  MemoryTagScope scope(tag);
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"ddp", false},       {"zero2", false}, {"fsdp", false},
+      {"fsdp_lean", false}, {"ddp", true},    {"zero2", true},
+      {"fsdp_lean", true}};
+  for (const auto& [kind, checkpoint] : cases) {
+    const int64_t base = TrackingAllocator::Stats(tag).live_bytes;
+    TrackingAllocator::ResetPeak(tag);
+    std::unique_ptr<strategies::Strategy> strategy =
+        Make(kind, config, &group, /*deferred=*/kind.rfind("fsdp", 0) == 0,
+             checkpoint);
+    Row row;
+    row.name = kind;
+    row.checkpoint = checkpoint;
+    row.create_peak_mb = WorldMax(
+        group, (TrackingAllocator::Stats(tag).peak_bytes - base) / 1e6);
+    TrackingAllocator::ResetPeak(tag);
+    TrainSteps(*strategy, 2, config);
+    row.train_peak_mb = WorldMax(
+        group, (TrackingAllocator::Stats(tag).peak_bytes - base) / 1e6);
+    row.steady_mb = WorldMax(
+        group, (TrackingAllocator::Stats(tag).live_bytes - base) / 1e6);
+    rows.push_back(row);
+    strategy.reset();
+    CheckOk(group.Barrier());
+  }
+  if (group.rank() != 0) return;
+  const double psi = models::NumParameters(config);
+  std::printf(
+      "\nPeak per-rank memory (tensor storage, tracking allocator), %s "
+      "(%.1fM parameters, 16 Psi = %.0f MB), %d ranks x %lld sequences x "
+      "%lld tokens, fp32 AdamW:\n\n"
+      "| strategy | peak in training (MB) | ratio to DDP (same "
+      "checkpointing) | between steps (MB) | peak at creation (MB) |\n"
+      "| --- | --- | --- | --- | --- |\n",
+      FLAGS_memory_model.c_str(), psi / 1e6, 16 * psi / 1e6, group.size(),
+      static_cast<long long>(FLAGS_batch),
+      static_cast<long long>(FLAGS_seq_len));
+  double ddp_peak[2] = {0, 0};
+  for (const Row& row : rows) {
+    if (row.name == "ddp") ddp_peak[row.checkpoint] = row.train_peak_mb;
+  }
+  for (const Row& row : rows) {
+    const std::string name =
+        row.name == "fsdp"        ? "FSDP FULL_SHARD, prefetch (deferred init)"
+        : row.name == "fsdp_lean" ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
+                                    "and no reduction in flight (deferred "
+                                    "init)"
+                                  : row.name;
+    std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f |\n", name.c_str(),
+                row.checkpoint ? ", checkpointed blocks" : "",
+                row.train_peak_mb,
+                row.train_peak_mb / ddp_peak[row.checkpoint],
+                row.steady_mb, row.create_peak_mb);
+  }
+  std::fflush(stdout);
+}
+
+int RunRank(const comm::RendezvousInfo& info) {
+  CheckOk(TrackingAllocator::Install());
+  at::set_num_threads(1);
+  comm::GroupOptions options;
+  options.timeout = absl::Minutes(10);
+  auto group = comm::ConnectWorld(info, options);
+  CHECK(group.ok()) << group.status();
+  at::manual_seed(1000 + info.rank);
+  if (FLAGS_mode == "throughput" || FLAGS_mode == "all") Throughput(**group);
+  if (FLAGS_mode == "memory" || FLAGS_mode == "all") Memory(**group);
+  CheckOk((*group)->Barrier());
+  return 0;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (FLAGS_mode != "throughput" && FLAGS_mode != "memory" &&
+      FLAGS_mode != "all") {
+    LOG(ERROR) << "--mode must be throughput, memory or all, got '"
+               << FLAGS_mode << "'";
+    return 1;
+  }
+  auto info = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
+  if (!info.ok()) {
+    LOG(ERROR) << info.status().message();
+    return 1;
+  }
+  if (info->world_size == 1) {
+    auto options = strata::launch::SelfLaunchOptions(FLAGS_nproc, args);
+    if (!options.ok()) {
+      LOG(ERROR) << options.status().message();
+      return 1;
+    }
+    options->num_threads_per_rank = 1;
+    options->prefix_output = false;
+    const absl::Status status = strata::launch::Launch(*options);
+    if (!status.ok()) LOG(ERROR) << status.message();
+    return strata::launch::ExitCodeFromStatus(status);
+  }
+  return strata::RunRank(*info);
+}

@@ -1,0 +1,175 @@
+// The checkpoint API, in the spirit of mmengine's runner: save a strategy's
+// model and optimizer state plus metadata, the LR schedule's state and extra
+// values in one of three formats, load it back (strictly or not, renaming
+// keys), resume, and manage the checkpoints of a run (a `latest` pointer,
+// keeping the last few, asynchronous saves).
+//
+// Formats (see full.h, local.h, sharded.h):
+//   full     one PyTorch file written by rank 0 (Python's torch.load reads
+//            it); loads under any world size and strategy.
+//   local    one file per rank as the strategy keeps its state; loads only
+//            under the same world size and strategy.
+//   sharded  one data file per rank written in parallel plus metadata;
+//            loads under any world size and strategy, each rank reading only
+//            what it needs.
+//
+// Every function taking a `group` is a collective over it (null: one
+// process); each rank passes its own strategy.
+#ifndef STRATA_CHECKPOINT_CHECKPOINT_H_
+#define STRATA_CHECKPOINT_CHECKPOINT_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/contents.h"
+#include "checkpoint/sharded.h"
+#include "comm/group.h"
+#include "strategies/strategy.h"
+
+namespace strata::checkpoint {
+
+enum class Format { kFull, kLocal, kSharded };
+
+// "full", "local" or "sharded"; errors name `flag` ("--ckpt_format").
+absl::StatusOr<Format> ParseFormat(const std::string& name,
+                                   const std::string& flag = "--ckpt_format");
+std::string FormatName(Format format);
+
+struct SaveOptions {
+  Format format = Format::kSharded;
+  bool save_optimizer = true;
+  // Keep Contents::param_scheduler (otherwise it is dropped).
+  bool save_param_scheduler = true;
+  // Leave out parameters with requires_grad false (and their optimizer
+  // state).
+  bool exclude_frozen_parameters = false;
+  // Added to Contents::extra.
+  NamedValues extra;
+  // Called on every rank with the contents just before they are written
+  // (mmengine's before-save callback): may add or change entries.
+  std::function<void(Contents&)> callback;
+  // Sharded format: checksum block size, split size, test hooks.
+  WriteOptions write;
+  // Full format: hyperparameters of the optimizer's param group.
+  std::vector<std::pair<std::string, double>> param_group;
+};
+
+struct LoadOptions {
+  bool strict = true;
+  // (regex, replacement) applied to the checkpoint's model keys.
+  std::vector<std::pair<std::string, std::string>> revise_keys;
+  bool load_optimizer = true;
+};
+
+// The state SaveCheckpoint writes: the strategy's model (and optimizer)
+// runs, filtered as `options` say. The tensors alias the live state.
+TensorState CollectState(strategies::Strategy& strategy,
+                         const SaveOptions& options);
+
+// Fills in meta defaults (time, version, git hash; world size and strategy
+// when unset) and applies options (extra, scheduler, callback).
+Contents PrepareContents(Contents contents, strategies::Strategy& strategy,
+                         comm::Group* group, const SaveOptions& options);
+
+// Writes a collected state (CollectState) in `format`: the common back end
+// of SaveCheckpoint and the asynchronous saver.
+absl::Status SaveState(const std::string& path, const TensorState& state,
+                       const Contents& contents, const std::string& strategy,
+                       const std::vector<std::string>& parameter_order,
+                       comm::Group* group, const SaveOptions& options);
+
+// mmengine's save_checkpoint: writes `path` (a file for full, a directory
+// otherwise), atomically.
+absl::Status SaveCheckpoint(const std::string& path,
+                            strategies::Strategy& strategy, comm::Group* group,
+                            Contents contents,
+                            const SaveOptions& options = SaveOptions());
+
+// mmengine's load_checkpoint: detects the format from `path`, loads the
+// model (and optimizer) state into the strategy — all or nothing, on every
+// rank — then calls strategy.AfterStateLoaded(). Returns the contents.
+absl::StatusOr<Contents> LoadCheckpoint(
+    const std::string& path, strategies::Strategy& strategy, comm::Group* group,
+    const LoadOptions& options = LoadOptions());
+
+// mmengine's resume: a strict load of the model and, with
+// `resume_optimizer`, the optimizer; Contents::param_scheduler is cleared
+// unless `resume_param_scheduler`. `path` may be "auto" with `root` set:
+// the latest checkpoint under `root` (FindLatest).
+absl::StatusOr<Contents> Resume(const std::string& path,
+                                strategies::Strategy& strategy,
+                                comm::Group* group,
+                                bool resume_optimizer = true,
+                                bool resume_param_scheduler = true,
+                                const std::string& root = "");
+
+// --- The checkpoints of a run, under one root directory. ---
+//
+// <root>/step_<step, 8 digits> (a directory, or a file ending ".pth" for
+// the full format) and <root>/latest, a text file naming the newest
+// committed one, replaced atomically after the checkpoint itself is
+// committed.
+
+std::string CheckpointPathForStep(const std::string& root, int64_t step,
+                                  Format format);
+
+// The checkpoint `latest` names if it exists; otherwise the newest complete
+// step_* entry (a directory with metadata, or a full file). NotFound naming
+// `root` when there is none.
+absl::StatusOr<std::string> FindLatest(const std::string& root);
+
+// Saves step `step` under `root`, updates `latest`, then deletes all but the
+// newest `keep_last` checkpoints (0: keep all).
+absl::Status SaveCheckpointToRoot(const std::string& root, int64_t step,
+                                  int keep_last, strategies::Strategy& strategy,
+                                  comm::Group* group, Contents contents,
+                                  const SaveOptions& options = SaveOptions());
+
+// Asynchronous saves: Save copies the state into staging buffers (reused
+// across saves) — the only time training waits — and a background thread
+// writes it while training continues. The next Save, Wait or the destructor
+// waits for the save in flight.
+//
+// The background thread runs collectives, so it needs a group of its own:
+// `group` must not be used by anything else while a save is in flight (e.g.
+// a Split of the training group made for checkpoints); borrowed, may be null
+// for one process. Methods are called from one thread.
+class AsyncCheckpointer {
+ public:
+  explicit AsyncCheckpointer(comm::Group* group);
+  ~AsyncCheckpointer();
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // As SaveCheckpointToRoot, in the background. Returns the previous save's
+  // error, if any (after waiting for it), or a staging error.
+  absl::Status SaveToRoot(const std::string& root, int64_t step, int keep_last,
+                          strategies::Strategy& strategy, Contents contents,
+                          const SaveOptions& options = SaveOptions());
+  // Waits for the save in flight; returns its status.
+  absl::Status Wait();
+  // Seconds the last SaveToRoot spent copying the state (the training
+  // stall).
+  double last_stage_s() const { return last_stage_s_; }
+
+ private:
+  comm::Group* const group_;
+  TensorState staging_;
+  std::thread thread_;
+  absl::Status status_;
+  double last_stage_s_ = 0;
+};
+
+}  // namespace strata::checkpoint
+
+#endif  // STRATA_CHECKPOINT_CHECKPOINT_H_

@@ -1,0 +1,150 @@
+#include "checkpoint/contents.h"
+
+#include <ATen/core/grad_mode.h>
+#include <c10/core/ScalarType.h>
+#include <glog/logging.h>
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+#ifndef STRATA_GIT_HASH
+#define STRATA_GIT_HASH "unknown"
+#endif
+
+namespace strata::checkpoint {
+
+Meta NewMeta() {
+  Meta meta;
+  meta.time =
+      absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  meta.strata_version = kStrataVersion;
+  meta.git_hash = STRATA_GIT_HASH;
+  return meta;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string DtypeName(at::ScalarType dtype) { return c10::toString(dtype); }
+
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
+  static const at::ScalarType kTypes[] = {
+      at::kByte, at::kChar,  at::kShort,  at::kInt,  at::kLong,
+      at::kHalf, at::kFloat, at::kDouble, at::kBool, at::kBFloat16,
+  };
+  for (at::ScalarType t : kTypes) {
+    if (name == c10::toString(t)) return t;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
+}
+
+absl::Status CheckRuns(const std::vector<strategies::ShardedTensor>& runs) {
+  for (const strategies::ShardedTensor& run : runs) {
+    const int64_t total = NumElements(run.global_shape);
+    if (!run.local.defined() || !run.local.is_contiguous() ||
+        !run.local.device().is_cpu()) {
+      return absl::InternalError(absl::StrCat(
+          "state tensor '", run.name,
+          "' is not a contiguous CPU tensor; checkpoints need the strategy's "
+          "local runs as contiguous CPU tensors"));
+    }
+    if (run.offset < 0 || run.offset + run.local.numel() > total) {
+      return absl::InternalError(absl::StrCat(
+          "state tensor '", run.name, "': run [", run.offset, ", ",
+          run.offset + run.local.numel(), ") is outside its global shape ",
+          ShapeString(run.global_shape)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> MatchRuns(
+    const std::string& where,
+    const std::vector<strategies::ShardedTensor>& live,
+    const std::set<std::string>& all_live_names,
+    const std::vector<TensorInfo>& saved, const ReadOptions& options,
+    bool revise) {
+  std::vector<std::pair<std::regex, std::string>> rules;
+  if (revise) {
+    for (const auto& [pattern, replacement] : options.revise_keys) {
+      try {
+        rules.emplace_back(std::regex(pattern), replacement);
+      } catch (const std::regex_error& e) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "revise_keys: '", pattern, "' is not a valid regex: ", e.what()));
+      }
+    }
+  }
+  std::map<std::string, int> by_name;
+  for (int i = 0; i < static_cast<int>(saved.size()); ++i) {
+    std::string name = saved[i].name;
+    for (const auto& [re, replacement] : rules) {
+      name = std::regex_replace(name, re, replacement);
+    }
+    by_name[name] = i;
+  }
+  std::set<std::string> live_names;
+  for (const auto& run : live) live_names.insert(run.name);
+  if (options.strict) {
+    std::vector<std::string> missing, unexpected;
+    for (const std::string& name : live_names) {
+      if (by_name.count(name) == 0) missing.push_back(name);
+    }
+    for (const auto& [name, index] : by_name) {
+      if (all_live_names.count(name) == 0) unexpected.push_back(name);
+    }
+    if (!missing.empty() || !unexpected.empty()) {
+      std::string message = absl::StrCat(where, " does not match the model");
+      if (!missing.empty()) {
+        absl::StrAppend(&message,
+                        "; missing keys: ", absl::StrJoin(missing, ", "));
+      }
+      if (!unexpected.empty()) {
+        absl::StrAppend(&message,
+                        "; unexpected keys: ", absl::StrJoin(unexpected, ", "));
+      }
+      return absl::InvalidArgumentError(message);
+    }
+  }
+  std::vector<int> match(live.size(), -1);
+  for (size_t i = 0; i < live.size(); ++i) {
+    auto it = by_name.find(live[i].name);
+    if (it == by_name.end()) continue;
+    const TensorInfo& info = saved[it->second];
+    if (info.shape != live[i].global_shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": key '", live[i].name, "' has shape ",
+                       ShapeString(info.shape), " in the checkpoint but ",
+                       ShapeString(live[i].global_shape), " in the model"));
+    }
+    match[i] = it->second;
+  }
+  return match;
+}
+
+void CopyStaged(const std::vector<strategies::ShardedTensor>& runs,
+                const std::vector<at::Tensor>& staged) {
+  CHECK_EQ(runs.size(), staged.size());
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!staged[i].defined()) continue;
+    CHECK_EQ(staged[i].numel(), runs[i].local.numel()) << runs[i].name;
+    at::Tensor target = runs[i].local;
+    target.copy_(staged[i].reshape(target.sizes()));
+  }
+}
+
+}  // namespace strata::checkpoint

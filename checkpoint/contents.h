@@ -1,0 +1,121 @@
+// What a checkpoint holds, independent of its format: the model and
+// optimizer tensors as this rank holds them (strategies::ShardedTensor runs,
+// aliasing the live state), metadata, the LR schedule's state and extra
+// named values; and the checks every loader makes before touching the live
+// state (keys, shapes).
+#ifndef STRATA_CHECKPOINT_CONTENTS_H_
+#define STRATA_CHECKPOINT_CONTENTS_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "strategies/strategy.h"
+
+namespace strata::checkpoint {
+
+// Raw bytes (e.g. a generator state), kept apart from text.
+struct Bytes {
+  std::string data;
+  bool operator==(const Bytes& other) const { return data == other.data; }
+};
+using Value = std::variant<int64_t, double, std::string, Bytes>;
+using NamedValues = std::vector<std::pair<std::string, Value>>;
+
+// The Strata version written into every checkpoint's meta.
+inline constexpr char kStrataVersion[] = "0.1.0";
+
+struct Meta {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  std::string time;            // UTC, RFC 3339.
+  std::string strata_version;  // kStrataVersion.
+  std::string git_hash;        // "unknown" unless stamped at build time.
+  int world_size = 1;
+  std::string strategy;
+  std::string model_config;  // Text form of the model's config.
+};
+
+// Meta with time, version and git hash filled in.
+Meta NewMeta();
+
+// The non-tensor contents.
+struct Contents {
+  Meta meta;
+  // LrSchedule::State() (empty when not saved).
+  std::vector<std::pair<std::string, double>> param_scheduler;
+  // Anything else, e.g. the sampler position and generator states.
+  NamedValues extra;
+};
+
+// The tensors as this rank holds them. Saving reads them; loading writes
+// into them (they alias the live state).
+struct TensorState {
+  std::vector<strategies::ShardedTensor> model;
+  std::vector<strategies::ShardedTensor> optimizer;
+};
+
+struct ReadOptions {
+  // Every live tensor must be in the checkpoint and every checkpoint tensor
+  // live (per section loaded); otherwise an error lists the missing and
+  // unexpected keys. Without it, missing tensors keep their values and
+  // unexpected ones are ignored.
+  bool strict = true;
+  // (regex, replacement) applied in order to the checkpoint's model tensor
+  // names before matching (mmengine's revise_keys), e.g. {"^module\\.", ""}.
+  std::vector<std::pair<std::string, std::string>> revise_keys;
+  // Load the optimizer section (an error if the checkpoint has none and
+  // `strict`).
+  bool load_optimizer = true;
+};
+
+// A checkpoint tensor's description, for matching.
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  at::ScalarType dtype = at::kFloat;
+};
+
+// For each run of `live`, the index into `saved` of the checkpoint tensor it
+// loads from, or -1 (not strict, absent: keep the value). Applies
+// `revise_keys` to the saved names when `revise` is set. `all_live_names`
+// are the names the runs of EVERY rank carry (a sharded strategy's rank may
+// hold no run of some tensors): a saved key is unexpected only if no rank
+// holds it. Errors name `where` (the checkpoint path and section): strict
+// missing / unexpected keys (all listed), a key whose shapes differ (the key
+// and both shapes), a revise_keys regex that does not compile.
+absl::StatusOr<std::vector<int>> MatchRuns(
+    const std::string& where,
+    const std::vector<strategies::ShardedTensor>& live,
+    const std::set<std::string>& all_live_names,
+    const std::vector<TensorInfo>& saved, const ReadOptions& options,
+    bool revise);
+
+// "[2, 3]".
+std::string ShapeString(const std::vector<int64_t>& shape);
+int64_t NumElements(const std::vector<int64_t>& shape);
+// c10::toString(dtype) and back ("Float" -> kFloat); InvalidArgument for a
+// name that is not a dtype.
+std::string DtypeName(at::ScalarType dtype);
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
+
+// Checks that every run is a contiguous CPU tensor inside its global shape;
+// Internal error naming the run otherwise.
+absl::Status CheckRuns(const std::vector<strategies::ShardedTensor>& runs);
+
+// Copies each staged tensor (same element count, any dtype) into the live
+// run it belongs to: runs[i].local <- staged[i] (skipped when undefined).
+// Call only after everything was validated: this is the commit.
+void CopyStaged(const std::vector<strategies::ShardedTensor>& runs,
+                const std::vector<at::Tensor>& staged);
+
+}  // namespace strata::checkpoint
+
+#endif  // STRATA_CHECKPOINT_CONTENTS_H_

@@ -1,0 +1,642 @@
+#include "checkpoint/full.h"
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
+#include <caffe2/serialize/inline_container.h>
+#include <glog/logging.h>
+#include <stdio.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status.h"
+#include "checkpoint/crc32c.h"
+#include "checkpoint/exchange.h"
+#include "checkpoint/io.h"
+#include "checkpoint/plan.h"
+#include "models/torch_file.h"
+
+namespace strata::checkpoint {
+namespace {
+
+using GenericDict = c10::impl::GenericDict;
+using GenericList = c10::impl::GenericList;
+
+const std::set<std::string>& ReservedKeys() {
+  static const auto* keys = new std::set<std::string>{
+      "meta", "state_dict", "optimizer", "param_schedulers"};
+  return *keys;
+}
+
+std::string RecordKey(const PlannedTensor& t) {
+  return absl::StrCat(
+      t.section == Section::kModel ? "state_dict/" : "optimizer/", t.name);
+}
+
+// Splits "<param>.<key>" where <param> is a known parameter.
+bool SplitOptimizerName(const std::string& name,
+                        const std::map<std::string, int64_t>& index,
+                        int64_t* param, std::string* key) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return false;
+  auto it = index.find(name.substr(0, dot));
+  if (it == index.end()) return false;
+  *param = it->second;
+  *key = name.substr(dot + 1);
+  return true;
+}
+
+std::vector<std::string> ParameterOrder(const SavePlan& plan,
+                                        const FullOptions& options) {
+  if (!options.parameter_order.empty()) return options.parameter_order;
+  std::vector<std::string> order;
+  for (const PlannedTensor& t : plan.tensors) {
+    if (t.section == Section::kModel) order.push_back(t.name);
+  }
+  return order;
+}
+
+// The object saved: placeholders[j] stands for plan.tensors[j].
+c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
+                      const FullOptions& options,
+                      const std::vector<at::Tensor>& placeholders,
+                      const std::map<std::string, int64_t>& checksums) {
+  GenericDict root(c10::StringType::get(), c10::AnyType::get());
+  GenericDict meta(c10::StringType::get(), c10::AnyType::get());
+  const Meta& m = contents.meta;
+  meta.insert("seed", static_cast<int64_t>(m.seed));
+  meta.insert("time", m.time);
+  meta.insert("strata_version", m.strata_version);
+  meta.insert("git_hash", m.git_hash);
+  meta.insert("step", m.step);
+  meta.insert("world_size", static_cast<int64_t>(m.world_size));
+  meta.insert("strategy", m.strategy);
+  meta.insert("model_config", m.model_config);
+  GenericDict sums(c10::StringType::get(), c10::IntType::get());
+  for (const auto& [key, crc] : checksums) sums.insert(key, crc);
+  meta.insert("checksums", sums);
+  root.insert("meta", meta);
+
+  const std::vector<std::string> order = ParameterOrder(plan, options);
+  std::map<std::string, int64_t> index;
+  for (size_t i = 0; i < order.size(); ++i) index[order[i]] = i;
+
+  GenericDict state_dict(c10::StringType::get(), c10::TensorType::get());
+  // Model tensors in parameter order, then any others in plan order.
+  std::map<std::string, size_t> model_tensor;
+  for (size_t j = 0; j < plan.tensors.size(); ++j) {
+    if (plan.tensors[j].section == Section::kModel) {
+      model_tensor[plan.tensors[j].name] = j;
+    }
+  }
+  for (const std::string& name : order) {
+    auto it = model_tensor.find(name);
+    if (it != model_tensor.end())
+      state_dict.insert(name, placeholders[it->second]);
+  }
+  for (size_t j = 0; j < plan.tensors.size(); ++j) {
+    const PlannedTensor& t = plan.tensors[j];
+    if (t.section == Section::kModel && index.count(t.name) == 0) {
+      state_dict.insert(t.name, placeholders[j]);
+    }
+  }
+  root.insert("state_dict", state_dict);
+
+  bool has_optimizer = false;
+  at::Tensor step;
+  std::map<int64_t, std::vector<std::pair<std::string, at::Tensor>>> per_param;
+  GenericDict others(c10::StringType::get(), c10::TensorType::get());
+  for (size_t j = 0; j < plan.tensors.size(); ++j) {
+    const PlannedTensor& t = plan.tensors[j];
+    if (t.section != Section::kOptimizer) continue;
+    has_optimizer = true;
+    int64_t param;
+    std::string key;
+    if (t.name == "step") {
+      step = placeholders[j];
+    } else if (SplitOptimizerName(t.name, index, &param, &key)) {
+      per_param[param].emplace_back(key, placeholders[j]);
+    } else {
+      others.insert(t.name, placeholders[j]);
+    }
+  }
+  if (has_optimizer) {
+    GenericDict optimizer(c10::StringType::get(), c10::AnyType::get());
+    GenericDict state(c10::IntType::get(), c10::AnyType::get());
+    for (const auto& [param, entries] : per_param) {
+      GenericDict s(c10::StringType::get(), c10::TensorType::get());
+      if (step.defined()) s.insert("step", step);
+      for (const auto& [key, tensor] : entries) s.insert(key, tensor);
+      state.insert(param, s);
+    }
+    optimizer.insert("state", state);
+    GenericDict group(c10::StringType::get(), c10::AnyType::get());
+    c10::List<int64_t> params;
+    for (size_t i = 0; i < order.size(); ++i) params.push_back(i);
+    group.insert("params", params);
+    for (const auto& [key, value] : options.param_group)
+      group.insert(key, value);
+    GenericList groups(c10::AnyType::get());
+    groups.push_back(group);
+    optimizer.insert("param_groups", groups);
+    c10::List<std::string> names;
+    for (const std::string& name : order) names.push_back(name);
+    optimizer.insert("param_names", names);
+    if (!others.empty()) optimizer.insert("strata_state", others);
+    root.insert("optimizer", optimizer);
+  }
+
+  GenericList schedulers(c10::AnyType::get());
+  if (!contents.param_scheduler.empty()) {
+    GenericDict s(c10::StringType::get(), c10::FloatType::get());
+    for (const auto& [key, value] : contents.param_scheduler)
+      s.insert(key, value);
+    schedulers.push_back(s);
+  }
+  root.insert("param_schedulers", schedulers);
+
+  for (const auto& [key, value] : contents.extra) {
+    if (const auto* i = std::get_if<int64_t>(&value)) root.insert(key, *i);
+    if (const auto* d = std::get_if<double>(&value)) root.insert(key, *d);
+    if (const auto* s = std::get_if<std::string>(&value)) root.insert(key, *s);
+    if (const auto* b = std::get_if<Bytes>(&value)) {
+      at::Tensor t =
+          at::empty({static_cast<int64_t>(b->data.size())}, at::kByte);
+      if (!b->data.empty())
+        std::memcpy(t.data_ptr(), b->data.data(), b->data.size());
+      root.insert(key, t);
+    }
+  }
+  return root;
+}
+
+struct Pickled {
+  std::string data;
+  std::vector<at::Tensor> tensors;
+};
+
+Pickled Pickle(const c10::IValue& root) {
+  Pickled out;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t n) { out.data.append(bytes, n); });
+  pickler.protocol();
+  pickler.pushIValue(root);
+  pickler.stop();
+  out.tensors = pickler.tensorData();
+  return out;
+}
+
+// --- Loading -----------------------------------------------------------------
+
+struct SavedTensor {
+  TensorInfo info;
+  at::Tensor tensor;
+  std::string record_key;  // For checksums.
+};
+
+absl::StatusOr<std::vector<SavedTensor>> ModelTensors(const std::string& path,
+                                                      const GenericDict& root) {
+  GenericDict model = root;
+  if (root.contains("state_dict")) {
+    if (!root.at("state_dict").isGenericDict()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "': \"state_dict\" is a ", root.at("state_dict").tagKind(),
+          ", expected a dict of tensors"));
+    }
+    model = root.at("state_dict").toGenericDict();
+  }
+  std::vector<SavedTensor> out;
+  for (const auto& entry : model) {
+    if (!entry.key().isString() || !entry.value().isTensor()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path,
+          "' is not a checkpoint: it has no \"state_dict\" and is "
+          "not a dict of tensors (key ",
+          entry.key().isString() ? "'" + entry.key().toStringRef() + "'"
+                                 : entry.key().tagKind(),
+          " holds a ", entry.value().tagKind(), ")"));
+    }
+    SavedTensor s;
+    s.info.name = entry.key().toStringRef();
+    s.tensor = entry.value().toTensor();
+    s.info.shape = s.tensor.sizes().vec();
+    s.info.dtype = s.tensor.scalar_type();
+    s.record_key = "state_dict/" + s.info.name;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SavedTensor>> OptimizerTensors(
+    const std::string& path, const GenericDict& root,
+    const FullOptions& options) {
+  std::vector<SavedTensor> out;
+  if (!root.contains("optimizer")) return out;
+  const std::string where = absl::StrCat("'", path, "' \"optimizer\"");
+  if (!root.at("optimizer").isGenericDict()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " is not a dict"));
+  }
+  GenericDict optimizer = root.at("optimizer").toGenericDict();
+  std::vector<std::string> names = options.parameter_order;
+  if (optimizer.contains("param_names")) {
+    names.clear();
+    for (const c10::IValue& v : optimizer.at("param_names").toListRef()) {
+      names.push_back(v.toStringRef());
+    }
+  }
+  bool have_step = false;
+  if (optimizer.contains("state")) {
+    for (const auto& entry : optimizer.at("state").toGenericDict()) {
+      if (!entry.key().isInt() || !entry.value().isGenericDict()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "[\"state\"] must map parameter indices to dicts"));
+      }
+      const int64_t index = entry.key().toInt();
+      if (index < 0 || index >= static_cast<int64_t>(names.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "[\"state\"] has parameter index ", index,
+                         " but ", names.size(), " parameters are named"));
+      }
+      for (const auto& kv : entry.value().toGenericDict()) {
+        if (!kv.value().isTensor()) continue;
+        SavedTensor s;
+        const std::string key = kv.key().toStringRef();
+        s.tensor = kv.value().toTensor();
+        if (key == "step") {
+          if (have_step) continue;
+          have_step = true;
+          s.info.name = "step";
+          s.tensor = s.tensor.to(at::kLong);
+        } else {
+          s.info.name = absl::StrCat(names[index], ".", key);
+        }
+        s.info.shape = s.tensor.sizes().vec();
+        s.info.dtype = s.tensor.scalar_type();
+        s.record_key = "optimizer/" + s.info.name;
+        out.push_back(std::move(s));
+      }
+    }
+  }
+  if (optimizer.contains("strata_state")) {
+    for (const auto& kv : optimizer.at("strata_state").toGenericDict()) {
+      SavedTensor s;
+      s.info.name = kv.key().toStringRef();
+      s.tensor = kv.value().toTensor();
+      s.info.shape = s.tensor.sizes().vec();
+      s.info.dtype = s.tensor.scalar_type();
+      s.record_key = "optimizer/" + s.info.name;
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+Contents ContentsFromRoot(const GenericDict& root) {
+  Contents c;
+  if (root.contains("meta") && root.at("meta").isGenericDict()) {
+    GenericDict meta = root.at("meta").toGenericDict();
+    auto get_int = [&](const char* key, int64_t fallback) {
+      return meta.contains(key) && meta.at(key).isInt() ? meta.at(key).toInt()
+                                                        : fallback;
+    };
+    auto get_str = [&](const char* key) {
+      return meta.contains(key) && meta.at(key).isString()
+                 ? meta.at(key).toStringRef()
+                 : std::string();
+    };
+    c.meta.step = get_int("step", 0);
+    c.meta.seed = static_cast<uint64_t>(get_int("seed", 0));
+    c.meta.world_size = static_cast<int>(get_int("world_size", 1));
+    c.meta.time = get_str("time");
+    c.meta.strata_version = get_str("strata_version");
+    c.meta.git_hash = get_str("git_hash");
+    c.meta.strategy = get_str("strategy");
+    c.meta.model_config = get_str("model_config");
+  }
+  if (root.contains("param_schedulers") &&
+      root.at("param_schedulers").isList()) {
+    for (const c10::IValue& s : root.at("param_schedulers").toListRef()) {
+      if (!s.isGenericDict()) continue;
+      for (const auto& kv : s.toGenericDict()) {
+        if (kv.key().isString() &&
+            (kv.value().isDouble() || kv.value().isInt())) {
+          c.param_scheduler.emplace_back(kv.key().toStringRef(),
+                                         kv.value().isDouble()
+                                             ? kv.value().toDouble()
+                                             : kv.value().toInt());
+        }
+      }
+      break;
+    }
+  }
+  if (root.contains("state_dict")) {
+    for (const auto& kv : root) {
+      if (!kv.key().isString()) continue;
+      const std::string key = kv.key().toStringRef();
+      if (ReservedKeys().count(key) > 0) continue;
+      const c10::IValue& v = kv.value();
+      if (v.isInt()) c.extra.emplace_back(key, v.toInt());
+      if (v.isDouble()) c.extra.emplace_back(key, v.toDouble());
+      if (v.isString()) c.extra.emplace_back(key, v.toStringRef());
+      if (v.isTensor() && v.toTensor().scalar_type() == at::kByte &&
+          v.toTensor().dim() == 1) {
+        at::Tensor t = v.toTensor().contiguous();
+        c.extra.emplace_back(
+            key, Bytes{std::string(static_cast<const char*>(t.data_ptr()),
+                                   t.numel())});
+      }
+    }
+  }
+  return c;
+}
+
+absl::Status Stage(const std::string& path,
+                   const std::vector<strategies::ShardedTensor>& live,
+                   const std::vector<SavedTensor>& saved,
+                   const std::vector<int>& match,
+                   const std::map<std::string, int64_t>& checksums,
+                   std::vector<at::Tensor>& staged) {
+  staged.assign(live.size(), at::Tensor());
+  std::vector<bool> verified(saved.size(), false);
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (match[i] < 0) continue;
+    const SavedTensor& s = saved[match[i]];
+    at::Tensor flat = s.tensor.contiguous();
+    if (!verified[match[i]]) {
+      auto it = checksums.find(s.record_key);
+      if (it != checksums.end()) {
+        const uint32_t crc =
+            Crc32c(flat.data_ptr(), flat.numel() * flat.element_size());
+        if (crc != static_cast<uint32_t>(it->second)) {
+          return absl::DataLossError(absl::StrFormat(
+              "'%s' is corrupted: tensor '%s' fails its checksum (stored "
+              "%08x, computed %08x)",
+              path, s.record_key, static_cast<uint32_t>(it->second), crc));
+        }
+      }
+      verified[match[i]] = true;
+    }
+    staged[i] =
+        flat.reshape({-1}).narrow(0, live[i].offset, live[i].local.numel());
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Names(
+    const std::vector<strategies::ShardedTensor>& runs) {
+  std::vector<std::string> names;
+  for (const auto& run : runs) names.push_back(run.name);
+  return names;
+}
+
+}  // namespace
+
+absl::Status SaveFull(const std::string& path, const TensorState& state,
+                      const Contents& contents, comm::Group* group,
+                      const FullOptions& options) {
+  const int rank = group == nullptr ? 0 : group->rank();
+  STRATA_ASSIGN_OR_RETURN(SavePlan plan, MakeSavePlan(group, state));
+  for (const auto& [key, value] : contents.extra) {
+    if (ReservedKeys().count(key) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extra key '", key, "' is reserved by the full checkpoint layout"));
+    }
+  }
+
+  // Rank 0: the archive, its records written as tensors arrive.
+  const std::string tmp = path + ".tmp";
+  absl::Status local = absl::OkStatus();
+  std::vector<at::Tensor> placeholders;
+  std::unordered_map<const void*, size_t> record_of;  // Storage -> record.
+  std::unique_ptr<FileWriter> file;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> writer;
+  std::map<std::string, int64_t> checksums;
+  Pickled first;
+  if (rank == 0) {
+    local = [&]() -> absl::Status {
+      std::error_code ec;
+      const auto parent = std::filesystem::path(path).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+      for (const PlannedTensor& t : plan.tensors) {
+        // Untouched memory: pages are not resident until written.
+        placeholders.push_back(at::empty(t.shape, at::TensorOptions(t.dtype)));
+      }
+      STRATA_RETURN_IF_ERROR(StatusFromCall("pickling the checkpoint", [&] {
+        first = Pickle(BuildRoot(plan, contents, options, placeholders, {}));
+      }));
+      for (size_t i = 0; i < first.tensors.size(); ++i) {
+        record_of[first.tensors[i].storage().data()] = i;
+      }
+      STRATA_ASSIGN_OR_RETURN(FileWriter w, FileWriter::Create(tmp));
+      file = std::make_unique<FileWriter>(std::move(w));
+      return StatusFromCall(absl::StrCat("writing '", tmp, "'"), [&] {
+        writer = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(
+            [&](const void* data, size_t n) -> size_t {
+              return file->Append(data, n).ok() ? n : 0;
+            });
+      });
+    }();
+  }
+
+  int tag = 0;
+  for (size_t j = 0; j < plan.tensors.size(); ++j) {
+    const PlannedTensor& t = plan.tensors[j];
+    const auto& runs =
+        t.section == Section::kModel ? state.model : state.optimizer;
+    at::Tensor buffer;
+    if (rank == 0) buffer = at::empty({NumElements(t.shape)}, t.dtype);
+    for (const PlannedTensor::Piece& piece : t.pieces) {
+      ++tag;
+      if (piece.rank == rank) {
+        const strategies::ShardedTensor& run = runs[piece.run];
+        at::Tensor src = run.local.reshape({-1}).narrow(
+            0, piece.offset - run.offset, piece.numel);
+        if (rank == 0) {
+          buffer.narrow(0, piece.offset, piece.numel).copy_(src);
+        } else {
+          STRATA_RETURN_IF_ERROR(group->Send(src, 0, tag));
+        }
+      } else if (rank == 0) {
+        at::Tensor dst = buffer.narrow(0, piece.offset, piece.numel);
+        STRATA_RETURN_IF_ERROR(group->Recv(dst, piece.rank, tag));
+      }
+    }
+    if (rank == 0 && local.ok()) {
+      const int64_t bytes = buffer.numel() * buffer.element_size();
+      checksums[RecordKey(t)] = Crc32c(buffer.data_ptr(), bytes);
+      const size_t record = record_of.at(placeholders[j].storage().data());
+      local = StatusFromCall(absl::StrCat("writing '", tmp, "'"), [&] {
+        writer->writeRecord(absl::StrCat("data/", record), buffer.data_ptr(),
+                            bytes);
+      });
+    }
+  }
+
+  if (rank == 0 && local.ok()) {
+    local = [&]() -> absl::Status {
+      // Tensors that are not state (extra bytes) are real already.
+      std::set<const void*> placeholder_storage;
+      for (const at::Tensor& p : placeholders) {
+        placeholder_storage.insert(p.storage().data());
+      }
+      Pickled second;
+      STRATA_RETURN_IF_ERROR(StatusFromCall("pickling the checkpoint", [&] {
+        second =
+            Pickle(BuildRoot(plan, contents, options, placeholders, checksums));
+      }));
+      CHECK_EQ(second.tensors.size(), first.tensors.size());
+      return StatusFromCall(absl::StrCat("writing '", tmp, "'"), [&] {
+        for (size_t i = 0; i < second.tensors.size(); ++i) {
+          const at::Tensor& t = second.tensors[i];
+          if (placeholder_storage.count(t.storage().data()) > 0) continue;
+          writer->writeRecord(absl::StrCat("data/", i), t.data_ptr(),
+                              t.numel() * t.element_size());
+        }
+        writer->writeRecord("data.pkl", second.data.data(), second.data.size());
+        writer->writeEndOfFile();
+      });
+    }();
+    // A writer that is not finalised writes the end of the archive in its
+    // destructor, which may throw (and so terminate) after an I/O error: on
+    // error it is leaked instead.
+    if (local.ok()) {
+      writer.reset();
+    } else {
+      (void)writer.release();
+    }
+    if (local.ok()) local = file->SyncAndClose();
+    if (local.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      local = absl::InternalError(absl::StrCat(
+          "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno)));
+    }
+    if (local.ok()) {
+      const auto parent = std::filesystem::path(path).parent_path();
+      local = FsyncPath(parent.empty() ? "." : parent.string());
+    }
+  }
+  if (rank == 0 && !local.ok()) {
+    (void)writer.release();  // See above.
+    file.reset();
+    ::unlink(tmp.c_str());
+  }
+  return AgreeOnStatus(group, local);
+}
+
+absl::StatusOr<Contents> LoadFull(const std::string& path,
+                                  const TensorState& live,
+                                  const ReadOptions& options,
+                                  comm::Group* group, const FullOptions& full) {
+  STRATA_ASSIGN_OR_RETURN(const std::set<std::string> model_names,
+                          AllGatherNames(group, Names(live.model)));
+  STRATA_ASSIGN_OR_RETURN(const std::set<std::string> optimizer_names,
+                          AllGatherNames(group, Names(live.optimizer)));
+  std::vector<at::Tensor> model_staged, optimizer_staged;
+  absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "' is a directory, not a full checkpoint (a file)"));
+    }
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+    if (!value.isGenericDict()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
+                       value.tagKind(), ", expected a dict"));
+    }
+    GenericDict root = value.toGenericDict();
+    STRATA_RETURN_IF_ERROR(CheckRuns(live.model));
+    STRATA_RETURN_IF_ERROR(CheckRuns(live.optimizer));
+    std::map<std::string, int64_t> checksums;
+    if (root.contains("meta") && root.at("meta").isGenericDict()) {
+      GenericDict meta = root.at("meta").toGenericDict();
+      if (meta.contains("checksums") && meta.at("checksums").isGenericDict()) {
+        for (const auto& kv : meta.at("checksums").toGenericDict()) {
+          checksums[kv.key().toStringRef()] = kv.value().toInt();
+        }
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> model,
+                            ModelTensors(path, root));
+    std::vector<TensorInfo> infos;
+    for (const auto& s : model) infos.push_back(s.info);
+    STRATA_ASSIGN_OR_RETURN(
+        std::vector<int> match,
+        MatchRuns(absl::StrCat("checkpoint '", path, "' (model)"), live.model,
+                  model_names, infos, options, /*revise=*/true));
+    STRATA_RETURN_IF_ERROR(
+        Stage(path, live.model, model, match, checksums, model_staged));
+    if (options.load_optimizer) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
+                              OptimizerTensors(path, root, full));
+      infos.clear();
+      for (const auto& s : optimizer) infos.push_back(s.info);
+      STRATA_ASSIGN_OR_RETURN(
+          match, MatchRuns(absl::StrCat("checkpoint '", path, "' (optimizer)"),
+                           live.optimizer, optimizer_names, infos, options,
+                           /*revise=*/false));
+      STRATA_RETURN_IF_ERROR(Stage(path, live.optimizer, optimizer, match,
+                                   checksums, optimizer_staged));
+    }
+    return ContentsFromRoot(root);
+  }();
+  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, result.status()));
+  CopyStaged(live.model, model_staged);
+  if (options.load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
+  return result;
+}
+
+absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' is a directory, not a full checkpoint (a file)"));
+  }
+  STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+  if (!value.isGenericDict()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
+                     value.tagKind(), ", expected a dict"));
+  }
+  GenericDict root = value.toGenericDict();
+  std::map<std::string, int64_t> checksums;
+  if (root.contains("meta") && root.at("meta").isGenericDict()) {
+    GenericDict meta = root.at("meta").toGenericDict();
+    if (meta.contains("checksums") && meta.at("checksums").isGenericDict()) {
+      for (const auto& kv : meta.at("checksums").toGenericDict()) {
+        checksums[kv.key().toStringRef()] = kv.value().toInt();
+      }
+    }
+  }
+  ReadCheckpoint out;
+  STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> model,
+                          ModelTensors(path, root));
+  for (const auto& s : model) out.parameter_order.push_back(s.info.name);
+  FullOptions full;
+  full.parameter_order = out.parameter_order;
+  STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
+                          OptimizerTensors(path, root, full));
+  for (int section = 0; section < 2; ++section) {
+    const auto& saved = section == 0 ? model : optimizer;
+    auto& runs = section == 0 ? out.state.model : out.state.optimizer;
+    for (const SavedTensor& s : saved) {
+      runs.push_back({s.info.name, s.info.shape, 0, s.tensor.contiguous()});
+    }
+    std::vector<int> match(runs.size());
+    for (size_t i = 0; i < runs.size(); ++i) match[i] = static_cast<int>(i);
+    std::vector<at::Tensor> staged;
+    STRATA_RETURN_IF_ERROR(Stage(path, runs, saved, match, checksums, staged));
+  }
+  out.contents = ContentsFromRoot(root);
+  return out;
+}
+
+}  // namespace strata::checkpoint

@@ -1,0 +1,84 @@
+// The full checkpoint format: one PyTorch file (the zip format Python's
+// torch.load reads), written by rank 0, in mmengine's layout:
+//
+//   {"meta": {"seed", "time", "strata_version", "git_hash", "step",
+//             "world_size", "strategy", "model_config",
+//             "checksums": {"<record key>": CRC-32C, ...}},
+//    "state_dict": {"<parameter>": tensor, ...},
+//    "optimizer": {"state": {<index>: {"exp_avg", "exp_avg_sq", "step"}},
+//                  "param_groups": [{"params": [0, 1, ...], <hyper>...}],
+//                  "param_names": ["<parameter>", ...]},
+//    "param_schedulers": [{"<key>": value, ...}],
+//    <extra keys>...}
+//
+// The optimizer part has PyTorch's optimizer state-dict structure; parameter
+// indices follow `parameter_order` (the model's named_parameters() order),
+// and "param_names" (a Strata addition PyTorch ignores) names them. Extra
+// values: int, float, str; Bytes become uint8 tensors.
+//
+// Saving gathers one tensor at a time to rank 0 (point-to-point from the
+// ranks that hold its pieces) and writes it as the archive's next record
+// before gathering the next: rank 0's extra memory is bounded by the largest
+// tensor, not the model. Each tensor's CRC-32C goes into meta "checksums"
+// (keys "state_dict/<name>", "optimizer/<name>"), verified on load (files
+// saved by Python have none and load unverified). The file is written under
+// a temporary name, fsynced and renamed.
+//
+// Loading reads the whole file on every rank (each rank's memory holds the
+// full state once while loading), validates everything, then copies each
+// rank's runs. A file that is a plain state dict (Python's
+// `torch.save(model.state_dict(), path)`) loads as the model part.
+#ifndef STRATA_CHECKPOINT_FULL_H_
+#define STRATA_CHECKPOINT_FULL_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint/contents.h"
+#include "comm/group.h"
+
+namespace strata::checkpoint {
+
+struct FullOptions {
+  // Model parameter names in the model's order: the state dict's order and
+  // the optimizer's parameter indices. Empty: the order of the saved state.
+  std::vector<std::string> parameter_order;
+  // Hyperparameters written into the single param group (e.g. "lr",
+  // "weight_decay", "eps").
+  std::vector<std::pair<std::string, double>> param_group;
+};
+
+// A collective over `group` (null: one process); `contents` from rank 0.
+// Errors are the same on every rank.
+absl::Status SaveFull(const std::string& path, const TensorState& state,
+                      const Contents& contents, comm::Group* group,
+                      const FullOptions& options = FullOptions());
+
+// A collective over `group` (null: one process). As LoadSharded (sharded.h):
+// nothing changes unless every rank validated everything. Errors name the
+// path and: not a PyTorch file / not a checkpoint, a tensor whose checksum
+// does not match (its record key), missing or unexpected keys under strict,
+// shapes (key and both shapes).
+absl::StatusOr<Contents> LoadFull(const std::string& path,
+                                  const TensorState& live,
+                                  const ReadOptions& options,
+                                  comm::Group* group,
+                                  const FullOptions& full = FullOptions());
+
+// Reads a whole full checkpoint (verifying the checksums it carries) as one
+// process's state: every tensor whole (offset 0), model tensors in the
+// file's order, optimizer tensors named as in OptimizerState ("<param>.
+// exp_avg", ..., "step"). For tools (inspect, verify, convert).
+struct ReadCheckpoint {
+  TensorState state;
+  Contents contents;
+  std::vector<std::string> parameter_order;
+};
+absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path);
+
+}  // namespace strata::checkpoint
+
+#endif  // STRATA_CHECKPOINT_FULL_H_

@@ -1,0 +1,290 @@
+#include "checkpoint/full.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/contents.h"
+#include "checkpoint/test_util.h"
+#include "comm/group.h"
+#include "comm/testing/multi_rank.h"
+#include "models/torch_file.h"
+
+namespace strata::checkpoint {
+namespace {
+
+using comm::Group;
+using comm::testing::RunOnRanks;
+using testing::AddRuns;
+using testing::ExpectGlobalsEqual;
+using testing::ExpectSnapshotsEqual;
+using testing::Globals;
+using testing::MakeStrategy;
+using testing::Snapshot;
+using testing::StateOf;
+using testing::TempDir;
+
+Contents SomeContents() {
+  Contents c;
+  c.meta = NewMeta();
+  c.meta.step = 2;
+  c.meta.seed = 7;
+  c.meta.world_size = 2;
+  c.meta.strategy = "zero2";
+  c.meta.model_config = "gpt-tiny";
+  c.param_scheduler = {{"last_step", 1.0}, {"base_lr", 1e-4}};
+  c.extra = {{"sampler.position", int64_t{24}},
+             {"note", std::string("hello")},
+             {"rng", Bytes{std::string("\0\1\2\3", 4)}},
+             {"ratio", 0.5}};
+  return c;
+}
+
+FullOptions Options() {
+  FullOptions o;
+  o.param_group = {{"lr", 1e-4}, {"eps", 1e-8}, {"weight_decay", 0.1}};
+  return o;
+}
+
+Globals SaveAt(const std::string& kind, int world, const std::string& path) {
+  Globals saved;
+  std::mutex mu;
+  absl::Status formed = RunOnRanks(world, [&](Group& group) {
+    Group* g = kind == "single" ? nullptr : &group;
+    auto strategy = MakeStrategy(kind, g, 7, 2);
+    ASSERT_NE(strategy, nullptr);
+    const TensorState state = StateOf(*strategy);
+    AddRuns(state, saved, mu);
+    absl::Status s = SaveFull(path, state, SomeContents(), g, Options());
+    ASSERT_TRUE(s.ok()) << s;
+  });
+  EXPECT_TRUE(formed.ok()) << formed;
+  return saved;
+}
+
+Globals LoadAt(const std::string& kind, int world, const std::string& path,
+               const ReadOptions& options = {}) {
+  Globals loaded;
+  std::mutex mu;
+  absl::Status formed = RunOnRanks(world, [&](Group& group) {
+    Group* g = kind == "single" ? nullptr : &group;
+    auto strategy = MakeStrategy(kind, g, 11, 0);
+    ASSERT_NE(strategy, nullptr);
+    const TensorState state = StateOf(*strategy);
+    absl::StatusOr<Contents> contents = LoadFull(path, state, options, g);
+    ASSERT_TRUE(contents.ok()) << contents.status();
+    ASSERT_TRUE(strategy->AfterStateLoaded().ok());
+    EXPECT_EQ(contents->meta.step, 2);
+    EXPECT_EQ(contents->meta.strategy, "zero2");
+    EXPECT_EQ(contents->param_scheduler, SomeContents().param_scheduler);
+    EXPECT_EQ(contents->extra, SomeContents().extra);
+    AddRuns(state, loaded, mu);
+  });
+  EXPECT_TRUE(formed.ok()) << formed;
+  return loaded;
+}
+
+TEST(FullTest, RoundTripAcrossStrategiesAndWorldSizes) {
+  for (const auto& [save_kind, n, load_kind, m] :
+       std::vector<std::tuple<std::string, int, std::string, int>>{
+           {"single", 1, "zero2", 3},
+           {"ddp", 2, "single", 1},
+           {"zero2", 4, "zero1", 3},
+           {"zero1", 3, "ddp", 2},
+           {"fsdp", 3, "zero2", 2},
+           {"ddp", 2, "fsdp", 4}}) {
+    const std::string what =
+        absl::StrCat(save_kind, " at ", n, " -> ", load_kind, " at ", m);
+    const std::string path =
+        TempDir(absl::StrCat("full_", save_kind, n)) + "/ckpt.pth";
+    const Globals saved = SaveAt(save_kind, n, path);
+    ExpectGlobalsEqual(LoadAt(load_kind, m, path), saved, what);
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << what;
+  }
+}
+
+int RunPython(const std::string& script, const std::string& args,
+              const std::string& log) {
+  const std::string script_path = log + ".py";
+  std::ofstream(script_path) << script;
+  const std::string command =
+      absl::StrCat("OMP_NUM_THREADS=1 /usr/bin/python3 ", script_path, " ",
+                   args, " > ", log, " 2>&1");
+  return std::system(command.c_str());
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Python's torch.load reads the file: mmengine's layout, the meta values,
+// PyTorch's optimizer structure (an AdamW over tensors of the parameters'
+// shapes accepts it in load_state_dict), and the same tensors (written back
+// by Python with torch.save and compared bitwise here).
+TEST(FullTest, PythonTorchLoadReadsTheFile) {
+  const std::string dir = TempDir("full_python");
+  const std::string path = dir + "/ckpt.pth";
+  const Globals saved = SaveAt("zero2", 2, path);
+  const std::string script = R"PY(
+import sys, torch
+ck = torch.load(sys.argv[1])
+for key in ("meta", "state_dict", "optimizer", "param_schedulers"):
+    assert key in ck, key
+m = ck["meta"]
+assert m["step"] == 2 and m["seed"] == 7 and m["world_size"] == 2, m
+assert m["strategy"] == "zero2" and m["strata_version"] == "0.1.0", m
+assert ck["param_schedulers"] == [{"last_step": 1.0, "base_lr": 1e-4}]
+assert ck["sampler.position"] == 24 and ck["note"] == "hello"
+assert ck["rng"].tolist() == [0, 1, 2, 3]
+opt = ck["optimizer"]
+names = opt["param_names"]
+sd = ck["state_dict"]
+assert list(sd.keys()) == names, (list(sd.keys()), names)
+params = [torch.zeros_like(sd[n], requires_grad=True) for n in names]
+adamw = torch.optim.AdamW(params)
+adamw.load_state_dict(opt)
+exp_avg = {n: adamw.state[p]["exp_avg"] for n, p in zip(names, params)}
+assert all(int(adamw.state[p]["step"]) == 2 for p in params)
+torch.save({"state_dict": dict(sd), "exp_avg": exp_avg}, sys.argv[2])
+print("ok")
+)PY";
+  const std::string out = dir + "/from_python.pt";
+  ASSERT_EQ(RunPython(script, path + " " + out, dir + "/python.log"), 0)
+      << ReadText(dir + "/python.log");
+  auto read = models::ReadTorchFile(out);
+  ASSERT_TRUE(read.ok()) << read.status();
+  auto root = read->toGenericDict();
+  int compared = 0;
+  for (const auto& kv : root.at("state_dict").toGenericDict()) {
+    const std::string name = kv.key().toStringRef();
+    EXPECT_TRUE(at::equal(kv.value().toTensor().reshape({-1}),
+                          saved.at("model/" + name)))
+        << name;
+    ++compared;
+  }
+  for (const auto& kv : root.at("exp_avg").toGenericDict()) {
+    const std::string name = kv.key().toStringRef();
+    EXPECT_TRUE(at::equal(kv.value().toTensor().reshape({-1}),
+                          saved.at("optimizer/" + name + ".exp_avg")))
+        << name;
+  }
+  EXPECT_EQ(compared,
+            static_cast<int>(
+                StateOf(*MakeStrategy("single", nullptr, 1, 0)).model.size()));
+}
+
+// A state dict saved by Python's torch.save (an OrderedDict) loads into the
+// C++ model.
+TEST(FullTest, PythonSavedStateDictLoadsIntoTheModel) {
+  const std::string dir = TempDir("full_from_python");
+  const std::string path = dir + "/ckpt.pth";
+  const Globals saved = SaveAt("single", 1, path);
+  const std::string script = R"PY(
+import sys, torch, collections
+ck = torch.load(sys.argv[1])
+sd = collections.OrderedDict((k, v * 2) for k, v in ck["state_dict"].items())
+torch.save(sd, sys.argv[2])
+)PY";
+  const std::string python_sd = dir + "/python_state_dict.pt";
+  ASSERT_EQ(RunPython(script, path + " " + python_sd, dir + "/python.log"), 0)
+      << ReadText(dir + "/python.log");
+  ReadOptions options;
+  options.load_optimizer = false;
+  auto strategy = MakeStrategy("single", nullptr, 11, 0);
+  ASSERT_NE(strategy, nullptr);
+  auto contents = LoadFull(python_sd, StateOf(*strategy), options, nullptr);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  for (const auto& run : StateOf(*strategy).model) {
+    // x * 2 is exact in float.
+    EXPECT_TRUE(
+        at::equal(run.local.reshape({-1}), saved.at("model/" + run.name) * 2))
+        << run.name;
+  }
+}
+
+class FullBadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path_ = dir_ + "/ckpt.pth";
+    saved_ = SaveAt("single", 1, path_);
+    live_ = MakeStrategy("single", nullptr, 11, 0);
+    ASSERT_NE(live_, nullptr);
+    before_ = Snapshot(StateOf(*live_));
+  }
+  absl::Status Load(const std::string& path, const ReadOptions& options = {}) {
+    return LoadFull(path, StateOf(*live_), options, nullptr).status();
+  }
+  void ExpectUntouched() {
+    ExpectSnapshotsEqual(Snapshot(StateOf(*live_)), before_, "live state");
+  }
+  std::string dir_, path_;
+  Globals saved_;
+  std::unique_ptr<strategies::Strategy> live_;
+  std::map<std::string, at::Tensor> before_;
+};
+
+TEST_F(FullBadInputTest, FlippedBitNamesTheTensor) {
+  // Find the bytes of one tensor in the archive (stored uncompressed) and
+  // flip one bit in the middle.
+  const std::string name = "blocks.0.mlp.fc.weight";
+  const at::Tensor t = saved_.at("model/" + name);
+  ASSERT_GT(t.numel(), 64);
+  std::string bytes = ReadText(path_);
+  const std::string needle(static_cast<const char*>(t.data_ptr()), 256);
+  const size_t at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 100] ^= 0x01;
+  std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
+  const absl::Status s = Load(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("'state_dict/" + name + "' fails its checksum"),
+            std::string::npos)
+      << s;
+  ExpectUntouched();
+}
+
+TEST_F(FullBadInputTest, TruncatedFileIsRefused) {
+  std::filesystem::resize_file(path_, std::filesystem::file_size(path_) / 2);
+  const absl::Status s = Load(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  ExpectUntouched();
+}
+
+TEST_F(FullBadInputTest, StrictListsMissingAndUnexpectedKeys) {
+  ReadOptions options;
+  options.revise_keys = {{"^blocks\\.1\\.", "layers.1."}};
+  const absl::Status s = Load(path_, options);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("missing keys: blocks.1."), std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("unexpected keys: layers.1."), std::string::npos)
+      << s;
+  ExpectUntouched();
+}
+
+TEST_F(FullBadInputTest, PathsThatAreNotCheckpoints) {
+  std::ofstream(dir_ + "/text.txt") << "not a checkpoint";
+  for (const std::string& path :
+       {dir_ + "/text.txt", dir_, dir_ + "/missing.pth"}) {
+    const absl::Status s = Load(path);
+    ASSERT_FALSE(s.ok()) << path;
+    EXPECT_NE(s.message().find(path), std::string::npos) << s;
+  }
+  ExpectUntouched();
+}
+
+}  // namespace
+}  // namespace strata::checkpoint

@@ -1,0 +1,145 @@
+#include "checkpoint/local.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/contents.h"
+#include "checkpoint/test_util.h"
+#include "comm/group.h"
+#include "comm/testing/multi_rank.h"
+
+namespace strata::checkpoint {
+namespace {
+
+using comm::Group;
+using comm::testing::RunOnRanks;
+using testing::AddRuns;
+using testing::ExpectGlobalsEqual;
+using testing::ExpectSnapshotsEqual;
+using testing::Globals;
+using testing::MakeStrategy;
+using testing::Snapshot;
+using testing::StateOf;
+using testing::TempDir;
+
+Contents SomeContents() {
+  Contents c;
+  c.meta = NewMeta();
+  c.meta.step = 2;
+  c.extra = {{"sampler.position", int64_t{24}}};
+  return c;
+}
+
+Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
+  Globals saved;
+  std::mutex mu;
+  absl::Status formed = RunOnRanks(world, [&](Group& group) {
+    Group* g = kind == "single" ? nullptr : &group;
+    auto strategy = MakeStrategy(kind, g, 7, 2);
+    ASSERT_NE(strategy, nullptr);
+    const TensorState state = StateOf(*strategy);
+    AddRuns(state, saved, mu);
+    absl::Status s = SaveLocal(dir, state, SomeContents(), kind, g);
+    ASSERT_TRUE(s.ok()) << s;
+  });
+  EXPECT_TRUE(formed.ok()) << formed;
+  return saved;
+}
+
+// Loads into `kind` at `world`; returns the loaded globals, or the first
+// rank's error in `error` (and then checks every rank's state is unchanged).
+Globals LoadAt(const std::string& kind, int world, const std::string& dir,
+               absl::Status* error) {
+  Globals loaded;
+  std::mutex mu;
+  absl::Status formed = RunOnRanks(world, [&](Group& group) {
+    Group* g = kind == "single" ? nullptr : &group;
+    auto strategy = MakeStrategy(kind, g, 11, 0);
+    ASSERT_NE(strategy, nullptr);
+    const TensorState state = StateOf(*strategy);
+    const auto before = Snapshot(state);
+    absl::StatusOr<Contents> contents = LoadLocal(dir, state, kind, true, g);
+    if (!contents.ok()) {
+      ExpectSnapshotsEqual(Snapshot(state), before, "live state after error");
+      std::lock_guard<std::mutex> lock(mu);
+      *error = contents.status();
+      return;
+    }
+    EXPECT_EQ(contents->meta.step, 2);
+    EXPECT_EQ(contents->meta.world_size, world);
+    AddRuns(state, loaded, mu);
+  });
+  EXPECT_TRUE(formed.ok()) << formed;
+  return loaded;
+}
+
+TEST(LocalTest, RoundTripPerStrategy) {
+  for (const auto& [kind, world] :
+       std::vector<std::pair<std::string, int>>{{"single", 1},
+                                                {"ddp", 2},
+                                                {"zero1", 3},
+                                                {"zero2", 2},
+                                                {"fsdp", 2}}) {
+    const std::string dir = TempDir("local_" + kind) + "/ckpt";
+    const Globals saved = SaveAt(kind, world, dir);
+    for (int r = 0; r < world; ++r) {
+      EXPECT_TRUE(
+          std::filesystem::exists(absl::StrCat(dir, "/rank", r, ".pth")));
+    }
+    absl::Status error;
+    ExpectGlobalsEqual(LoadAt(kind, world, dir, &error), saved, kind);
+    EXPECT_TRUE(error.ok()) << error;
+  }
+}
+
+TEST(LocalTest, AnotherWorldSizeIsRefusedSayingWhatDiffers) {
+  const std::string dir = TempDir("local_world") + "/ckpt";
+  SaveAt("zero2", 2, dir);
+  absl::Status error;
+  LoadAt("zero2", 3, dir, &error);
+  EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument) << error;
+  EXPECT_NE(error.message().find("saved by 2 rank(s) under strategy 'zero2' "
+                                 "but this job has 3 rank(s) under 'zero2'"),
+            std::string::npos)
+      << error;
+}
+
+TEST(LocalTest, AnotherStrategyIsRefused) {
+  const std::string dir = TempDir("local_strategy") + "/ckpt";
+  SaveAt("zero1", 2, dir);
+  absl::Status error;
+  LoadAt("ddp", 2, dir, &error);
+  EXPECT_NE(error.message().find("under strategy 'zero1' but this job has 2 "
+                                 "rank(s) under 'ddp'"),
+            std::string::npos)
+      << error;
+}
+
+TEST(LocalTest, CorruptedRankFileIsRefused) {
+  const std::string dir = TempDir("local_corrupt") + "/ckpt";
+  const Globals saved = SaveAt("single", 1, dir);
+  // Flip a bit inside one tensor's bytes.
+  const at::Tensor t = saved.at("model/blocks.0.mlp.fc.weight");
+  std::ifstream in(dir + "/rank0.pth", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  const size_t at =
+      bytes.find(std::string(static_cast<const char*>(t.data_ptr()), 256));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] ^= 0x20;
+  std::ofstream(dir + "/rank0.pth", std::ios::binary | std::ios::trunc)
+      << bytes;
+  absl::Status error;
+  LoadAt("single", 1, dir, &error);
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss) << error;
+  EXPECT_NE(error.message().find("blocks.0.mlp.fc.weight"), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace strata::checkpoint

@@ -1,0 +1,156 @@
+// Runs the strata_ckpt binary on checkpoints saved here.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/test_util.h"
+#include "comm/group.h"
+#include "comm/testing/multi_rank.h"
+
+namespace strata::checkpoint {
+namespace {
+
+using comm::Group;
+using comm::testing::RunOnRanks;
+using testing::AddRuns;
+using testing::ExpectGlobalsEqual;
+using testing::Globals;
+using testing::MakeStrategy;
+using testing::StateOf;
+using testing::TempDir;
+
+struct ToolResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr.
+};
+
+ToolResult Tool(const std::string& args) {
+  const std::string log = TempDir("tool_log") + "/out.txt";
+  const int rc = std::system(
+      absl::StrCat("checkpoint/strata_ckpt ", args, " > ", log, " 2>&1")
+          .c_str());
+  std::ifstream in(log);
+  std::stringstream s;
+  s << in.rdbuf();
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, s.str()};
+}
+
+// Saves zero2's state at 2 ranks (trained 2 steps) as `format` at `path`.
+Globals Save(Format format, const std::string& path) {
+  Globals saved;
+  std::mutex mu;
+  EXPECT_TRUE(
+      RunOnRanks(2, [&](Group& group) {
+        auto strategy = MakeStrategy("zero2", &group, 7, 2);
+        ASSERT_NE(strategy, nullptr);
+        AddRuns(StateOf(*strategy), saved, mu);
+        SaveOptions options;
+        options.format = format;
+        Contents contents;
+        contents.meta.step = 2;
+        ASSERT_TRUE(
+            SaveCheckpoint(path, *strategy, &group, contents, options).ok());
+      }).ok());
+  return saved;
+}
+
+Globals LoadInto(const std::string& kind, int world, const std::string& path) {
+  Globals loaded;
+  std::mutex mu;
+  EXPECT_TRUE(RunOnRanks(world, [&](Group& group) {
+                Group* g = kind == "single" ? nullptr : &group;
+                auto strategy = MakeStrategy(kind, g, 11, 0);
+                ASSERT_NE(strategy, nullptr);
+                auto contents = LoadCheckpoint(path, *strategy, g);
+                ASSERT_TRUE(contents.ok()) << contents.status();
+                EXPECT_EQ(contents->meta.step, 2);
+                AddRuns(StateOf(*strategy), loaded, mu);
+              }).ok());
+  return loaded;
+}
+
+TEST(StrataCkptTest, InspectPrintsMetaAndTensors) {
+  const std::string path = TempDir("inspect") + "/ckpt";
+  Save(Format::kSharded, path);
+  const ToolResult r = Tool("inspect " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& line :
+       {"format: sharded", "step: 2", "world size: 2", "strategy: zero2",
+        "model blocks.0.mlp.fc.weight [256, 64] Float",
+        "optimizer blocks.0.mlp.fc.weight.exp_avg [256, 64] Float",
+        "optimizer step [] Long"}) {
+    EXPECT_NE(r.output.find(line + "\n"), std::string::npos) << line << " in\n"
+                                                             << r.output;
+  }
+}
+
+TEST(StrataCkptTest, VerifyPassesThenNamesTheCorruptedChunk) {
+  const std::string path = TempDir("verify") + "/ckpt";
+  Save(Format::kSharded, path);
+  ToolResult r = Tool("verify " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK: "), std::string::npos) << r.output;
+  auto md = ReadMetadataFile(path);
+  ASSERT_TRUE(md.ok());
+  const proto::Chunk& c = md->optimizer(0).chunks(0);
+  {
+    std::fstream f(path + "/" + c.file(),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(c.byte_offset());
+    char byte;
+    f.read(&byte, 1);
+    byte ^= 1;
+    f.seekp(c.byte_offset());
+    f.write(&byte, 1);
+  }
+  r = Tool("verify " + path);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(
+                absl::StrCat("tensor '", md->optimizer(0).name(), "' chunk 0")),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(StrataCkptTest, ConvertsShardedToFullAndBack) {
+  const std::string dir = TempDir("convert");
+  const Globals saved = Save(Format::kSharded, dir + "/sharded");
+  ToolResult r =
+      Tool(absl::StrCat("convert ", dir, "/sharded ", dir, "/full.pth full"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectGlobalsEqual(LoadInto("single", 1, dir + "/full.pth"), saved,
+                     "sharded -> full");
+  r = Tool(absl::StrCat("convert ", dir, "/full.pth ", dir, "/again sharded"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectGlobalsEqual(LoadInto("ddp", 3, dir + "/again"), saved,
+                     "full -> sharded");
+}
+
+TEST(StrataCkptTest, ConvertsLocalToFull) {
+  const std::string dir = TempDir("convert_local");
+  const Globals saved = Save(Format::kLocal, dir + "/local");
+  const ToolResult r =
+      Tool(absl::StrCat("convert ", dir, "/local ", dir, "/full.pth full"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectGlobalsEqual(LoadInto("zero1", 3, dir + "/full.pth"), saved,
+                     "local -> full");
+}
+
+TEST(StrataCkptTest, BadArgumentsAndPaths) {
+  EXPECT_EQ(Tool("").exit_code, 2);
+  EXPECT_EQ(Tool("frobnicate x").exit_code, 2);
+  const ToolResult r = Tool("inspect " + TempDir("nothing_here"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("is not a Strata checkpoint"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace strata::checkpoint

@@ -1,0 +1,114 @@
+#include "checkpoint/test_util.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "strategies/factory.h"
+#include "strategies/testing/parity.h"
+
+namespace strata::checkpoint::testing {
+
+namespace parity = strategies::testing;
+
+strategies::StrategyOptions Kind(const std::string& kind) {
+  if (kind == "zero1" || kind == "zero2") return parity::Kind(kind, 1000, 600);
+  if (kind == "fsdp_hybrid") {
+    strategies::StrategyOptions options = parity::Kind("fsdp");
+    options.fsdp.sharding = strategies::ShardingStrategy::kHybridShard;
+    options.fsdp.hybrid_shard_group_size = 2;
+    return options;
+  }
+  return parity::Kind(kind);
+}
+
+std::unique_ptr<strategies::Strategy> MakeStrategy(const std::string& kind,
+                                                   comm::Group* group,
+                                                   uint64_t seed, int steps) {
+  auto created = strategies::CreateStrategy(
+      Kind(kind), parity::Build(parity::Config("gpt-tiny"), seed), group,
+      parity::Optimizer(), parity::Schedule());
+  EXPECT_TRUE(created.ok()) << created.status();
+  if (!created.ok()) return nullptr;
+  const int rank = group == nullptr ? 0 : group->rank();
+  const int world = group == nullptr ? 1 : group->size();
+  if (steps > 0) {
+    absl::Status trained =
+        parity::Train(**created, rank, world, 1, nullptr, steps);
+    EXPECT_TRUE(trained.ok()) << trained;
+    if (!trained.ok()) return nullptr;
+  }
+  return *std::move(created);
+}
+
+TensorState StateOf(const strategies::Strategy& strategy) {
+  return TensorState{strategy.ModelState(), strategy.OptimizerState()};
+}
+
+void AddRuns(const TensorState& state, Globals& globals, std::mutex& mu) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (int section = 0; section < 2; ++section) {
+    const auto& runs = section == 0 ? state.model : state.optimizer;
+    for (const strategies::ShardedTensor& run : runs) {
+      const std::string key =
+          absl::StrCat(section == 0 ? "model/" : "optimizer/", run.name);
+      auto it = globals.find(key);
+      if (it == globals.end()) {
+        const int64_t numel = NumElements(run.global_shape);
+        at::Tensor t = at::isFloatingType(run.local.scalar_type())
+                           ? at::full({numel}, NAN, run.local.options())
+                           : at::full({numel}, -1, run.local.options());
+        it = globals.emplace(key, t).first;
+      }
+      it->second.narrow(0, run.offset, run.local.numel())
+          .copy_(run.local.reshape({-1}));
+    }
+  }
+}
+
+void ExpectGlobalsEqual(const Globals& actual, const Globals& expected,
+                        const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (const auto& [key, want] : expected) {
+    auto it = actual.find(key);
+    ASSERT_NE(it, actual.end()) << what << ": " << key;
+    EXPECT_TRUE(at::equal(it->second, want)) << what << ": " << key;
+  }
+}
+
+std::map<std::string, at::Tensor> Snapshot(const TensorState& state) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& run : state.model) {
+    out[absl::StrCat("model/", run.name, "@", run.offset)] = run.local.clone();
+  }
+  for (const auto& run : state.optimizer) {
+    out[absl::StrCat("optimizer/", run.name, "@", run.offset)] =
+        run.local.clone();
+  }
+  return out;
+}
+
+void ExpectSnapshotsEqual(const std::map<std::string, at::Tensor>& actual,
+                          const std::map<std::string, at::Tensor>& expected,
+                          const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (const auto& [key, want] : expected) {
+    auto it = actual.find(key);
+    ASSERT_NE(it, actual.end()) << what << ": " << key;
+    EXPECT_TRUE(at::equal(it->second, want)) << what << ": " << key;
+  }
+}
+
+std::string TempDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace strata::checkpoint::testing

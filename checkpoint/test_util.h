@@ -1,0 +1,60 @@
+// Test helpers for checkpoint tests: strategies over gpt-tiny trained a few
+// steps (so that optimizer state is not zero), and global tensors assembled
+// from the runs of every rank (ranks are threads of the test), to compare
+// the state saved at one world size with the state loaded at another.
+#ifndef STRATA_CHECKPOINT_TEST_UTIL_H_
+#define STRATA_CHECKPOINT_TEST_UTIL_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "checkpoint/contents.h"
+#include "comm/group.h"
+#include "strategies/strategy.h"
+
+namespace strata::checkpoint::testing {
+
+// Strategy options for `kind` ("single", "ddp", "zero1", "zero2", "fsdp",
+// "fsdp_hybrid": FSDP sharded over groups of 2 ranks, replicated across
+// them); ZeRO gets small buckets (1000 / 600 bytes) so that parameters
+// straddle bucket and shard boundaries.
+strategies::StrategyOptions Kind(const std::string& kind);
+
+// gpt-tiny with weights from `seed` under `kind` on `group` (null for
+// "single"), trained `steps` steps; a failure is a test failure (null).
+std::unique_ptr<strategies::Strategy> MakeStrategy(const std::string& kind,
+                                                   comm::Group* group,
+                                                   uint64_t seed, int steps);
+
+TensorState StateOf(const strategies::Strategy& strategy);
+
+// "model/<name>" and "optimizer/<name>" -> the flattened global tensor.
+using Globals = std::map<std::string, at::Tensor>;
+
+// Copies every run of `state` into `globals` (creating tensors filled with
+// NaN, or -1 for integers, on first sight), under `mu` (ranks call it
+// concurrently).
+void AddRuns(const TensorState& state, Globals& globals, std::mutex& mu);
+
+// Expects the same keys and bitwise-equal tensors.
+void ExpectGlobalsEqual(const Globals& actual, const Globals& expected,
+                        const std::string& what);
+
+// A copy of every run, keyed by section, name and offset: a rank's view of
+// its own state, to check it did not change.
+std::map<std::string, at::Tensor> Snapshot(const TensorState& state);
+void ExpectSnapshotsEqual(const std::map<std::string, at::Tensor>& actual,
+                          const std::map<std::string, at::Tensor>& expected,
+                          const std::string& what);
+
+// A fresh directory under TEST_TMPDIR.
+std::string TempDir(const std::string& name);
+
+}  // namespace strata::checkpoint::testing
+
+#endif  // STRATA_CHECKPOINT_TEST_UTIL_H_

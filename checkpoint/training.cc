@@ -1,0 +1,191 @@
+#include "checkpoint/training.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/ops/empty.h>
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+
+namespace strata::checkpoint {
+namespace {
+
+constexpr char kSamplerPrefix[] = "sampler.";
+constexpr char kGeneratorKey[] = "generator.cpu";
+
+}  // namespace
+
+absl::Status ValidateTrainingCheckpointOptions(
+    const TrainingCheckpointOptions& o) {
+  STRATA_RETURN_IF_ERROR(ParseFormat(o.format).status());
+  if (o.save_every < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--save_every must be >= 0 (0: no checkpoints), got ", o.save_every));
+  }
+  if (o.keep_last < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--keep_last must be >= 0 (0: keep all), got ", o.keep_last));
+  }
+  if ((o.save_every > 0 || o.resume == "auto") && o.dir.empty()) {
+    return absl::InvalidArgumentError(
+        "checkpoints need a directory (--output_dir)");
+  }
+  return absl::OkStatus();
+}
+
+TrainingCheckpoints::TrainingCheckpoints(
+    const TrainingCheckpointOptions& options, Format format,
+    strategies::Strategy* strategy, data::DistributedSampler* sampler,
+    comm::Group* group)
+    : options_(options),
+      format_(format),
+      strategy_(strategy),
+      sampler_(sampler),
+      group_(group) {}
+
+TrainingCheckpoints::~TrainingCheckpoints() {
+  absl::Status s = Finish();
+  if (!s.ok()) LOG(ERROR) << s;
+}
+
+absl::StatusOr<std::unique_ptr<TrainingCheckpoints>>
+TrainingCheckpoints::Create(const TrainingCheckpointOptions& options,
+                            strategies::Strategy* strategy,
+                            data::DistributedSampler* sampler,
+                            comm::Group* group) {
+  STRATA_RETURN_IF_ERROR(ValidateTrainingCheckpointOptions(options));
+  STRATA_ASSIGN_OR_RETURN(Format format, ParseFormat(options.format));
+  std::unique_ptr<TrainingCheckpoints> out(
+      new TrainingCheckpoints(options, format, strategy, sampler, group));
+  if (options.async_save && options.save_every > 0) {
+    if (group != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(out->async_group_, group->Split(0, "ckpt"));
+    }
+    out->async_ = std::make_unique<AsyncCheckpointer>(out->async_group_.get());
+  }
+  return out;
+}
+
+Contents TrainingCheckpoints::Collect(int64_t steps_done) const {
+  Contents c;
+  c.meta.step = steps_done;
+  c.meta.seed = options_.seed;
+  c.meta.model_config = options_.model_config;
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
+      optim::LrSchedule::Create(options_.schedule);
+  if (schedule.ok()) c.param_scheduler = (*schedule)->State(steps_done - 1);
+  for (const auto& [key, value] : sampler_->State()) {
+    c.extra.emplace_back(absl::StrCat(kSamplerPrefix, key), value);
+  }
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state = generator.get_state();
+  }
+  c.extra.emplace_back(
+      kGeneratorKey,
+      Bytes{std::string(static_cast<const char*>(state.data_ptr()),
+                        state.numel())});
+  return c;
+}
+
+absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
+  if (options_.resume.empty()) return 0;
+  STRATA_ASSIGN_OR_RETURN(Contents c, Resume(options_.resume, *strategy_,
+                                             group_, true, true, options_.dir));
+  std::vector<std::pair<std::string, int64_t>> sampler_state;
+  bool have_generator = false;
+  for (const auto& [key, value] : c.extra) {
+    if (absl::StartsWith(key, kSamplerPrefix)) {
+      const int64_t* v = std::get_if<int64_t>(&value);
+      if (v == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--resume=", options_.resume, ": '", key, "' is not an integer"));
+      }
+      sampler_state.emplace_back(key.substr(strlen(kSamplerPrefix)), *v);
+    } else if (key == kGeneratorKey) {
+      const Bytes* b = std::get_if<Bytes>(&value);
+      if (b == nullptr) continue;
+      at::Tensor state =
+          at::empty({static_cast<int64_t>(b->data.size())}, at::kByte);
+      std::memcpy(state.data_ptr(), b->data.data(), b->data.size());
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      STRATA_RETURN_IF_ERROR(
+          StatusFromCall(absl::StrCat("--resume=", options_.resume,
+                                      ": restoring the CPU generator state"),
+                         [&] { generator.set_state(state); }));
+      have_generator = true;
+    }
+  }
+  if (sampler_state.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resume=", options_.resume,
+                     ": the checkpoint has no data sampler state (not saved "
+                     "by a training run)"));
+  }
+  STRATA_RETURN_IF_ERROR(Annotate(sampler_->LoadState(sampler_state),
+                                  absl::StrCat("--resume=", options_.resume)));
+  if (!have_generator) {
+    LOG(WARNING) << "--resume=" << options_.resume
+                 << ": no generator state in the checkpoint; random draws "
+                    "(dropout) will differ from the original run";
+  }
+  if (!c.param_scheduler.empty()) {
+    auto restored = optim::LrSchedule::FromState(c.param_scheduler);
+    auto current = optim::LrSchedule::Create(options_.schedule);
+    if (restored.ok() && current.ok() &&
+        restored->schedule->State(0) != (*current)->State(0)) {
+      LOG(WARNING) << "--resume=" << options_.resume
+                   << ": the checkpoint's LR schedule differs from the flags'; "
+                      "continuing with the flags' schedule";
+    }
+  }
+  if (c.meta.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resume=", options_.resume, ": negative step ", c.meta.step));
+  }
+  return c.meta.step;
+}
+
+absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
+  if (options_.save_every <= 0 || steps_done % options_.save_every != 0) {
+    return absl::OkStatus();
+  }
+  SaveOptions save;
+  save.format = format_;
+  save.write.pause_before_commit = options_.test_pause_before_commit;
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s;
+  if (async_ != nullptr) {
+    s = async_->SaveToRoot(options_.dir, steps_done, options_.keep_last,
+                           *strategy_, Collect(steps_done), save);
+  } else {
+    s = SaveCheckpointToRoot(options_.dir, steps_done, options_.keep_last,
+                             *strategy_, group_, Collect(steps_done), save);
+  }
+  last_stall_s_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (s.ok()) {
+    LOG(INFO) << (async_ != nullptr ? "saving" : "saved") << " checkpoint "
+              << CheckpointPathForStep(options_.dir, steps_done, format_)
+              << " (" << options_.format << ", training stalled "
+              << last_stall_s_ << " s)";
+  }
+  return s;
+}
+
+absl::Status TrainingCheckpoints::Finish() {
+  if (async_ == nullptr) return absl::OkStatus();
+  return async_->Wait();
+}
+
+}  // namespace strata::checkpoint

@@ -1,0 +1,104 @@
+// Checkpoints of a training loop (used by //launch:train): periodic saves
+// under a root directory with `latest` and keep_last, optional
+// asynchronous saves, and exact resume — the strategy's model and optimizer
+// state plus everything else a run's future depends on:
+//   - the step (meta.step: the number of optimizer steps taken),
+//   - the LR schedule's state (param_scheduler: LrSchedule::State),
+//   - the data sampler's position (extra "sampler.<key>", the sampler's
+//     State(), independent of the world size),
+//   - LibTorch's default CPU generator (extra "generator.cpu", its state
+//     bytes; dropout draws from it).
+// Resuming at the same world size and strategy continues bitwise as the
+// uninterrupted run; under another world size or strategy (sharded or full
+// format) it continues at the same global sample.
+#ifndef STRATA_CHECKPOINT_TRAINING_H_
+#define STRATA_CHECKPOINT_TRAINING_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "checkpoint/checkpoint.h"
+#include "comm/group.h"
+#include "data/sampler.h"
+#include "optim/lr_schedule.h"
+#include "strategies/strategy.h"
+
+namespace strata::checkpoint {
+
+struct TrainingCheckpointOptions {
+  // "full", "local" or "sharded" (--ckpt_format).
+  std::string format = "sharded";
+  // Root directory of the run's checkpoints (step_<n>, latest).
+  std::string dir;
+  // Save after every this many steps; 0: never.
+  int64_t save_every = 0;
+  // Keep the newest this many checkpoints; 0: all.
+  int keep_last = 0;
+  // Write in the background (AsyncCheckpointer) on a group split off the
+  // training group.
+  bool async_save = false;
+  // "" (none), a checkpoint path, or "auto" (FindLatest(dir)).
+  std::string resume;
+  // Test hook: pause inside each save after the data is written and before
+  // the commit (a rank killed then must leave the previous checkpoint).
+  absl::Duration test_pause_before_commit = absl::ZeroDuration();
+  // Recorded in meta.
+  uint64_t seed = 0;
+  std::string model_config;
+  // The schedule in use (its State() is saved; on resume a saved schedule
+  // with other options is reported).
+  optim::LrScheduleOptions schedule;
+};
+
+// Checks the options; errors name the flags (--ckpt_format, --save_every,
+// --keep_last, --resume).
+absl::Status ValidateTrainingCheckpointOptions(
+    const TrainingCheckpointOptions& options);
+
+class TrainingCheckpoints {
+ public:
+  // Borrows `strategy`, `sampler` and `group` (null: one process), which must
+  // outlive it. A collective over `group` with async_save (the split).
+  static absl::StatusOr<std::unique_ptr<TrainingCheckpoints>> Create(
+      const TrainingCheckpointOptions& options, strategies::Strategy* strategy,
+      data::DistributedSampler* sampler, comm::Group* group);
+  ~TrainingCheckpoints();
+
+  // With options.resume set: loads it (a collective) and restores the
+  // sampler and generator; returns the step to continue from (0 without
+  // resume).
+  absl::StatusOr<int64_t> MaybeResume();
+
+  // After optimizer step `steps_done - 1` completed: saves if due.
+  absl::Status AfterStep(int64_t steps_done);
+
+  // Waits for an asynchronous save in flight; call before exiting.
+  absl::Status Finish();
+
+  // Seconds the last save stalled training (async: the staging copy; sync:
+  // the whole save).
+  double last_stall_s() const { return last_stall_s_; }
+
+ private:
+  TrainingCheckpoints(const TrainingCheckpointOptions& options, Format format,
+                      strategies::Strategy* strategy,
+                      data::DistributedSampler* sampler, comm::Group* group);
+  Contents Collect(int64_t steps_done) const;
+
+  const TrainingCheckpointOptions options_;
+  const Format format_;
+  strategies::Strategy* const strategy_;
+  data::DistributedSampler* const sampler_;
+  comm::Group* const group_;
+  std::unique_ptr<comm::Group> async_group_;
+  std::unique_ptr<AsyncCheckpointer> async_;
+  double last_stall_s_ = 0;
+};
+
+}  // namespace strata::checkpoint
+
+#endif  // STRATA_CHECKPOINT_TRAINING_H_

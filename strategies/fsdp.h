@@ -1,0 +1,271 @@
+// FsdpStrategy: fully sharded data parallel (ZeRO-3) over the model's units,
+// with PyTorch FSDP's sharding strategies (FULL_SHARD, SHARD_GRAD_OP,
+// NO_SHARD, HYBRID_SHARD and its ZeRO-2 variant), forward / backward
+// prefetch, a limit on all-gathers in flight, mixed precision, deferred
+// initialisation and gathering full parameters on demand.
+//
+// Layout. The wrap policy (wrap_policy.h) picks units; each wrapped unit gets
+// one flat parameter: its parameters (in the unit's order) concatenated and
+// padded to a multiple of the shard group size S, so rank r of the shard
+// group owns elements [r * numel / S, (r + 1) * numel / S) — flat sharding,
+// a parameter may straddle shard boundaries. Everything else (unwrapped
+// units, parameters outside every unit, and parameters shared between units
+// such as GPT's tied embedding/head) forms the root flat parameter, sharded
+// the same way but kept gathered for the whole run (re-gathered after every
+// optimizer step): it is read by several units and by code between them.
+//
+// State. Every rank keeps, for each flat parameter, its fp32 master shard
+// (all shards are views of one buffer, so one fused AdamW updates them) with
+// an fp32 gradient shard and AdamW state of the same size: 16 bytes per owned
+// element, 16 * padded / S per rank. The model's parameters are views of each
+// flat parameter's full buffer in the compute dtype (param_dtype); a wrapped
+// unit's full buffer has its storage released while the unit is not gathered
+// (StorageImpl::reset, DESIGN.md "Freeing gathered parameters"), so tensors
+// and views stay valid objects and the same storage is refilled by the next
+// all-gather.
+//
+// Forward (an interceptor, models/unit.h): before a wrapped unit runs, its
+// parameters are all-gathered from the master shards (cast to param_dtype),
+// optionally prefetching the next unit's; after it, FULL_SHARD / HYBRID_SHARD
+// free them. A hook on the unit's output fires before the unit's backward:
+// re-gather (waiting for a prefetch), allocate the unit's full gradient
+// buffer (parameters' .grad are views of it), and with kBackwardPre prefetch
+// the unit whose backward comes next. When every gradient of the unit has
+// been accumulated (gradient-accumulator post-hooks, BucketReadiness), its
+// full parameters are freed (all sharded strategies) and its gradients are
+// reduce-scattered in reduce_dtype over the shard group, all-reduced across
+// replicas (hybrid, NO_SHARD), averaged, accumulated into the fp32 gradient
+// shard, and the full gradient buffer is freed. Reductions run asynchronously,
+// reductions_in_flight (default 1) of them while the next unit's backward
+// computes. Units are processed in the same order on every
+// rank.
+//
+// Gradient accumulation: micro-batches before the last keep the full
+// gradients (in fp32: with a lower param_dtype each micro-batch's gradients
+// are added into an fp32 buffer) and communicate nothing, unless
+// reduce_scatter_every_micro_step, which reduces every micro-batch and frees
+// the full gradients (less memory, more communication).
+//
+// Step: global gradient-norm clipping over the shards (sum of squares
+// all-reduced over the shard group), AdamW on the fp32 shards, then the root
+// is re-gathered; wrapped units are gathered again by the next forward.
+//
+// Frozen parameters (requires_grad false) may sit in any flat parameter:
+// their optimizer ranges are frozen (never updated, no weight decay). A unit
+// holding frozen parameters is freed at the end of backward rather than when
+// its gradients are complete (a frozen parameter can still be read by a later
+// backward node).
+//
+// Creation is a collective over `group`: it checks that every rank has the
+// same parameters (names, shapes) and the same flat-parameter layout, then
+// builds the shards from rank 0's values (sync_module_states), or, for a
+// deferred model, materialises only this rank's shard of each parameter
+// (peak memory: the shards plus one parameter's full value).
+//
+// CPU offload: master shards, gradient shards and optimizer state live on
+// the host and move to the compute device for gathering; on this CPU-only
+// build compute device and host are the same and the option changes nothing
+// (it is validated and logged).
+//
+// Threading: as DdpStrategy: one training thread; hooks run on it (CPU
+// autograd runs backward on the calling thread).
+#ifndef STRATA_STRATEGIES_FSDP_H_
+#define STRATA_STRATEGIES_FSDP_H_
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/group.h"
+#include "models/unit.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "strategies/bucket_readiness.h"
+#include "strategies/strategy.h"
+
+namespace strata::strategies {
+
+// "full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
+// "hybrid_shard_zero2" and back; errors name --fsdp_sharding.
+absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s);
+std::string ShardingStrategyName(ShardingStrategy s);
+// "pre", "post", "none" and back; errors name --fsdp_backward_prefetch.
+absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(const std::string& s);
+std::string BackwardPrefetchName(BackwardPrefetch p);
+
+// Checks options.fsdp and options.mixed_precision against a world of
+// `world_size` ranks; errors name the flag (--fsdp_hybrid_shard_group_size
+// with a world size it does not divide, a group size set without hybrid
+// sharding, --fsdp_limit_all_gathers < 0, a dtype other than fp32/bf16).
+absl::Status ValidateFsdpOptions(const StrategyOptions& options,
+                                 int world_size);
+
+class FsdpStrategy : public Strategy {
+ public:
+  // A flat parameter as tests and tools see it.
+  struct FlatUnitInfo {
+    std::string name;  // The unit's name, or "root".
+    bool root = false;
+    std::vector<std::string> parameters;
+    int64_t numel = 0;         // Without padding.
+    int64_t padded_numel = 0;  // A multiple of the shard group size.
+  };
+
+  // Counters since creation.
+  struct Counters {
+    int64_t all_gathers = 0;     // Of wrapped units (not the root).
+    int64_t prefetches = 0;      // All-gathers started ahead of need.
+    int64_t prefetches_skipped_by_limit = 0;
+    int64_t max_all_gathers_in_flight = 0;
+    int64_t reductions = 0;      // Gradient reductions of flat parameters.
+    int64_t max_units_gathered = 0;  // Wrapped units gathered at once.
+    // Time the training thread spent blocked waiting for all-gathers and
+    // gradient reductions: the communication not hidden behind compute.
+    double exposed_communication_ms = 0;
+  };
+
+  // options.kind must be "fsdp". `group` (borrowed, must outlive the
+  // strategy; null means a world of one) spans every rank. A collective.
+  static absl::StatusOr<std::unique_ptr<FsdpStrategy>> Create(
+      const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
+      comm::Group* group, const OptimizerConfig& config,
+      const optim::LrScheduleOptions& schedule);
+
+  // Detaches the interceptor: afterwards the model's wrapped units can no
+  // longer run (their parameters' storage is released), and calling them
+  // throws. Gather what you need first (FullModelState).
+  ~FsdpStrategy() override;
+
+  std::string name() const override { return "fsdp"; }
+  void ZeroGrad() override;
+  absl::StatusOr<double> ForwardBackward(const at::Tensor& inputs,
+                                         const at::Tensor& targets,
+                                         double loss_weight,
+                                         bool last_micro_batch) override;
+  absl::StatusOr<StepResult> Step(int64_t step) override;
+  // Bytes held now (counted from the tensors): master shards and gathered
+  // full buffers (parameters), gradient shards, allocated full gradients
+  // and fp32 accumulators (gradients), AdamW state (optimizer), staging of
+  // collectives in flight (communication).
+  MemoryReport Memory() const override;
+  // Per flat parameter, per parameter overlapping this rank's shard: the
+  // fp32 master run (1-D) at its offset in the flattened parameter. With
+  // hybrid sharding, ranks of different replica groups hold the same runs.
+  std::vector<ShardedTensor> ModelState() const override;
+  // "<param>.exp_avg", "<param>.exp_avg_sq" runs as ModelState, then "step".
+  std::vector<ShardedTensor> OptimizerState() const override;
+  // Re-gathers the root and frees gathered units (they gather the new values
+  // at their next forward). A collective.
+  absl::Status AfterStateLoaded() override;
+
+  // Gathered flat parameter by flat parameter (extra memory: one flat
+  // parameter besides the result). Not during a step's micro-batches.
+  absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
+  FullModelState() override;
+
+  // Gathers every wrapped unit's parameters into the model and keeps them
+  // gathered (PyTorch's summon_full_params), e.g. to evaluate or inspect the
+  // model; then ReleaseFullParams frees them, first copying each rank's
+  // shard back into the fp32 master when `writeback` (only with fp32
+  // param_dtype, where the model holds the exact values). Collectives; not
+  // during a step's micro-batches.
+  absl::Status SummonFullParams();
+  absl::Status ReleaseFullParams(bool writeback);
+
+  std::vector<FlatUnitInfo> flat_units() const;
+  int shard_group_size() const { return shard_size_; }
+  int replicate_group_size() const { return replicate_size_; }
+  const Counters& counters() const { return counters_; }
+  void ResetCounters() { counters_ = Counters(); }
+  // Wrapped units whose full parameters are allocated now.
+  int num_units_gathered() const;
+
+ private:
+  struct FlatUnit;
+  struct Reduction;
+  class Interceptor;
+  friend class Interceptor;
+
+  FsdpStrategy(std::shared_ptr<models::UnitModel> model,
+               const StrategyOptions& options, const OptimizerConfig& config,
+               comm::Group* world);
+
+  absl::Status Build(const optim::LrScheduleOptions& schedule);
+  absl::Status InitializeShards(bool deferred);
+
+  bool sharded() const { return shard_size_ > 1; }
+  bool reshard_after_forward() const;
+  at::ScalarType param_dtype() const {
+    return options_.mixed_precision.param_dtype;
+  }
+
+  // Runs a wrapped unit (the interceptor's work).
+  at::Tensor RunUnit(int model_unit, const at::Tensor& input,
+                     const models::UnitForward& forward);
+  void PreBackward(FlatUnit& unit);
+  void PostBackward(size_t bucket);
+  absl::Status FinishBackward();
+
+  // Gathering and freeing full parameters.
+  void StartGather(FlatUnit& unit, bool prefetch);
+  void WaitGather(FlatUnit& unit);
+  void Gather(FlatUnit& unit);
+  void Prefetch(FlatUnit* unit);
+  void Reshard(FlatUnit& unit);
+  void AllocateGrads(FlatUnit& unit);
+
+  // Gradient reduction of `unit` (its full gradients are complete).
+  void LaunchReduction(FlatUnit& unit);
+  // Advances the oldest reductions until at most `keep` are in flight.
+  void DrainReductions(size_t keep);
+  void Fail(const absl::Status& status);
+  absl::Status TakeHookStatus();
+
+  FlatUnit* WrappedAt(int position);
+
+  const StrategyOptions options_;
+  const OptimizerConfig config_;
+  comm::Group* const world_;               // Borrowed; may be null.
+  std::unique_ptr<comm::Group> owned_shard_group_;
+  std::unique_ptr<comm::Group> owned_replicate_group_;
+  comm::Group* shard_group_ = nullptr;      // Null: shard size 1.
+  comm::Group* replicate_group_ = nullptr;  // Null: replicate size 1.
+  at::Device compute_device_ = at::Device(at::kCPU);  // The model's.
+  at::Device state_device_ = at::Device(at::kCPU);    // Shards, AdamW.
+  int shard_size_ = 1;
+  int shard_rank_ = 0;
+  int replicate_size_ = 1;
+
+  // flat_units_[0] is the root; then the wrapped units in forward order.
+  std::vector<std::unique_ptr<FlatUnit>> flat_units_;
+  std::vector<int> flat_of_model_unit_;  // -1: covered by the root.
+  at::Tensor master_;       // fp32: every flat parameter's shard.
+  at::Tensor grad_shards_;  // fp32, aligned with master_.
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  // Buckets are the wrapped units in reverse forward order.
+  std::unique_ptr<BucketReadiness> readiness_;
+  std::shared_ptr<Interceptor> interceptor_;
+
+  // Per micro-batch / step state.
+  bool in_micro_batch_ = false;
+  bool communicate_ = false;      // This micro-batch reduces gradients.
+  bool grads_complete_ = false;   // The step's last backward finished.
+  bool summoned_ = false;
+  std::deque<FlatUnit*> gathers_in_flight_;
+  std::deque<std::unique_ptr<Reduction>> reductions_;
+  absl::Status hook_status_;  // First failure inside a hook.
+  Counters counters_;
+};
+
+}  // namespace strata::strategies
+
+#endif  // STRATA_STRATEGIES_FSDP_H_

@@ -1,0 +1,76 @@
+#include "strategies/mixed_precision.h"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/StorageImpl.h>
+#include <glog/logging.h>
+
+#include <utility>
+
+namespace strata::strategies {
+
+at::Tensor ConcatenateFp32(const std::vector<optim::NamedParameter>& params,
+                           int64_t align_elems) {
+  CHECK_GE(align_elems, 1);
+  int64_t numel = 0;
+  for (const auto& p : params) numel += p.tensor.numel();
+  const int64_t padded = (numel + align_elems - 1) / align_elems * align_elems;
+  at::NoGradGuard no_grad;
+  at::Tensor out = at::zeros({padded}, at::TensorOptions().dtype(at::kFloat));
+  int64_t offset = 0;
+  for (const auto& p : params) {
+    out.narrow(0, offset, p.tensor.numel())
+        .view(p.tensor.sizes())
+        .copy_(p.tensor.detach());
+    offset += p.tensor.numel();
+  }
+  return out;
+}
+
+void CastBuffers(models::UnitModel& model, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  for (auto& item : model.named_buffers()) {
+    at::Tensor buffer = item.value();
+    if (!buffer.is_floating_point() || buffer.scalar_type() == dtype) continue;
+    buffer.set_data(buffer.to(dtype));
+  }
+}
+
+void FoldGradients(const at::Tensor& low, const at::Tensor& fp32) {
+  CHECK_EQ(low.numel(), fp32.numel());
+  at::NoGradGuard no_grad;
+  fp32.add_(low);
+  low.zero_();
+}
+
+ReleasableBuffer::ReleasableBuffer(at::Tensor tensor)
+    : tensor_(std::move(tensor)) {
+  CHECK(tensor_.is_contiguous());
+  CHECK_EQ(tensor_.storage_offset(), 0);
+  full_bytes_ = tensor_.nbytes();
+  CHECK_EQ(static_cast<int64_t>(tensor_.storage().nbytes()), full_bytes_);
+}
+
+bool ReleasableBuffer::allocated() const {
+  return tensor_.defined() && tensor_.storage().data() != nullptr;
+}
+
+int64_t ReleasableBuffer::held_bytes() const {
+  return allocated() ? full_bytes_ : 0;
+}
+
+void ReleasableBuffer::Release() {
+  if (!allocated()) return;
+  tensor_.storage().unsafeGetStorageImpl()->reset();
+}
+
+void ReleasableBuffer::AllocateZeroed() {
+  if (!tensor_.defined() || allocated()) return;
+  c10::StorageImpl* storage = tensor_.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(full_bytes_));
+  storage->set_nbytes(full_bytes_);
+  at::NoGradGuard no_grad;
+  tensor_.zero_();
+}
+
+}  // namespace strata::strategies

@@ -1,0 +1,77 @@
+// Pieces of mixed-precision training shared by SingleStrategy, DdpStrategy
+// and ZeroStrategy (strategy.h, MixedPrecisionOptions): the fp32 master copy
+// of a flat parameter buffer, folding low-precision gradients into an fp32
+// accumulation buffer, casting buffers, and gradient buffers whose memory is
+// released between steps (ZeRO-2).
+//
+// Threading: none of this is thread-safe; call from the training thread (or
+// autograd's hooks on it).
+#ifndef STRATA_STRATEGIES_MIXED_PRECISION_H_
+#define STRATA_STRATEGIES_MIXED_PRECISION_H_
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "models/unit.h"
+#include "optim/flat_parameters.h"
+#include "strategies/strategy.h"
+
+namespace strata::strategies {
+
+// Whether `options` computes with parameters below fp32 (and so keeps fp32
+// master parameters).
+inline bool UsesMasterParameters(const MixedPrecisionOptions& options) {
+  return options.param_dtype != at::kFloat;
+}
+
+// The values of `params` converted to fp32, concatenated in the given order
+// and zero-padded to a multiple of `align_elems` (>= 1): the layout
+// optim::FlatParameters::Create gives the same list. Call before Create,
+// which converts the parameters to the compute dtype.
+at::Tensor ConcatenateFp32(const std::vector<optim::NamedParameter>& params,
+                           int64_t align_elems);
+
+// Converts every floating-point buffer of `model` to `dtype` in place
+// (Tensor::set_data: the module keeps the same tensor objects).
+void CastBuffers(models::UnitModel& model, at::ScalarType dtype);
+
+// fp32 += low (any floating dtype, same numel), then low = 0: moves one
+// micro-batch's low-precision gradients into the fp32 accumulation buffer.
+void FoldGradients(const at::Tensor& low, const at::Tensor& fp32);
+
+// A tensor whose memory can be released and re-allocated while the tensor
+// and every view of it stay valid objects (autograd keeps .grad views of a
+// flat gradient buffer): the storage's data is freed (StorageImpl::reset)
+// and later re-allocated at the same size (set_data_ptr_noswap), as FSDP
+// does for gathered parameters (DESIGN.md). While released, the tensor and
+// its views must not be read or written.
+class ReleasableBuffer {
+ public:
+  ReleasableBuffer() = default;
+  // Borrows `tensor`'s storage (shares ownership); the tensor must be
+  // contiguous and cover its whole storage.
+  explicit ReleasableBuffer(at::Tensor tensor);
+
+  const at::Tensor& tensor() const { return tensor_; }
+  bool defined() const { return tensor_.defined(); }
+  bool allocated() const;
+  // Bytes held now: the full size when allocated, else 0.
+  int64_t held_bytes() const;
+  int64_t full_bytes() const { return full_bytes_; }
+
+  // Frees the memory; no-op when released already.
+  void Release();
+  // Re-allocates zero-filled memory when released; no-op otherwise.
+  void AllocateZeroed();
+
+ private:
+  at::Tensor tensor_;
+  int64_t full_bytes_ = 0;
+};
+
+}  // namespace strata::strategies
+
+#endif  // STRATA_STRATEGIES_MIXED_PRECISION_H_

@@ -1,0 +1,70 @@
+#include "strategies/wrap_policy.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace strata::strategies {
+
+int64_t UnitNumParameters(const models::UnitModel& model,
+                          const models::UnitInfo& unit) {
+  std::unordered_map<std::string, int64_t> sizes;
+  for (const auto& item : model.named_parameters()) {
+    sizes[item.key()] = item.value().numel();
+  }
+  int64_t total = 0;
+  for (const std::string& name : unit.parameters) total += sizes[name];
+  return total;
+}
+
+absl::StatusOr<std::vector<int>> SelectWrappedUnits(
+    const models::UnitModel& model, const WrapPolicy& policy) {
+  if (policy.min_num_params < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fsdp_wrap_min_params must be >= 0, got ",
+                     policy.min_num_params));
+  }
+  std::set<std::string> model_types;
+  for (const models::UnitInfo& unit : model.units()) {
+    model_types.insert(unit.type);
+  }
+  for (const std::string& type : policy.unit_types) {
+    if (model_types.count(type) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--fsdp_wrap_unit_types: the model has no unit of type '", type,
+          "'; its unit types are: ", absl::StrJoin(model_types, ", ")));
+    }
+  }
+  const bool any_criterion = !policy.unit_types.empty() ||
+                             policy.min_num_params > 0 ||
+                             policy.predicate != nullptr;
+  const std::set<std::string> types(policy.unit_types.begin(),
+                                    policy.unit_types.end());
+  std::vector<int> wrapped;
+  std::vector<std::string> described;
+  for (size_t i = 0; i < model.units().size(); ++i) {
+    const models::UnitInfo& unit = model.units()[i];
+    const int64_t numel = UnitNumParameters(model, unit);
+    described.push_back(
+        absl::StrCat(unit.name, " (", unit.type, ", ", numel, " parameters)"));
+    bool wrap = !any_criterion;
+    if (types.count(unit.type) > 0) wrap = true;
+    if (policy.min_num_params > 0 && numel >= policy.min_num_params) {
+      wrap = true;
+    }
+    if (policy.predicate != nullptr && policy.predicate(unit)) wrap = true;
+    if (wrap) wrapped.push_back(static_cast<int>(i));
+  }
+  if (wrapped.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the FSDP wrap policy (--fsdp_wrap_unit_types, --fsdp_wrap_min_params "
+        "or a predicate) wraps no unit of the model, so nothing would be "
+        "sharded; the units are: ",
+        absl::StrJoin(described, "; ")));
+  }
+  return wrapped;
+}
+
+}  // namespace strata::strategies
