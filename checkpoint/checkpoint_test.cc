@@ -196,13 +196,12 @@ namespace {
 // After a load, the next step of the loaded strategy equals the next step of
 // the one that saved, bitwise: everything the update depends on
 // (parameters, moments, the step counter of bias correction) was restored.
-// zero1 and zero2 are not listed: with several buckets ZeroStrategy keeps
-// one optimizer (and step counter) per bucket but exports and restores only
-// bucket 0's "step", so the other buckets' bias correction restarts after a
-// load (a fix belongs in ZeroStrategy::AfterStateLoaded).
+// ZeRO keeps one optimizer (and step counter) per bucket and exports bucket
+// 0's: ZeroStrategy::AfterStateLoaded gives it to every bucket.
 TEST(CheckpointTest, NextStepAfterLoadIsBitwiseTheSavedRunsNextStep) {
   for (const auto& [kind, world] : std::vector<std::pair<std::string, int>>{
-           {"single", 1}, {"ddp", 2}, {"fsdp", 2}}) {
+           {"single", 1}, {"ddp", 2}, {"zero1", 2}, {"zero2", 2},
+           {"fsdp", 2}}) {
     const std::string path = TempDir("next_step_" + kind) + "/ckpt";
     std::mutex mu;
     Globals continued, resumed;

@@ -500,6 +500,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   int64_t interval_steps = 0;
   double interval_eval_s = 0;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
+  // Dropout draws from the default CPU generator: seed it from --seed and
+  // the rank here, after the start-up work that also draws from it (the
+  // matmul peak measurement takes a timing-dependent number of draws), so
+  // that a run is reproducible from its flags.
+  at::manual_seed(o.seed * 1000003 + rank);
   // Resuming restores the state, the sampler position and the generator
   // (last: nothing may draw from the generator between this and the loop).
   STRATA_ASSIGN_OR_RETURN(const int64_t first_step,

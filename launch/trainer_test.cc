@@ -161,6 +161,18 @@ TEST(TrainTest, LlamaTinyFollowsItsGoldenLossCurve) {
   }
 }
 
+// Trains `options` on two ranks (threads) and returns each rank's final
+// train loss.
+std::vector<double> TrainOnTwoRanks(const TrainOptions& options) {
+  std::vector<double> losses(2, 0.0);
+  EXPECT_TRUE(comm::testing::RunOnRanks(2, [&](comm::Group& group) {
+                auto result = Train(options, &group);
+                ASSERT_TRUE(result.ok()) << result.status();
+                losses[group.rank()] = result->final_train_loss;
+              }).ok());
+  return losses;
+}
+
 TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   // The same global batch split over two ranks (ranks as threads): the
   // gradients are the same sums in another order, so after 4 steps the
@@ -171,14 +183,52 @@ TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   ASSERT_TRUE(single.ok()) << single.status();
   options.strategy = "ddp";
   options.output_dir = TempDir("ddp_vs_single_ddp");
-  std::vector<double> losses(2, 0.0);
-  ASSERT_TRUE(comm::testing::RunOnRanks(2, [&](comm::Group& group) {
-                auto result = Train(options, &group);
-                ASSERT_TRUE(result.ok()) << result.status();
-                losses[group.rank()] = result->final_train_loss;
-              }).ok());
+  const std::vector<double> losses = TrainOnTwoRanks(options);
   EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
   EXPECT_EQ(losses[0], losses[1]);  // Both log the mean over ranks.
+}
+
+TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
+  // As DdpOnTwoRanksTrainsLikeSingle, with FSDP (deferred init, every unit
+  // wrapped, forward prefetch); model.pt holds the full parameters gathered
+  // from the shards.
+  TrainOptions options = SmallRun("fsdp_vs_single_single", 4);
+  options.global_batch = 8;
+  auto single = Train(options);
+  ASSERT_TRUE(single.ok()) << single.status();
+  options.strategy = "fsdp";
+  options.fsdp_deferred_init = true;
+  options.fsdp_forward_prefetch = true;
+  options.output_dir = TempDir("fsdp_vs_single_fsdp");
+  const std::vector<double> losses = TrainOnTwoRanks(options);
+  EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
+  auto fsdp_model = models::ReadTorchFile(options.output_dir + "/model.pt");
+  auto single_model =
+      models::ReadTorchFile(TempDir("fsdp_vs_single_single") + "/model.pt");
+  ASSERT_TRUE(fsdp_model.ok()) << fsdp_model.status();
+  ASSERT_TRUE(single_model.ok()) << single_model.status();
+  const auto fsdp_dict = fsdp_model->toGenericDict();
+  const auto single_dict = single_model->toGenericDict();
+  ASSERT_EQ(fsdp_dict.size(), single_dict.size());
+  for (const auto& item : single_dict) {
+    ASSERT_TRUE(fsdp_dict.contains(item.key())) << item.key().toStringRef();
+    const at::Tensor want = item.value().toTensor();
+    const at::Tensor got = fsdp_dict.at(item.key()).toTensor();
+    EXPECT_EQ(got.sizes(), want.sizes()) << item.key().toStringRef();
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-5)
+        << item.key().toStringRef();
+  }
+}
+
+TEST(TrainTest, DropoutRunsAreReproducibleFromTheirFlags) {
+  TrainOptions options = SmallRun("dropout_a", 3);
+  options.dropout = 0.1;
+  auto a = Train(options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  options.output_dir = TempDir("dropout_b");
+  auto b = Train(options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->final_train_loss, b->final_train_loss);
 }
 
 TEST(TrainTest, BadOptionsNameTheFlag) {

@@ -19,7 +19,10 @@ class BucketReadiness::ReadyHook : public torch::autograd::FunctionPostHook {
       : owner_(owner), entry_(entry) {}
   torch::autograd::variable_list operator()(
       const torch::autograd::variable_list& outputs,
-      const torch::autograd::variable_list& /*inputs*/) override {
+      const torch::autograd::variable_list& inputs) override {
+    // An accumulator called without a gradient (a parameter of a
+    // recomputed unit that the recomputation did not use) is not ready.
+    if (inputs.empty() || !inputs[0].defined()) return outputs;
     owner_->MarkReady(entry_, owner_->hook_launch_);
     return outputs;
   }

@@ -633,6 +633,18 @@ ZeroStrategy::FullModelState() {
 }
 
 absl::Status ZeroStrategy::AfterStateLoaded() {
+  // All bucket optimizers step together; OptimizerState() exports bucket
+  // 0's counter, so a load gives it to every bucket (AdamW's bias
+  // correction depends on it).
+  at::Tensor step;
+  for (const auto& [key, tensor] : optimizers_.front()->State()) {
+    if (key == "step") step = tensor;
+  }
+  for (size_t k = 1; k < optimizers_.size(); ++k) {
+    for (auto& [key, tensor] : optimizers_[k]->State()) {
+      if (key == "step") tensor.copy_(step);
+    }
+  }
   // fp32: every rank holds (and was given) the full parameters.
   if (!mixed()) return absl::OkStatus();
   return GatherParameters();
