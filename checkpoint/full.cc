@@ -531,6 +531,41 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
   return AgreeOnStatus(group, local);
 }
 
+namespace {
+
+// A full checkpoint file read: its top-level dict and the per-tensor
+// checksums its meta records (empty for files Strata did not write).
+struct OpenedFull {
+  GenericDict root;
+  std::map<std::string, int64_t> checksums;
+};
+
+absl::StatusOr<OpenedFull> OpenFull(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' is a directory, not a full checkpoint (a file)"));
+  }
+  STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+  if (!value.isGenericDict()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
+                     value.tagKind(), ", expected a dict"));
+  }
+  OpenedFull out{value.toGenericDict(), {}};
+  if (out.root.contains("meta") && out.root.at("meta").isGenericDict()) {
+    GenericDict meta = out.root.at("meta").toGenericDict();
+    if (meta.contains("checksums") && meta.at("checksums").isGenericDict()) {
+      for (const auto& kv : meta.at("checksums").toGenericDict()) {
+        out.checksums[kv.key().toStringRef()] = kv.value().toInt();
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<Contents> LoadFull(const std::string& path,
                                   const TensorState& live,
                                   const ReadOptions& options,
@@ -541,29 +576,11 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
                           AllGatherNames(group, Names(live.optimizer)));
   std::vector<at::Tensor> model_staged, optimizer_staged;
   absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", path, "' is a directory, not a full checkpoint (a file)"));
-    }
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
-    if (!value.isGenericDict()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
-                       value.tagKind(), ", expected a dict"));
-    }
-    GenericDict root = value.toGenericDict();
+    STRATA_ASSIGN_OR_RETURN(OpenedFull opened, OpenFull(path));
+    const GenericDict& root = opened.root;
+    const std::map<std::string, int64_t>& checksums = opened.checksums;
     STRATA_RETURN_IF_ERROR(CheckRuns(live.model));
     STRATA_RETURN_IF_ERROR(CheckRuns(live.optimizer));
-    std::map<std::string, int64_t> checksums;
-    if (root.contains("meta") && root.at("meta").isGenericDict()) {
-      GenericDict meta = root.at("meta").toGenericDict();
-      if (meta.contains("checksums") && meta.at("checksums").isGenericDict()) {
-        for (const auto& kv : meta.at("checksums").toGenericDict()) {
-          checksums[kv.key().toStringRef()] = kv.value().toInt();
-        }
-      }
-    }
     STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> model,
                             ModelTensors(path, root));
     std::vector<TensorInfo> infos;
@@ -595,27 +612,9 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
 }
 
 absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", path, "' is a directory, not a full checkpoint (a file)"));
-  }
-  STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
-  if (!value.isGenericDict()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
-                     value.tagKind(), ", expected a dict"));
-  }
-  GenericDict root = value.toGenericDict();
-  std::map<std::string, int64_t> checksums;
-  if (root.contains("meta") && root.at("meta").isGenericDict()) {
-    GenericDict meta = root.at("meta").toGenericDict();
-    if (meta.contains("checksums") && meta.at("checksums").isGenericDict()) {
-      for (const auto& kv : meta.at("checksums").toGenericDict()) {
-        checksums[kv.key().toStringRef()] = kv.value().toInt();
-      }
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(OpenedFull opened, OpenFull(path));
+  const GenericDict& root = opened.root;
+  const std::map<std::string, int64_t>& checksums = opened.checksums;
   ReadCheckpoint out;
   STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> model,
                           ModelTensors(path, root));
