@@ -284,19 +284,19 @@ struct DdpResult {
 };
 
 DdpResult RunStrata(const std::string& dir, const std::string& rank_case) {
-  std::error_code error;
-  const std::filesystem::path self =
-      std::filesystem::read_symlink("/proc/self/exe", error);
-  CHECK(!error) << "/proc/self/exe: " << error.message();
   const std::string result = dir + "/strata_" + rank_case + ".txt";
+  std::error_code error;
   std::filesystem::remove(result, error);
-  LaunchOrDie({self.string(), absl::StrCat("--model=", FLAGS_model),
-               absl::StrCat("--batch=", FLAGS_batch),
-               absl::StrCat("--seq_len=", FLAGS_seq_len),
-               absl::StrCat("--warmup_steps=", FLAGS_warmup_steps),
-               absl::StrCat("--steps=", FLAGS_steps),
-               absl::StrCat("--rank_case=", rank_case),
-               absl::StrCat("--result_file=", result)});
+  absl::StatusOr<launch::LauncherOptions> self = launch::SelfLaunchOptions(
+      FLAGS_nproc, {absl::StrCat("--model=", FLAGS_model),
+                    absl::StrCat("--batch=", FLAGS_batch),
+                    absl::StrCat("--seq_len=", FLAGS_seq_len),
+                    absl::StrCat("--warmup_steps=", FLAGS_warmup_steps),
+                    absl::StrCat("--steps=", FLAGS_steps),
+                    absl::StrCat("--rank_case=", rank_case),
+                    absl::StrCat("--result_file=", result)});
+  CheckOk(self.status());
+  LaunchOrDie(self->command);
   const std::vector<double> v = ReadNumbers(result);
   CHECK_EQ(v.size(), 7u);
   return {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};

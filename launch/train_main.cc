@@ -213,9 +213,15 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "--nproc must be >= 1, got " << FLAGS_nproc;
     return 1;
   }
+  // The world: one process, or the ranks of the launcher, torchrun, srun or
+  // mpirun (read from their environment variables).
+  auto world = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
+  if (!world.ok()) {
+    LOG(ERROR) << world.status().message();
+    return 1;
+  }
   if (FLAGS_nproc > 1) {
-    auto env = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
-    if (env.ok() && env->world_size == 1) {
+    if (world->world_size == 1) {
       if (FLAGS_strategy == "single") {
         LOG(ERROR) << "--nproc=" << FLAGS_nproc
                    << " needs a data-parallel --strategy (ddp, zero1, zero2 "
@@ -318,13 +324,6 @@ int main(int argc, char** argv) {
         absl::StrCat(cwd != nullptr ? cwd : ".", "/", kDefaults.output_dir);
   }
 
-  // The world: one process, or the ranks of the launcher, torchrun, srun or
-  // mpirun (read from their environment variables).
-  auto world = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
-  if (!world.ok()) {
-    LOG(ERROR) << world.status().message();
-    return 1;
-  }
   if (world->world_size > 1 && o.strategy == "single") {
     LOG(ERROR) << "--strategy=single trains in one process, but this is rank "
                << world->rank << " of " << world->world_size << " ("

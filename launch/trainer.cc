@@ -168,13 +168,27 @@ class MetricsFile {
 
 namespace {
 
-// The --fsdp_* flags as FsdpOptions; errors name the flag.
-absl::Status ApplyFsdpFlags(const TrainOptions& o,
-                            strategies::StrategyOptions* options) {
-  strategies::FsdpOptions& f = options->fsdp;
+// The strategy flags (--strategy, buckets, --checkpoint_units, the dtype
+// and --fsdp_* flags) as StrategyOptions; parse errors name the flag.
+absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
+    const TrainOptions& o) {
+  strategies::StrategyOptions options;
+  options.kind = o.strategy;
+  options.bucket_bytes = o.bucket_bytes;
+  options.first_bucket_bytes = o.first_bucket_bytes;
+  options.allow_unused_parameters = o.allow_unused_parameters;
+  options.checkpoint_units = o.checkpoint_units;
+  strategies::MixedPrecisionOptions& mp = options.mixed_precision;
+  STRATA_ASSIGN_OR_RETURN(mp.param_dtype, strategies::ParseMixedPrecisionDtype(
+                                              "param_dtype", o.param_dtype));
+  STRATA_ASSIGN_OR_RETURN(mp.reduce_dtype, strategies::ParseMixedPrecisionDtype(
+                                               "reduce_dtype", o.reduce_dtype));
+  STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
+                                               "buffer_dtype", o.buffer_dtype));
+  if (o.strategy != "fsdp") return options;
+  strategies::FsdpOptions& f = options.fsdp;
   STRATA_ASSIGN_OR_RETURN(f.sharding,
                           strategies::ParseShardingStrategy(o.fsdp_sharding));
-  f.wrap_policy.unit_types.clear();
   for (absl::string_view type :
        absl::StrSplit(o.fsdp_wrap_unit_types, ',', absl::SkipWhitespace())) {
     f.wrap_policy.unit_types.emplace_back(absl::StripAsciiWhitespace(type));
@@ -190,21 +204,7 @@ absl::Status ApplyFsdpFlags(const TrainOptions& o,
   f.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
   f.reduce_scatter_every_micro_step = o.fsdp_reduce_scatter_every_micro_step;
   f.init_seed = o.seed;
-  return absl::OkStatus();
-}
-
-// --param_dtype, --reduce_dtype, --buffer_dtype as MixedPrecisionOptions;
-// errors name the flag.
-absl::Status ApplyMixedPrecisionFlags(const TrainOptions& o,
-                                      strategies::StrategyOptions* options) {
-  strategies::MixedPrecisionOptions& mp = options->mixed_precision;
-  STRATA_ASSIGN_OR_RETURN(mp.param_dtype, strategies::ParseMixedPrecisionDtype(
-                                              "param_dtype", o.param_dtype));
-  STRATA_ASSIGN_OR_RETURN(mp.reduce_dtype, strategies::ParseMixedPrecisionDtype(
-                                               "reduce_dtype", o.reduce_dtype));
-  STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
-                                               "buffer_dtype", o.buffer_dtype));
-  return absl::OkStatus();
+  return options;
 }
 
 }  // namespace
@@ -293,11 +293,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (absl::Status s = optim::ValidateLrScheduleOptions(schedule); !s.ok()) {
     return FlagError("lr_schedule", s.message());
   }
-  strategies::StrategyOptions strategy;
-  strategy.kind = o.strategy;
-  strategy.bucket_bytes = o.bucket_bytes;
-  strategy.first_bucket_bytes = o.first_bucket_bytes;
-  STRATA_RETURN_IF_ERROR(ApplyMixedPrecisionFlags(o, &strategy));
+  STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
+                          StrategyOptionsFromFlags(o));
   STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
   if (o.fsdp_deferred_init && o.strategy != "fsdp") {
     return FlagError("fsdp_deferred_init",
@@ -305,9 +302,6 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                   "materialises only its shards), got "
                                   "--strategy=",
                                   o.strategy));
-  }
-  if (o.strategy == "fsdp") {
-    STRATA_RETURN_IF_ERROR(ApplyFsdpFlags(o, &strategy));
   }
   auto config = models::ConfigByName(o.model);
   if (!config.ok()) return FlagError("model", config.status().message());
@@ -387,16 +381,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   const bool bf16 = o.precision == "bf16";
   if (bf16) model->AddInterceptor(std::make_shared<AutocastInterceptor>());
 
-  strategies::StrategyOptions strategy_options;
-  strategy_options.kind = o.strategy;
-  strategy_options.bucket_bytes = o.bucket_bytes;
-  strategy_options.first_bucket_bytes = o.first_bucket_bytes;
-  strategy_options.allow_unused_parameters = o.allow_unused_parameters;
-  strategy_options.checkpoint_units = o.checkpoint_units;
-  STRATA_RETURN_IF_ERROR(ApplyMixedPrecisionFlags(o, &strategy_options));
-  if (o.strategy == "fsdp") {
-    STRATA_RETURN_IF_ERROR(ApplyFsdpFlags(o, &strategy_options));
-  }
+  STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy_options,
+                          StrategyOptionsFromFlags(o));
   strategies::OptimizerConfig optimizer_config;
   optimizer_config.weight_decay = o.weight_decay;
   optimizer_config.adamw.beta1 = o.beta1;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/fnv.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -59,18 +60,9 @@ ParameterInit InitFor(const std::string& name, const InitScheme& scheme) {
 }
 
 uint64_t ParameterSeed(uint64_t seed, std::string_view name) {
-  constexpr uint64_t kOffsetBasis = 14695981039346656037ULL;
-  constexpr uint64_t kPrime = 1099511628211ULL;
-  uint64_t hash = kOffsetBasis;
-  for (int i = 0; i < 8; ++i) {
-    hash ^= (seed >> (8 * i)) & 0xff;
-    hash *= kPrime;
-  }
-  for (const char c : name) {
-    hash ^= static_cast<uint8_t>(c);
-    hash *= kPrime;
-  }
-  return hash;
+  unsigned char little_endian[8];
+  for (int i = 0; i < 8; ++i) little_endian[i] = (seed >> (8 * i)) & 0xff;
+  return Fnv1a(Fnv1a(kFnv1aOffset, little_endian, 8), name);
 }
 
 at::Tensor InitialValue(const std::string& name, at::IntArrayRef shape,

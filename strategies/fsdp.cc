@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/Allocator.h>
@@ -12,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -21,10 +19,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/fnv.h"
 #include "base/status.h"
 #include "models/init.h"
 #include "optim/adamw.h"
-#include "optim/clip.h"
 #include "strategies/replicas.h"
 #include "strategies/wrap_policy.h"
 
@@ -54,29 +52,11 @@ void AllocateStorage(const at::Tensor& t) {
   impl->set_nbytes(nbytes);
 }
 
-bool IsSupportedDtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16;
-}
-
-absl::Status CheckDtype(const char* flag, at::ScalarType t) {
-  if (IsSupportedDtype(t)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      flag, " must be fp32 or bf16, got ", c10::toString(t)));
-}
-
 bool IsHybrid(ShardingStrategy s) {
   return s == ShardingStrategy::kHybridShard ||
          s == ShardingStrategy::kHybridShardZero2;
 }
 
-uint64_t Fnv(uint64_t hash, const void* data, size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
 
 }  // namespace
 
@@ -163,10 +143,6 @@ absl::Status ValidateFsdpOptions(const StrategyOptions& options,
         absl::StrCat("--fsdp_limit_all_gathers must be >= 0 (0: no limit), got ",
                      f.limit_all_gathers));
   }
-  const MixedPrecisionOptions& mp = options.mixed_precision;
-  STRATA_RETURN_IF_ERROR(CheckDtype("--param_dtype", mp.param_dtype));
-  STRATA_RETURN_IF_ERROR(CheckDtype("--reduce_dtype", mp.reduce_dtype));
-  STRATA_RETURN_IF_ERROR(CheckDtype("--buffer_dtype", mp.buffer_dtype));
   return absl::OkStatus();
 }
 
@@ -260,6 +236,7 @@ absl::StatusOr<std::unique_ptr<FsdpStrategy>> FsdpStrategy::Create(
         "FsdpStrategy::Create: options.kind must be 'fsdp', got '",
         options.kind, "'"));
   }
+  STRATA_RETURN_IF_ERROR(ValidateStrategyOptions(options));
   STRATA_RETURN_IF_ERROR(
       ValidateFsdpOptions(options, group == nullptr ? 1 : group->size()));
   STRATA_RETURN_IF_ERROR(ValidateOptimizerConfig(config));
@@ -387,7 +364,7 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
       in_wrapped.insert(name);
     }
     if (unit->entries.empty()) continue;  // Only shared parameters.
-    flat_of_model_unit_[index] = static_cast<int>(units.size()) + 1;
+    flat_of_model_unit_[index] = unit->position;
     units.push_back(std::move(unit));
   }
   if (units.empty()) {
@@ -408,28 +385,28 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
            "root flat parameter, which stays gathered: "
         << absl::StrJoin(moved_to_root, ", ");
   }
-  if (!root->entries.empty()) flat_units_.push_back(std::move(root));
-  const int first_wrapped = flat_units_.empty() ? 0 : 1;
-  if (first_wrapped == 0) {
-    for (int& i : flat_of_model_unit_) {
-      if (i > 0) --i;
-    }
+  if (!root->entries.empty()) {
+    root_ = root.get();
+    flat_units_.push_back(std::move(root));
   }
-  for (auto& unit : units) flat_units_.push_back(std::move(unit));
+  for (auto& unit : units) {
+    wrapped_.push_back(unit.get());
+    flat_units_.push_back(std::move(unit));
+  }
 
   // Layout and master buffers.
   int64_t master_numel = 0;
-  uint64_t hash = 14695981039346656037ull;
+  uint64_t hash = kFnv1aOffset;
   for (auto& unit : flat_units_) {
     unit->padded_numel =
         (unit->numel + shard_size_ - 1) / shard_size_ * shard_size_;
     unit->shard_numel = unit->padded_numel / shard_size_;
     unit->master_offset = master_numel;
     master_numel += unit->shard_numel;
-    hash = Fnv(hash, unit->name.data(), unit->name.size() + 1);
+    hash = Fnv1a(hash, unit->name.data(), unit->name.size() + 1);
     for (const auto& e : unit->entries) {
-      hash = Fnv(hash, e.name.data(), e.name.size() + 1);
-      hash = Fnv(hash, &e.numel, sizeof(e.numel));
+      hash = Fnv1a(hash, e.name.data(), e.name.size() + 1);
+      hash = Fnv1a(hash, &e.numel, sizeof(e.numel));
     }
   }
   if (world > 1) {
@@ -525,23 +502,15 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
 
   // Gradient readiness: buckets are the wrapped units in reverse forward
   // order (the order their backward completes).
-  std::vector<std::vector<size_t>> bucket_entries;
+  std::vector<std::vector<size_t>> bucket_entries(wrapped_.size());
   std::vector<bool> requires_grad;
   std::vector<at::Tensor> hook_params;
-  std::vector<FlatUnit*> wrapped_units;
-  for (auto& unit : flat_units_) {
-    if (!unit->root) wrapped_units.push_back(unit.get());
-  }
-  std::vector<std::vector<size_t>> entries_of(wrapped_units.size());
-  for (size_t u = 0; u < wrapped_units.size(); ++u) {
-    for (const auto& e : wrapped_units[u]->entries) {
-      entries_of[u].push_back(requires_grad.size());
+  for (size_t u = 0; u < wrapped_.size(); ++u) {
+    for (const auto& e : wrapped_[u]->entries) {
+      bucket_entries[wrapped_.size() - 1 - u].push_back(requires_grad.size());
       requires_grad.push_back(e.requires_grad);
       hook_params.push_back(e.param);
     }
-  }
-  for (size_t k = 0; k < wrapped_units.size(); ++k) {
-    bucket_entries.push_back(entries_of[wrapped_units.size() - 1 - k]);
   }
   readiness_ = std::make_unique<BucketReadiness>(std::move(bucket_entries),
                                                  std::move(requires_grad));
@@ -552,13 +521,10 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
   model().AddInterceptor(interceptor_);
   if (rank == 0) {
     int64_t wrapped_numel = 0;
-    for (const auto& unit : flat_units_) {
-      if (!unit->root) wrapped_numel += unit->numel;
-    }
+    for (const FlatUnit* unit : wrapped_) wrapped_numel += unit->numel;
     LOG(INFO) << "fsdp: " << ShardingStrategyName(f.sharding) << ", "
-              << (flat_units_.size() - first_wrapped) << " wrapped units ("
-              << wrapped_numel << " parameters) + root ("
-              << (first_wrapped ? flat_units_[0]->numel : 0)
+              << wrapped_.size() << " wrapped units (" << wrapped_numel
+              << " parameters) + root (" << (root_ ? root_->numel : 0)
               << " parameters, kept gathered), shard group " << shard_size_
               << " x replicas " << replicate_size_ << ", param "
               << c10::toString(param_dtype()) << " / reduce "
@@ -671,12 +637,10 @@ absl::Status FsdpStrategy::InitializeShards(bool deferred) {
 // --- Gathering -------------------------------------------------------------
 
 FsdpStrategy::FlatUnit* FsdpStrategy::WrappedAt(int position) {
-  const int first = !flat_units_.empty() && flat_units_[0]->root ? 1 : 0;
-  const int index = first + position;
-  if (position < 0 || index >= static_cast<int>(flat_units_.size())) {
+  if (position < 0 || position >= static_cast<int>(wrapped_.size())) {
     return nullptr;
   }
-  return flat_units_[index].get();
+  return wrapped_[position];
 }
 
 int FsdpStrategy::num_units_gathered() const {
@@ -724,14 +688,19 @@ void FsdpStrategy::StartGather(FlatUnit& unit, bool prefetch) {
       std::max<int64_t>(counters_.max_units_gathered, num_units_gathered());
 }
 
-void FsdpStrategy::WaitGather(FlatUnit& unit) {
-  if (unit.gather_work == nullptr) return;
-  const auto wait_start = std::chrono::steady_clock::now();
-  absl::Status status = unit.gather_work->Wait();
+absl::Status FsdpStrategy::WaitExposed(comm::Work& work) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = work.Wait();
   counters_.exposed_communication_ms +=
       std::chrono::duration<double, std::milli>(
-          std::chrono::steady_clock::now() - wait_start)
+          std::chrono::steady_clock::now() - start)
           .count();
+  return status;
+}
+
+void FsdpStrategy::WaitGather(FlatUnit& unit) {
+  if (unit.gather_work == nullptr) return;
+  absl::Status status = WaitExposed(*unit.gather_work);
   unit.gather_work.reset();
   unit.gather_input = at::Tensor();
   gathers_in_flight_.erase(
@@ -773,7 +742,7 @@ void FsdpStrategy::AllocateGrads(FlatUnit& unit) {
 
 at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
                                  const models::UnitForward& forward) {
-  FlatUnit& unit = *flat_units_[flat_of_model_unit_[model_unit]];
+  FlatUnit& unit = *wrapped_[flat_of_model_unit_[model_unit]];
   Gather(unit);
   const bool grad_mode = at::GradMode::is_enabled();
   if (options_.fsdp.forward_prefetch) Prefetch(WrappedAt(unit.position + 1));
@@ -797,9 +766,7 @@ void FsdpStrategy::PreBackward(FlatUnit& unit) {
 
 void FsdpStrategy::PostBackward(size_t bucket) {
   if (!hook_status_.ok()) return;
-  const int num_wrapped =
-      static_cast<int>(flat_units_.size()) - (flat_units_[0]->root ? 1 : 0);
-  FlatUnit& unit = *WrappedAt(num_wrapped - 1 - static_cast<int>(bucket));
+  FlatUnit& unit = *wrapped_[wrapped_.size() - 1 - bucket];
   // A unit with frozen parameters is freed at the end of backward: a node
   // that reads a frozen parameter may still run after its gradients are
   // complete.
@@ -807,6 +774,10 @@ void FsdpStrategy::PostBackward(size_t bucket) {
   if (options_.fsdp.backward_prefetch == BackwardPrefetch::kBackwardPost) {
     Prefetch(WrappedAt(unit.position - 1));
   }
+  CompleteGradients(unit);
+}
+
+void FsdpStrategy::CompleteGradients(FlatUnit& unit) {
   if (communicate_) {
     LaunchReduction(unit);
   } else if (unit.grads_allocated && !unit.grad_aliases_shard &&
@@ -879,12 +850,7 @@ void FsdpStrategy::DrainReductions(size_t keep) {
   while (reductions_.size() > keep) {
     Reduction& r = *reductions_.front();
     if (r.work != nullptr) {
-      const auto wait_start = std::chrono::steady_clock::now();
-      absl::Status status = r.work->Wait();
-      counters_.exposed_communication_ms +=
-          std::chrono::duration<double, std::milli>(
-              std::chrono::steady_clock::now() - wait_start)
-              .count();
+      absl::Status status = WaitExposed(*r.work);
       r.work.reset();
       if (!status.ok()) {
         Fail(Annotate(status, absl::StrCat("fsdp: gradient reduction of unit ",
@@ -922,23 +888,8 @@ absl::Status FsdpStrategy::FinishBackward() {
         [this](size_t bucket) { PostBackward(bucket); });
   }
   readiness_->Disarm();
-  for (auto& unit : flat_units_) {
-    if (!unit->root) Reshard(*unit);
-  }
-  if (!flat_units_.empty() && flat_units_[0]->root && hook_status_.ok()) {
-    FlatUnit& root = *flat_units_[0];
-    if (communicate_) {
-      LaunchReduction(root);
-    } else if (root.grads_allocated && !root.grad_aliases_shard &&
-               param_dtype() != at::kFloat) {
-      if (!root.grad_accum.defined()) {
-        root.grad_accum = root.full_grad.to(at::kFloat);
-      } else {
-        root.grad_accum.add_(root.full_grad);
-      }
-      root.full_grad.zero_();
-    }
-  }
+  for (FlatUnit* unit : wrapped_) Reshard(*unit);
+  if (root_ != nullptr && hook_status_.ok()) CompleteGradients(*root_);
   DrainReductions(0);
   return hook_status_;
 }
@@ -974,9 +925,7 @@ absl::StatusOr<double> FsdpStrategy::ForwardBackward(
   }
   communicate_ =
       last_micro_batch || options_.fsdp.reduce_scatter_every_micro_step;
-  if (!flat_units_.empty() && flat_units_[0]->root) {
-    AllocateGrads(*flat_units_[0]);
-  }
+  if (root_ != nullptr) AllocateGrads(*root_);
   readiness_->Arm();
   in_micro_batch_ = true;
   double loss_value = 0;
@@ -1010,41 +959,19 @@ absl::StatusOr<StepResult> FsdpStrategy::Step(int64_t step) {
   DrainReductions(0);
   STRATA_RETURN_IF_ERROR(TakeHookStatus());
   StepResult result;
-  const double max_norm = config_.grad_clip > 0
-                              ? config_.grad_clip
-                              : std::numeric_limits<double>::infinity();
-  absl::Status reduce_status;
-  std::function<double(double)> across_shards;
-  if (shard_group_ != nullptr) {
-    // Gradient shards are disjoint within the shard group and identical
-    // across replicas: the global sum of squares is the shard group's.
-    across_shards = [&](double local) {
-      at::Tensor sum = at::full({1}, local, at::kDouble);
-      reduce_status = shard_group_->AllReduce(sum, comm::ReduceOp::kSum);
-      return reduce_status.ok() ? sum.item<double>()
-                                : std::numeric_limits<double>::quiet_NaN();
-    };
-  }
-  result.grad_norm = optim::ClipGradNorm(grad_shards_, max_norm, across_shards);
-  STRATA_RETURN_IF_ERROR(Annotate(
-      reduce_status, "fsdp: all-reduce of the gradient norm's sum of squares"));
+  // Gradient shards are disjoint within the shard group and identical
+  // across replicas: the global sum of squares is the shard group's.
+  STRATA_ASSIGN_OR_RETURN(
+      result.grad_norm,
+      ClipGradients(grad_shards_, config_.grad_clip, shard_group_, kKind));
   result.lr = schedule_->LrAt(step);
   optimizer_->Step(result.lr);
   grads_complete_ = false;
-  // The root and unsharded units keep their full parameters: refresh them.
-  for (auto& unit : flat_units_) {
-    if (unit->full_aliases_master) continue;
-    if (unit->root || shard_size_ == 1 || summoned_) {
-      unit->gathered = false;
-      Gather(*unit);
-    }
-  }
-  STRATA_RETURN_IF_ERROR(TakeHookStatus());
+  STRATA_RETURN_IF_ERROR(RefreshFullParameters());
   return result;
 }
 
-absl::Status FsdpStrategy::AfterStateLoaded() {
-  DrainReductions(0);
+absl::Status FsdpStrategy::RefreshFullParameters() {
   for (auto& unit : flat_units_) {
     if (unit->full_aliases_master) continue;
     if (unit->root || shard_size_ == 1 || summoned_) {
@@ -1056,6 +983,11 @@ absl::Status FsdpStrategy::AfterStateLoaded() {
     }
   }
   return TakeHookStatus();
+}
+
+absl::Status FsdpStrategy::AfterStateLoaded() {
+  DrainReductions(0);
+  return RefreshFullParameters();
 }
 
 // --- State -----------------------------------------------------------------

@@ -101,10 +101,10 @@ std::string ShardingStrategyName(ShardingStrategy s);
 absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(const std::string& s);
 std::string BackwardPrefetchName(BackwardPrefetch p);
 
-// Checks options.fsdp and options.mixed_precision against a world of
-// `world_size` ranks; errors name the flag (--fsdp_hybrid_shard_group_size
-// with a world size it does not divide, a group size set without hybrid
-// sharding, --fsdp_limit_all_gathers < 0, a dtype other than fp32/bf16).
+// Checks options.fsdp against a world of `world_size` ranks; errors name the
+// flag (--fsdp_hybrid_shard_group_size with a world size it does not divide,
+// a group size set without hybrid sharding, negative limits). Dtypes are
+// ValidateStrategyOptions's.
 absl::Status ValidateFsdpOptions(const StrategyOptions& options,
                                  int world_size);
 
@@ -212,15 +212,23 @@ class FsdpStrategy : public Strategy {
                      const models::UnitForward& forward);
   void PreBackward(FlatUnit& unit);
   void PostBackward(size_t bucket);
+  // `unit`'s gradients of this micro-batch are complete: reduce them, or
+  // (accumulation without communication) keep them, in fp32.
+  void CompleteGradients(FlatUnit& unit);
   absl::Status FinishBackward();
 
   // Gathering and freeing full parameters.
   void StartGather(FlatUnit& unit, bool prefetch);
   void WaitGather(FlatUnit& unit);
+  // work.Wait(), timed into counters_.exposed_communication_ms.
+  absl::Status WaitExposed(comm::Work& work);
   void Gather(FlatUnit& unit);
   void Prefetch(FlatUnit* unit);
   void Reshard(FlatUnit& unit);
   void AllocateGrads(FlatUnit& unit);
+  // After the masters changed (a step, a load): re-gathers what stays
+  // gathered (root, unsharded units, summoned units), frees the rest.
+  absl::Status RefreshFullParameters();
 
   // Gradient reduction of `unit` (its full gradients are complete).
   void LaunchReduction(FlatUnit& unit);
@@ -244,9 +252,13 @@ class FsdpStrategy : public Strategy {
   int shard_rank_ = 0;
   int replicate_size_ = 1;
 
-  // flat_units_[0] is the root; then the wrapped units in forward order.
+  // The root's flat parameter (if any parameter is left to it) first, then
+  // the wrapped units' in forward order. Owns them.
   std::vector<std::unique_ptr<FlatUnit>> flat_units_;
-  std::vector<int> flat_of_model_unit_;  // -1: covered by the root.
+  FlatUnit* root_ = nullptr;        // In flat_units_; null: no root.
+  std::vector<FlatUnit*> wrapped_;  // In flat_units_, in forward order.
+  // Per model unit: its index in wrapped_, or -1 (covered by the root).
+  std::vector<int> flat_of_model_unit_;
   at::Tensor master_;       // fp32: every flat parameter's shard.
   at::Tensor grad_shards_;  // fp32, aligned with master_.
   std::unique_ptr<optim::Optimizer> optimizer_;

@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/fnv.h"
 #include "base/status.h"
+#include "optim/clip.h"
 
 namespace strata::strategies {
 namespace {
@@ -19,23 +21,12 @@ struct TensorInfo {
   at::Tensor tensor;
 };
 
-constexpr uint64_t kFnvOffset = 14695981039346656037ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
-
-uint64_t Fnv(uint64_t hash, const void* data, size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= kFnvPrime;
-  }
-  return hash;
-}
 
 uint64_t HashInfo(uint64_t hash, const TensorInfo& info) {
-  hash = Fnv(hash, info.name.data(), info.name.size() + 1);  // With '\0'.
+  hash = Fnv1a(hash, info.name.data(), info.name.size() + 1);  // With '\0'.
   const int64_t ndim = info.shape.size();
-  hash = Fnv(hash, &ndim, sizeof(ndim));
-  return Fnv(hash, info.shape.data(), info.shape.size() * sizeof(int64_t));
+  hash = Fnv1a(hash, &ndim, sizeof(ndim));
+  return Fnv1a(hash, info.shape.data(), info.shape.size() * sizeof(int64_t));
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -52,7 +43,7 @@ absl::Status CheckSameTensors(comm::Group& group,
                               const std::vector<TensorInfo>& infos) {
   const int world = group.size();
   int64_t total = 0;
-  uint64_t hash = kFnvOffset;
+  uint64_t hash = kFnv1aOffset;
   for (const TensorInfo& info : infos) {
     int64_t numel = 1;
     for (int64_t d : info.shape) numel *= d;
@@ -65,7 +56,7 @@ absl::Status CheckSameTensors(comm::Group& group,
   mine[2] = static_cast<int64_t>(hash);
   at::Tensor all = at::empty({world * 3}, at::kLong);
   STRATA_RETURN_IF_ERROR(Annotate(group.AllGather(mine, all),
-                                  "ddp: exchanging model descriptors"));
+                                  "exchanging model descriptors"));
   const int64_t* d = all.data_ptr<int64_t>();
   bool same = true;
   for (int r = 1; r < world; ++r) {
@@ -75,7 +66,7 @@ absl::Status CheckSameTensors(comm::Group& group,
   for (int r = 1; r < world; ++r) {
     if (d[3 * r] != d[0]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("ddp: ranks hold different models: rank 0 has ", d[0],
+          absl::StrCat("ranks hold different models: rank 0 has ", d[0],
                        " parameters and buffers (", d[1], " elements), rank ",
                        r, " has ", d[3 * r], " (", d[3 * r + 1],
                        " elements); every rank must build the same model"));
@@ -96,11 +87,11 @@ absl::Status CheckSameTensors(comm::Group& group,
       p[i * kPerTensor + 2 + k] = info.shape[k];
     }
     p[i * kPerTensor + kPerTensor - 1] = static_cast<int64_t>(
-        Fnv(kFnvOffset, info.name.data(), info.name.size()));
+        Fnv1a(kFnv1aOffset, info.name.data(), info.name.size()));
   }
   at::Tensor all_per = at::empty({world * n * kPerTensor}, at::kLong);
   STRATA_RETURN_IF_ERROR(Annotate(group.AllGather(per, all_per),
-                                  "ddp: exchanging parameter descriptors"));
+                                  "exchanging parameter descriptors"));
   const int64_t* q = all_per.data_ptr<int64_t>();
   auto shape_of = [&](int r, int64_t i) {
     const int64_t* t = q + (r * n + i) * kPerTensor;
@@ -121,7 +112,7 @@ absl::Status CheckSameTensors(comm::Group& group,
       }
       if (!shapes_equal) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "ddp: parameter '", infos[i].name, "' (#", i,
+            "parameter '", infos[i].name, "' (#", i,
             " in registration order, as named on rank ", group.rank(),
             ") differs across ranks: rank 0 has shape ",
             ShapeString(shape_of(0, i)), ", rank ", r, " has shape ",
@@ -130,7 +121,7 @@ absl::Status CheckSameTensors(comm::Group& group,
       }
       if (!names_equal) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "ddp: parameter #", i, " in registration order (named '",
+            "parameter #", i, " in registration order (named '",
             infos[i].name, "' on rank ", group.rank(),
             ") has different names on rank 0 and rank ", r,
             "; every rank must build the same model"));
@@ -139,7 +130,7 @@ absl::Status CheckSameTensors(comm::Group& group,
   }
   // Only shapes beyond kMaxDims dims can differ unseen here.
   return absl::InvalidArgumentError(
-      "ddp: ranks hold different models (their parameter descriptors "
+      "ranks hold different models (their parameter descriptors "
       "differ); every rank must build the same model");
 }
 
@@ -181,6 +172,27 @@ absl::Status BroadcastFromRankZero(comm::Group& group, const std::string& kind,
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> ClipGradients(at::Tensor grads, double grad_clip,
+                                     comm::Group* group,
+                                     const std::string& kind) {
+  const double max_norm =
+      grad_clip > 0 ? grad_clip : std::numeric_limits<double>::infinity();
+  if (group == nullptr) return optim::ClipGradNorm(grads, max_norm);
+  absl::Status reduce_status;
+  const double norm =
+      optim::ClipGradNorm(grads, max_norm, [&](double local) {
+        at::Tensor sum = at::full({1}, local, at::kDouble);
+        reduce_status = group->AllReduce(sum, comm::ReduceOp::kSum);
+        return reduce_status.ok() ? sum.item<double>()
+                                  : std::numeric_limits<double>::quiet_NaN();
+      });
+  STRATA_RETURN_IF_ERROR(Annotate(
+      reduce_status, absl::StrCat(kind, ": all-reduce of the gradient norm on "
+                                        "rank ",
+                                  group->rank())));
+  return norm;
 }
 
 }  // namespace strata::strategies

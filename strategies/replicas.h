@@ -1,5 +1,6 @@
-// What data-parallel strategies do when they are created: check that every
-// rank built the same model, then give every rank rank 0's weights.
+// What data-parallel strategies share: at creation, check that every rank
+// built the same model and give every rank rank 0's weights; at each step,
+// clip gradients by their global norm across shards.
 #ifndef STRATA_STRATEGIES_REPLICAS_H_
 #define STRATA_STRATEGIES_REPLICAS_H_
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/group.h"
 #include "models/unit.h"
 
@@ -28,6 +30,15 @@ absl::Status CheckSameModelOnAllRanks(comm::Group& group,
 absl::Status BroadcastFromRankZero(comm::Group& group, const std::string& kind,
                                    models::UnitModel& model,
                                    at::Tensor flat_params);
+
+// Clips `grads` to the global L2 norm `grad_clip` (0: only measures) and
+// returns the norm before clipping (optim::ClipGradNorm). With `group`,
+// `grads` is this rank's shard of disjoint shards: the sum of squares is
+// all-reduced over `group` (a collective) and every rank scales by the same
+// factor. Errors name `kind` and the rank.
+absl::StatusOr<double> ClipGradients(at::Tensor grads, double grad_clip,
+                                     comm::Group* group,
+                                     const std::string& kind);
 
 }  // namespace strata::strategies
 

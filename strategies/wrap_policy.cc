@@ -8,15 +8,29 @@
 
 namespace strata::strategies {
 
-int64_t UnitNumParameters(const models::UnitModel& model,
-                          const models::UnitInfo& unit) {
-  std::unordered_map<std::string, int64_t> sizes;
+namespace {
+
+using Sizes = std::unordered_map<std::string, int64_t>;
+
+Sizes ParameterSizes(const models::UnitModel& model) {
+  Sizes sizes;
   for (const auto& item : model.named_parameters()) {
     sizes[item.key()] = item.value().numel();
   }
+  return sizes;
+}
+
+int64_t NumParameters(const Sizes& sizes, const models::UnitInfo& unit) {
   int64_t total = 0;
-  for (const std::string& name : unit.parameters) total += sizes[name];
+  for (const std::string& name : unit.parameters) total += sizes.at(name);
   return total;
+}
+
+}  // namespace
+
+int64_t UnitNumParameters(const models::UnitModel& model,
+                          const models::UnitInfo& unit) {
+  return NumParameters(ParameterSizes(model), unit);
 }
 
 absl::StatusOr<std::vector<int>> SelectWrappedUnits(
@@ -42,11 +56,12 @@ absl::StatusOr<std::vector<int>> SelectWrappedUnits(
                              policy.predicate != nullptr;
   const std::set<std::string> types(policy.unit_types.begin(),
                                     policy.unit_types.end());
+  const Sizes sizes = ParameterSizes(model);
   std::vector<int> wrapped;
   std::vector<std::string> described;
   for (size_t i = 0; i < model.units().size(); ++i) {
     const models::UnitInfo& unit = model.units()[i];
-    const int64_t numel = UnitNumParameters(model, unit);
+    const int64_t numel = NumParameters(sizes, unit);
     described.push_back(
         absl::StrCat(unit.name, " (", unit.type, ", ", numel, " parameters)"));
     bool wrap = !any_criterion;

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <utility>
 
@@ -16,7 +15,6 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "optim/adamw.h"
-#include "optim/clip.h"
 #include "optim/flat_parameters.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/replicas.h"
@@ -512,29 +510,14 @@ absl::StatusOr<StepResult> ZeroStrategy::Step(int64_t step) {
         absl::StrCat("step must be >= 0, got ", step));
   }
   STRATA_RETURN_IF_ERROR(FinishGradients());
-  const double max_norm = config_.grad_clip > 0
-                              ? config_.grad_clip
-                              : std::numeric_limits<double>::infinity();
   StepResult result;
-  if (stage2()) {
-    absl::Status reduce_status;
-    result.grad_norm =
-        optim::ClipGradNorm(grad_shard_, max_norm, [&](double local) {
-          at::Tensor sum = at::full({1}, local, at::kDouble);
-          reduce_status = group_->AllReduce(sum, comm::ReduceOp::kSum);
-          return reduce_status.ok() ? sum.item<double>()
-                                    : std::numeric_limits<double>::quiet_NaN();
-        });
-    STRATA_RETURN_IF_ERROR(
-        Annotate(reduce_status, absl::StrCat(name(),
-                                             ": all-reduce of the gradient "
-                                             "norm on rank ",
-                                             group_->rank())));
-  } else {
-    // Gradients are replicated after the all-reduce: the local norm is the
-    // global one.
-    result.grad_norm = optim::ClipGradNorm(accumulated_grads(), max_norm);
-  }
+  // ZeRO-2 holds disjoint gradient shards; ZeRO-1's gradients are replicated
+  // after the all-reduce, so the local norm is the global one.
+  STRATA_ASSIGN_OR_RETURN(
+      result.grad_norm,
+      stage2() ? ClipGradients(grad_shard_, config_.grad_clip, group_, name())
+               : ClipGradients(accumulated_grads(), config_.grad_clip,
+                               nullptr, name()));
   result.lr = schedule_->LrAt(step);
   for (optim::Optimizer* optimizer : optimizers_) optimizer->Step(result.lr);
   STRATA_RETURN_IF_ERROR(GatherParameters());
