@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "checkpoint/exchange.h"
 #include "checkpoint/full.h"
+#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
@@ -137,8 +138,8 @@ TensorState CollectState(strategies::Strategy& strategy,
   }
   std::stable_sort(
       state.model.begin(), state.model.end(),
-      [&](const strategies::ShardedTensor& a,
-          const strategies::ShardedTensor& b) {
+      [&](const ShardedTensor& a,
+          const ShardedTensor& b) {
         auto pa = position.find(a.name), pb = position.find(b.name);
         const size_t ia = pa == position.end() ? position.size() : pa->second;
         const size_t ib = pb == position.end() ? position.size() : pb->second;
@@ -329,8 +330,8 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
   const auto start = std::chrono::steady_clock::now();
   const TensorState live = CollectState(strategy, options);
   // Staging buffers, reused while the layout stays the same.
-  auto stage = [](const std::vector<strategies::ShardedTensor>& from,
-                  std::vector<strategies::ShardedTensor>& to) {
+  auto stage = [](const std::vector<ShardedTensor>& from,
+                  std::vector<ShardedTensor>& to) {
     bool same = from.size() == to.size();
     for (size_t i = 0; same && i < from.size(); ++i) {
       same = to[i].name == from[i].name && to[i].offset == from[i].offset &&

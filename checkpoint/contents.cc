@@ -28,16 +28,6 @@ Meta NewMeta() {
   return meta;
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-int64_t NumElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 std::string DtypeName(at::ScalarType dtype) { return c10::toString(dtype); }
 
 absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
@@ -51,8 +41,8 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
 }
 
-absl::Status CheckRuns(const std::vector<strategies::ShardedTensor>& runs) {
-  for (const strategies::ShardedTensor& run : runs) {
+absl::Status CheckRuns(const std::vector<ShardedTensor>& runs) {
+  for (const ShardedTensor& run : runs) {
     const int64_t total = NumElements(run.global_shape);
     if (!run.local.defined() || !run.local.is_contiguous() ||
         !run.local.device().is_cpu()) {
@@ -73,7 +63,7 @@ absl::Status CheckRuns(const std::vector<strategies::ShardedTensor>& runs) {
 
 absl::StatusOr<std::vector<int>> MatchRuns(
     const std::string& where,
-    const std::vector<strategies::ShardedTensor>& live,
+    const std::vector<ShardedTensor>& live,
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
     bool revise) {
@@ -135,7 +125,7 @@ absl::StatusOr<std::vector<int>> MatchRuns(
   return match;
 }
 
-void CopyStaged(const std::vector<strategies::ShardedTensor>& runs,
+void CopyStaged(const std::vector<ShardedTensor>& runs,
                 const std::vector<at::Tensor>& staged) {
   CHECK_EQ(runs.size(), staged.size());
   at::NoGradGuard no_grad;

@@ -1,5 +1,5 @@
 // What a checkpoint holds, independent of its format: the model and
-// optimizer tensors as this rank holds them (strategies::ShardedTensor runs,
+// optimizer tensors as this rank holds them (ShardedTensor runs,
 // aliasing the live state), metadata, the LR schedule's state and extra
 // named values; and the checks every loader makes before touching the live
 // state (keys, shapes).
@@ -17,7 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "strategies/strategy.h"
+#include "base/shape.h"
+#include "base/sharded_tensor.h"
 
 namespace strata::checkpoint {
 
@@ -58,8 +59,8 @@ struct Contents {
 // The tensors as this rank holds them. Saving reads them; loading writes
 // into them (they alias the live state).
 struct TensorState {
-  std::vector<strategies::ShardedTensor> model;
-  std::vector<strategies::ShardedTensor> optimizer;
+  std::vector<ShardedTensor> model;
+  std::vector<ShardedTensor> optimizer;
 };
 
 struct ReadOptions {
@@ -93,14 +94,11 @@ struct TensorInfo {
 // and both shapes), a revise_keys regex that does not compile.
 absl::StatusOr<std::vector<int>> MatchRuns(
     const std::string& where,
-    const std::vector<strategies::ShardedTensor>& live,
+    const std::vector<ShardedTensor>& live,
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
     bool revise);
 
-// "[2, 3]".
-std::string ShapeString(const std::vector<int64_t>& shape);
-int64_t NumElements(const std::vector<int64_t>& shape);
 // c10::toString(dtype) and back ("Float" -> kFloat); InvalidArgument for a
 // name that is not a dtype.
 std::string DtypeName(at::ScalarType dtype);
@@ -108,12 +106,12 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
 
 // Checks that every run is a contiguous CPU tensor inside its global shape;
 // Internal error naming the run otherwise.
-absl::Status CheckRuns(const std::vector<strategies::ShardedTensor>& runs);
+absl::Status CheckRuns(const std::vector<ShardedTensor>& runs);
 
 // Copies each staged tensor (same element count, any dtype) into the live
 // run it belongs to: runs[i].local <- staged[i] (skipped when undefined).
 // Call only after everything was validated: this is the commit.
-void CopyStaged(const std::vector<strategies::ShardedTensor>& runs,
+void CopyStaged(const std::vector<ShardedTensor>& runs,
                 const std::vector<at::Tensor>& staged);
 
 }  // namespace strata::checkpoint

@@ -21,6 +21,7 @@
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/exchange.h"
+#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/plan.h"
 #include "models/torch_file.h"
@@ -360,7 +361,7 @@ Contents ContentsFromRoot(const GenericDict& root) {
 }
 
 absl::Status Stage(const std::string& path,
-                   const std::vector<strategies::ShardedTensor>& live,
+                   const std::vector<ShardedTensor>& live,
                    const std::vector<SavedTensor>& saved,
                    const std::vector<int>& match,
                    const std::map<std::string, int64_t>& checksums,
@@ -392,7 +393,7 @@ absl::Status Stage(const std::string& path,
 }
 
 std::vector<std::string> Names(
-    const std::vector<strategies::ShardedTensor>& runs) {
+    const std::vector<ShardedTensor>& runs) {
   std::vector<std::string> names;
   for (const auto& run : runs) names.push_back(run.name);
   return names;
@@ -457,7 +458,7 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
     for (const PlannedTensor::Piece& piece : t.pieces) {
       ++tag;
       if (piece.rank == rank) {
-        const strategies::ShardedTensor& run = runs[piece.run];
+        const ShardedTensor& run = runs[piece.run];
         at::Tensor src = run.local.reshape({-1}).narrow(
             0, piece.offset - run.offset, piece.numel);
         if (rank == 0) {

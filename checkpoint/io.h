@@ -1,7 +1,6 @@
-// File I/O for checkpoints: whole-buffer pwrite/pread with errors that name
-// the file and byte range, fsync of files and directories, atomic
-// replacement of a file, and the staged-directory protocol that makes a
-// directory checkpoint appear all at once.
+// The staged-directory protocol that makes a directory checkpoint appear all
+// at once. (Plain file I/O — FileWriter, PreadAll, FsyncPath, WriteFileAtomic,
+// ReadWholeFile — is base/file_io.h.)
 //
 // Staged directories. A checkpoint directory `dir` is written as
 // `dir + ".tmp"` (StagingDir): rank 0 prepares it (PrepareStagingDir), every
@@ -13,53 +12,11 @@
 #ifndef STRATA_CHECKPOINT_IO_H_
 #define STRATA_CHECKPOINT_IO_H_
 
-#include <cstddef>
-#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 
 namespace strata::checkpoint {
-
-// A file open for writing (created or truncated), written at increasing
-// offsets. Owns its descriptor (closed by the destructor).
-class FileWriter {
- public:
-  static absl::StatusOr<FileWriter> Create(const std::string& path);
-  FileWriter(FileWriter&& other) noexcept;
-  FileWriter& operator=(FileWriter&& other) = delete;
-  ~FileWriter();
-
-  // Appends `size` bytes; returns the offset they were written at.
-  absl::StatusOr<int64_t> Append(const void* data, size_t size);
-  // fsync, then close; errors name the file.
-  absl::Status SyncAndClose();
-  int64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  FileWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  std::string path_;
-  int fd_ = -1;
-  int64_t size_ = 0;
-};
-
-// Reads exactly `size` bytes at `offset` of the open file `fd` (named `path`
-// in errors). DataLoss "truncated" naming the file, its size and the range
-// when the file ends early.
-absl::Status PreadAll(int fd, const std::string& path, void* data, size_t size,
-                      int64_t offset);
-
-// fsync of a file or directory.
-absl::Status FsyncPath(const std::string& path);
-
-// Writes `bytes` to `path` atomically: a temporary file beside it, fsync,
-// rename over `path`, fsync of the directory.
-absl::Status WriteFileAtomic(const std::string& path, const std::string& bytes);
-
-// The whole file. NotFound / InvalidArgument (a directory) naming it.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 std::string StagingDir(const std::string& dir);
 // Rank 0 only: creates the parent of `dir` if needed, removes a stale

@@ -1,13 +1,12 @@
 #include "checkpoint/io.h"
 
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "base/file_io.h"
+#include "gtest/gtest.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -19,19 +18,6 @@ std::string Fresh(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-TEST(IoTest, WriteFileAtomicReplacesAndLeavesNoTemporary) {
-  const std::string dir = Fresh("atomic");
-  ASSERT_TRUE(WriteFileAtomic(dir + "/latest", "step_1\n").ok());
-  ASSERT_TRUE(WriteFileAtomic(dir + "/latest", "step_2\n").ok());
-  EXPECT_EQ(*ReadWholeFile(dir + "/latest"), "step_2\n");
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    (void)e;
-    ++files;
-  }
-  EXPECT_EQ(files, 1);
 }
 
 TEST(IoTest, StagedDirectoryAppearsWholeAndReplacesTheOldOne) {
@@ -52,30 +38,6 @@ TEST(IoTest, StagedDirectoryAppearsWholeAndReplacesTheOldOne) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/a"));
   EXPECT_EQ(*ReadWholeFile(dir + "/b"), "second");
   EXPECT_FALSE(std::filesystem::exists(StagingDir(dir)));
-}
-
-TEST(IoTest, ShortReadIsReportedAsTruncation) {
-  const std::string path = Fresh("short") + "/f";
-  std::ofstream(path) << "0123456789";
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  char buffer[8];
-  EXPECT_TRUE(PreadAll(fd, path, buffer, 8, 2).ok());
-  const absl::Status s = PreadAll(fd, path, buffer, 8, 5);
-  ::close(fd);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(s.message(), "file '" + path +
-                             "' is truncated: it ends at byte 10 but bytes "
-                             "[5, 13) were expected");
-}
-
-TEST(IoTest, ReadWholeFileNamesMissingFilesAndDirectories) {
-  const std::string dir = Fresh("read_whole");
-  EXPECT_EQ(ReadWholeFile(dir + "/missing").status().code(),
-            absl::StatusCode::kNotFound);
-  const absl::Status s = ReadWholeFile(dir).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("is a directory"), std::string::npos);
 }
 
 }  // namespace

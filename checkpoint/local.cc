@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/exchange.h"
+#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/metadata.pb.h"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
+#include "base/file_io.h"
 #include "checkpoint/io.h"
 
 namespace strata::checkpoint {

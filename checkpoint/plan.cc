@@ -124,7 +124,7 @@ absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
   proto::RankRuns mine;
   for (int section = 0; section < 2; ++section) {
     const auto& runs = section == 0 ? state.model : state.optimizer;
-    for (const strategies::ShardedTensor& run : runs) {
+    for (const ShardedTensor& run : runs) {
       proto::RankRuns::Run* r = mine.add_runs();
       r->set_section(section);
       r->set_name(run.name);

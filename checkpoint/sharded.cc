@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/exchange.h"
+#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/plan.h"
@@ -163,7 +164,7 @@ class ChunkReader {
 };
 
 std::vector<std::string> Names(
-    const std::vector<strategies::ShardedTensor>& runs) {
+    const std::vector<ShardedTensor>& runs) {
   std::vector<std::string> names;
   for (const auto& run : runs) names.push_back(run.name);
   return names;
@@ -193,7 +194,7 @@ struct ReadTask {
 absl::Status PlanSection(
     const std::string& dir, const proto::Metadata& md,
     const google::protobuf::RepeatedPtrField<proto::Tensor>& saved,
-    const std::vector<strategies::ShardedTensor>& live,
+    const std::vector<ShardedTensor>& live,
     const std::vector<int>& match, std::vector<at::Tensor>& staged,
     std::vector<ReadTask>& tasks) {
   staged.assign(live.size(), at::Tensor());
@@ -270,7 +271,7 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
       const int64_t item = c10::elementSize(t.dtype);
       for (const PlannedTensor::Piece& piece : t.pieces) {
         if (piece.rank != rank) continue;
-        const strategies::ShardedTensor& run = runs[piece.run];
+        const ShardedTensor& run = runs[piece.run];
         const char* data = static_cast<const char*>(run.local.data_ptr()) +
                            (piece.offset - run.offset) * item;
         const int64_t bytes = piece.numel * item;

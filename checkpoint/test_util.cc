@@ -52,7 +52,7 @@ void AddRuns(const TensorState& state, Globals& globals, std::mutex& mu) {
   std::lock_guard<std::mutex> lock(mu);
   for (int section = 0; section < 2; ++section) {
     const auto& runs = section == 0 ? state.model : state.optimizer;
-    for (const strategies::ShardedTensor& run : runs) {
+    for (const ShardedTensor& run : runs) {
       const std::string key =
           absl::StrCat(section == 0 ? "model/" : "optimizer/", run.name);
       auto it = globals.find(key);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/fnv.h"
 #include "base/status.h"
 #include "comm/ring.h"
 
@@ -202,13 +203,11 @@ absl::Status CheckCounts(absl::Span<const int64_t> counts, int world_size) {
   return absl::OkStatus();
 }
 
-// FNV-1a over the counts: the same on every process (absl::Hash is salted).
+// FNV-1a over the counts' bytes: the same on every process (absl::Hash is
+// salted). Shifted to fit a non-negative int64 descriptor slot.
 int64_t CountsHash(absl::Span<const int64_t> counts) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t c : counts) {
-    h ^= static_cast<uint64_t>(c);
-    h *= 1099511628211ull;
-  }
+  const uint64_t h =
+      Fnv1a(kFnv1aOffset, counts.data(), counts.size() * sizeof(int64_t));
   return static_cast<int64_t>(h >> 1);
 }
 

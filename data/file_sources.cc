@@ -7,33 +7,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 
 namespace strata::data {
 namespace {
 
 // Tokens encoded per write() when streaming to a file.
 constexpr int64_t kWriteChunkTokens = int64_t{1} << 16;
-
-absl::Status ErrnoError(int error, absl::string_view message) {
-  const std::string text = absl::StrCat(message, ": ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(text);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(text);
-    default:
-      return absl::InternalError(text);
-  }
-}
 
 // A whole file mapped read-only. Never empty.
 class MappedFile {
@@ -42,12 +28,12 @@ class MappedFile {
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(
       const std::string& path, absl::string_view expected) {
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open ", path));
+    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
     struct stat info;
     if (fstat(fd, &info) != 0) {
       const int error = errno;
       close(fd);
-      return ErrnoError(error, absl::StrCat("cannot stat ", path));
+      return ErrnoStatus(error, absl::StrCat("cannot stat ", path));
     }
     if (S_ISDIR(info.st_mode)) {
       close(fd);
@@ -70,7 +56,7 @@ class MappedFile {
     const int error = errno;
     close(fd);  // The mapping keeps the file open.
     if (data == MAP_FAILED) {
-      return ErrnoError(
+      return ErrnoStatus(
           error, absl::StrCat("cannot mmap ", path, " (", size, " bytes)"));
     }
     return std::unique_ptr<MappedFile>(
@@ -188,90 +174,12 @@ class TokenBinSource : public TokenSource {
   const int64_t vocab_size_;
 };
 
-// Writes a file under a temporary name beside its destination and renames
-// it into place on Commit; abandoned (destroyed uncommitted), it removes the
-// temporary file.
-class AtomicFileWriter {
- public:
-  static absl::StatusOr<std::unique_ptr<AtomicFileWriter>> Open(
-      const std::string& path) {
-    static std::atomic<uint64_t> counter{0};
-    const std::string temp_path =
-        absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
-    const int fd =
-        open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      return ErrnoError(errno, absl::StrCat("cannot create ", temp_path,
-                                            " (to be renamed to ", path, ")"));
-    }
-    return std::unique_ptr<AtomicFileWriter>(
-        new AtomicFileWriter(path, temp_path, fd));
-  }
-
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-  ~AtomicFileWriter() {
-    if (fd_ >= 0) close(fd_);
-    if (!committed_) unlink(temp_path_.c_str());
-  }
-
-  absl::Status Append(const uint8_t* data, size_t size) {
-    while (size > 0) {
-      const ssize_t written = write(fd_, data, size);
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(errno,
-                          absl::StrCat("cannot write ", temp_path_,
-                                       " (to be renamed to ", path_, ")"));
-      }
-      data += written;
-      size -= static_cast<size_t>(written);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Commit() {
-    if (fsync(fd_) != 0) {
-      return ErrnoError(errno, absl::StrCat("cannot sync ", temp_path_));
-    }
-    const int fd = fd_;
-    fd_ = -1;
-    if (close(fd) != 0) {
-      return ErrnoError(errno, absl::StrCat("cannot close ", temp_path_));
-    }
-    if (rename(temp_path_.c_str(), path_.c_str()) != 0) {
-      return ErrnoError(
-          errno, absl::StrCat("cannot rename ", temp_path_, " to ", path_));
-    }
-    committed_ = true;
-    // Make the rename durable; a failure here leaves a complete file.
-    const size_t slash = path_.rfind('/');
-    const std::string dir =
-        slash == std::string::npos ? "." : path_.substr(0, slash + 1);
-    const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-      if (fsync(dir_fd) != 0) PLOG(WARNING) << "fsync of directory " << dir;
-      close(dir_fd);
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  AtomicFileWriter(std::string path, std::string temp_path, int fd)
-      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
-
-  const std::string path_;
-  const std::string temp_path_;
-  int fd_;
-  bool committed_ = false;
-};
-
 // Streams `count` token ids, produced by `token(i)` (already checked to fit
 // `dtype`), to `path` atomically.
 template <typename TokenAt>
 absl::Status WriteTokens(int64_t count, TokenAt token, const std::string& path,
                          TokenBinDtype dtype) {
-  auto writer = AtomicFileWriter::Open(path);
+  auto writer = AtomicFileWriter::Create(path);
   if (!writer.ok()) return writer.status();
   const int width = TokenBinDtypeWidth(dtype);
   std::vector<uint8_t> buffer(kWriteChunkTokens * width);

@@ -1,13 +1,8 @@
 #include "models/state_dict.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <torch/serialize.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -17,58 +12,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/file_io.h"
 #include "base/status.h"
 #include "models/init.h"
 #include "models/torch_file.h"
 
 namespace strata::models {
 namespace {
-
-absl::Status ErrnoError(const std::string& what, const std::string& path,
-                        int error) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", std::strerror(error)));
-}
-
-// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::vector<char>& bytes) {
-  static std::atomic<int> counter{0};
-  const std::string temp =
-      absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
-  const int fd =
-      open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", temp, errno);
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      close(fd);
-      unlink(temp.c_str());
-      return ErrnoError("cannot write", temp, error);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    const int error = errno;
-    close(fd);
-    unlink(temp.c_str());
-    return ErrnoError("cannot sync", temp, error);
-  }
-  if (close(fd) != 0) {
-    const int error = errno;
-    unlink(temp.c_str());
-    return ErrnoError("cannot close", temp, error);
-  }
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    unlink(temp.c_str());
-    return ErrnoError(absl::StrCat("cannot rename ", temp, " to"), path, error);
-  }
-  return absl::OkStatus();
-}
 
 std::string ListKeys(const std::vector<std::string>& keys) {
   return absl::StrCat("'", absl::StrJoin(keys, "', '"), "'");
@@ -116,7 +66,7 @@ absl::Status SaveStateDict(
   STRATA_RETURN_IF_ERROR(
       StatusFromCall(absl::StrCat("serialising the state dict for ", path),
                      [&] { bytes = torch::pickle_save(c10::IValue(dict)); }));
-  return WriteFileAtomically(path, bytes);
+  return WriteFileAtomic(path, absl::string_view(bytes.data(), bytes.size()));
 }
 
 absl::Status LoadStateDict(torch::nn::Module& model, const std::string& path,

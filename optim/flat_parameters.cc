@@ -12,13 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/shape.h"
 
 namespace strata::optim {
 namespace {
-
-std::string ShapeString(at::IntArrayRef sizes) {
-  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
-}
 
 // Checks one parameter on its own; `name` is already quoted.
 absl::Status CheckTensor(const std::string& name, const at::Tensor& t) {

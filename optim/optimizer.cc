@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/shape.h"
 
 namespace strata::optim {
 namespace {
@@ -19,10 +20,6 @@ namespace {
 // Elements per parallel chunk: small enough for two cores to share a
 // bias-sized tensor, large enough that forking costs nothing.
 constexpr int64_t kGrainSize = 32768;
-
-std::string ShapeString(at::IntArrayRef sizes) {
-  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
-}
 
 std::string Describe(const at::Tensor& t) {
   if (!t.defined()) return "an undefined tensor";

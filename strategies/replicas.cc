@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/shape.h"
 #include "base/fnv.h"
 #include "base/status.h"
 #include "optim/clip.h"
@@ -27,10 +28,6 @@ uint64_t HashInfo(uint64_t hash, const TensorInfo& info) {
   const int64_t ndim = info.shape.size();
   hash = Fnv1a(hash, &ndim, sizeof(ndim));
   return Fnv1a(hash, info.shape.data(), info.shape.size() * sizeof(int64_t));
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
 constexpr int64_t kMaxDims = 7;

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/sharded_tensor.h"
 #include "models/unit.h"
 #include "optim/adamw.h"
 
@@ -168,16 +169,6 @@ struct MemoryReport {
   int64_t transient_gradient_bytes = 0;
 };
 
-// A tensor of the model or optimizer state as this rank holds it: the global
-// (unsharded) shape and this rank's chunk, a contiguous run
-// [offset, offset + local.numel()) of the flattened global tensor (the whole
-// tensor for replicated state). `local` aliases the live state.
-struct ShardedTensor {
-  std::string name;
-  std::vector<int64_t> global_shape;
-  int64_t offset = 0;
-  at::Tensor local;
-};
 
 class Strategy {
  public:
