@@ -36,5 +36,6 @@ run_check no_cuda_analysis no_cuda_analysis
 run_check sizes python3 tools/check_sizes.py .
 run_check layering python3 tools/check_layering.py
 run_check links python3 tools/check_links.py
+run_check links_self_test python3 tools/check_links.py --self-test
 run_check format tools/check_format.sh
 exit 0
