@@ -21,12 +21,10 @@ class GptEmbed : public torch::nn::Module {
       : wte_(register_module("wte", std::move(wte))),
         wpe_(register_module("wpe", std::move(wpe))) {}
 
-  at::Tensor Forward(const at::Tensor& tokens, double dropout,
-                     bool train) const {
+  at::Tensor Forward(const at::Tensor& tokens,
+                     const DropoutSpec& dropout) const {
     const at::Tensor positions = at::arange(tokens.size(1), tokens.options());
-    at::Tensor x = wte_->Forward(tokens) + wpe_->Forward(positions);
-    if (dropout > 0 && train) x = at::dropout(x, dropout, train);
-    return x;
+    return Dropout(wte_->Forward(tokens) + wpe_->Forward(positions), dropout);
   }
 
  private:
@@ -37,8 +35,12 @@ class GptEmbed : public torch::nn::Module {
 // x + attn(ln_1(x)), then + mlp(ln_2(x)).
 class GptBlock : public torch::nn::Module {
  public:
-  explicit GptBlock(const ModelConfig& config)
-      : num_heads_(config.num_heads), dropout_(config.dropout) {
+  GptBlock(const ModelConfig& config, const std::string& name)
+      : num_heads_(config.num_heads),
+        dropout_(config.dropout),
+        attn_site_(DropoutSiteKey(name, "attn")),
+        resid_attn_site_(DropoutSiteKey(name, "resid_attn")),
+        resid_mlp_site_(DropoutSiteKey(name, "resid_mlp")) {
     const int64_t c = config.dim;
     ln_1_ = register_module("ln_1",
                             std::make_shared<LayerNorm>(c, config.norm_eps));
@@ -56,15 +58,20 @@ class GptBlock : public torch::nn::Module {
         "proj", std::make_shared<Linear>(config.ffn_dim, c, true));
   }
 
-  at::Tensor Forward(const at::Tensor& x, bool train) const {
-    at::Tensor h = x + Dropout(Attention(ln_1_->Forward(x), train), train);
+  // `context` (borrowed, may be null) as UnitModel::dropout_context().
+  at::Tensor Forward(const at::Tensor& x, bool train,
+                     const DropoutContext* context) const {
+    at::Tensor h =
+        x + Dropout(Attention(ln_1_->Forward(x), {dropout_, train, context,
+                                                  attn_site_}),
+                    {dropout_, train, context, resid_attn_site_});
     return h + Dropout(mlp_proj_->Forward(
                            at::gelu(fc_->Forward(ln_2_->Forward(h)), "tanh")),
-                       train);
+                       {dropout_, train, context, resid_mlp_site_});
   }
 
  private:
-  at::Tensor Attention(const at::Tensor& x, bool train) const {
+  at::Tensor Attention(const at::Tensor& x, const DropoutSpec& dropout) const {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
     const int64_t d = c / num_heads_;
     const std::vector<at::Tensor> qkv = qkv_->Forward(x).split(c, -1);
@@ -72,16 +79,15 @@ class GptBlock : public torch::nn::Module {
       return y.view({b, t, num_heads_, d}).transpose(1, 2);
     };
     const at::Tensor y = CausalAttention(heads(qkv[0]), heads(qkv[1]),
-                                         heads(qkv[2]), dropout_, train);
+                                         heads(qkv[2]), dropout);
     return attn_proj_->Forward(y.transpose(1, 2).reshape({b, t, c}));
-  }
-
-  at::Tensor Dropout(const at::Tensor& x, bool train) const {
-    return dropout_ > 0 && train ? at::dropout(x, dropout_, train) : x;
   }
 
   int64_t num_heads_;
   double dropout_;
+  uint64_t attn_site_;
+  uint64_t resid_attn_site_;
+  uint64_t resid_mlp_site_;
   std::shared_ptr<LayerNorm> ln_1_;
   std::shared_ptr<Linear> qkv_;
   std::shared_ptr<Linear> attn_proj_;
@@ -131,7 +137,8 @@ Gpt::Gpt(const ModelConfig& config, const BuildOptions& options)
       register_module("blocks", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < config.num_layers; ++i) {
     blocks_.push_back(blocks->register_module(
-        std::to_string(i), std::make_shared<GptBlock>(config)));
+        std::to_string(i),
+        std::make_shared<GptBlock>(config, absl::StrCat("blocks.", i))));
   }
   ln_f_ = register_module(
       "ln_f", std::make_shared<LayerNorm>(config.dim, config.norm_eps));
@@ -155,17 +162,21 @@ at::Tensor Gpt::Forward(const at::Tensor& tokens) {
   CheckTokens(tokens, config_.vocab_size, config_.seq_len);
   // Captured by value: a recomputed unit sees the same mode as its forward.
   const bool train = is_training();
-  const double dropout = config_.dropout;
+  // The dropout context too, kept alive by the captures.
+  const std::shared_ptr<const DropoutContext> context = dropout_context();
+  const DropoutSpec embed_dropout{config_.dropout, train, context.get(),
+                                  DropoutSiteKey("embed", "embed")};
   int unit = 0;
-  at::Tensor x =
-      CallUnit(unit++, tokens,
-               [embed = embed_.get(), dropout, train](const at::Tensor& ids) {
-                 return embed->Forward(ids, dropout, train);
-               });
+  at::Tensor x = CallUnit(
+      unit++, tokens,
+      [embed = embed_.get(), embed_dropout, context](const at::Tensor& ids) {
+        return embed->Forward(ids, embed_dropout);
+      });
   for (const std::shared_ptr<GptBlock>& block : blocks_) {
-    x = CallUnit(unit++, x, [block = block.get(), train](const at::Tensor& h) {
-      return block->Forward(h, train);
-    });
+    x = CallUnit(unit++, x,
+                 [block = block.get(), train, context](const at::Tensor& h) {
+                   return block->Forward(h, train, context.get());
+                 });
   }
   return CallUnit(unit++, x, [head = head_.get()](const at::Tensor& h) {
     return head->Forward(h);

@@ -213,6 +213,60 @@ TEST(GptTest, DropoutOnlyInTraining) {
   EXPECT_TRUE(at::equal((*model)->Forward(tokens), (*model)->Forward(tokens)));
 }
 
+std::shared_ptr<Gpt> TinyGptWithDropout() {
+  ModelConfig config = TinyConfig();
+  config.dropout = 0.1;
+  absl::StatusOr<std::shared_ptr<Gpt>> model =
+      Gpt::Create(config, BuildOptions());
+  EXPECT_TRUE(model.ok()) << model.status();
+  return *model;
+}
+
+std::shared_ptr<const DropoutContext> Context(std::vector<int64_t> ids,
+                                              int64_t step) {
+  auto context = std::make_shared<DropoutContext>();
+  context->seed = 5;
+  context->step = step;
+  context->sample_ids = std::move(ids);
+  return context;
+}
+
+TEST(GptTest, DropoutWithContextIsAFunctionOfTheSampleNotItsRank) {
+  // Samples 10..13 as one batch, and as two batches in another order (what
+  // two ranks would run): every sample's logits agree. The rows go through
+  // GEMMs of different sizes, so equality is to fp32 rounding (1e-5
+  // relative for these O(1) logits), but the dropout masks are identical: a
+  // mask differing in one element would move the logits by ~1e-2.
+  std::shared_ptr<Gpt> model = TinyGptWithDropout();
+  const at::Tensor tokens = RandomTokens(4, 16, 256, 8);
+  model->SetDropoutContext(Context({10, 11, 12, 13}, 2));
+  const at::Tensor whole = model->Forward(tokens);
+  model->SetDropoutContext(Context({13, 11}, 2));
+  const at::Tensor first = model->Forward(
+      at::stack({tokens[3], tokens[1]}));
+  model->SetDropoutContext(Context({10, 12}, 2));
+  const at::Tensor second = model->Forward(
+      at::stack({tokens[0], tokens[2]}));
+  EXPECT_TRUE(at::allclose(first[0], whole[3], 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(first[1], whole[1], 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(second[0], whole[0], 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(second[1], whole[2], 1e-5, 1e-5));
+}
+
+TEST(GptTest, DropoutWithContextRepeatsExactlyAndChangesWithTheStep) {
+  std::shared_ptr<Gpt> model = TinyGptWithDropout();
+  const at::Tensor tokens = RandomTokens(2, 16, 256, 9);
+  model->SetDropoutContext(Context({0, 1}, 4));
+  const at::Tensor a = model->Forward(tokens);
+  const at::Tensor b = model->Forward(tokens);
+  EXPECT_TRUE(at::equal(a, b));
+  model->SetDropoutContext(Context({0, 1}, 5));
+  EXPECT_FALSE(at::allclose(model->Forward(tokens), a));
+  model->eval();
+  const at::Tensor eval = model->Forward(tokens);
+  EXPECT_FALSE(at::allclose(eval, a));  // Dropout was active in training.
+}
+
 class CountingInterceptor : public UnitInterceptor {
  public:
   at::Tensor Run(const UnitInfo& unit, const at::Tensor& input,

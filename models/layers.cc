@@ -50,7 +50,7 @@ at::Tensor RmsNorm::Forward(const at::Tensor& x) const {
 }
 
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
-                           const at::Tensor& v, double dropout, bool train) {
+                           const at::Tensor& v, const DropoutSpec& dropout) {
   CHECK_EQ(q.dim(), 4);
   const int64_t batch = q.size(0);
   const int64_t heads = q.size(1);
@@ -71,7 +71,11 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
                   /*beta=*/1.0, /*alpha=*/scale);
   at::Tensor probs = at::softmax(scores, -1, at::kFloat);
   if (probs.scalar_type() != v.scalar_type()) probs = probs.to(v.scalar_type());
-  if (dropout > 0 && train) probs = at::dropout(probs, dropout, train);
+  if (dropout.train && dropout.p > 0) {
+    // Rows of the batch first, so that each sample's mask is its own.
+    probs = Dropout(probs.view({batch, heads * seq, seq}), dropout)
+                .view({batch * heads, seq, seq});
+  }
   return at::bmm(probs, v.reshape({batch * heads, seq, head_dim}))
       .view({batch, heads, seq, head_dim});
 }

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "models/dropout.h"
+
 namespace strata::models {
 
 // y = x W^T (+ b); "weight" [out, in], "bias" [out] (when `bias`).
@@ -65,10 +67,10 @@ class RmsNorm : public torch::nn::Module {
 
 // Causal scaled dot-product attention over q, k, v [B, H, T, D] (equal
 // heads): softmax(q k^T / sqrt(D) + causal mask) v, the softmax computed in
-// fp32 and cast back to v's dtype; dropout on the probabilities when
-// `dropout` > 0 and `train`. Returns [B, H, T, D].
+// fp32 and cast back to v's dtype; dropout (models/dropout.h) on the
+// probabilities as `dropout` says. Returns [B, H, T, D].
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
-                           const at::Tensor& v, double dropout, bool train);
+                           const at::Tensor& v, const DropoutSpec& dropout);
 
 // Rotary tables for positions 0..seq_len-1: cos and sin of
 // position * theta^(-2i / head_dim), i in [0, head_dim / 2); fp32

@@ -75,7 +75,7 @@ TEST(LayersTest, CausalAttentionWithEqualScoresAveragesThePast) {
   // averages v[0..t].
   const at::Tensor q = at::zeros({1, 1, 3, 2});
   const at::Tensor v = Floats({3., 0., 0., 3., 6., 6.}).view({1, 1, 3, 2});
-  const at::Tensor y = CausalAttention(q, q, v, 0.0, false);
+  const at::Tensor y = CausalAttention(q, q, v, DropoutSpec{});
   EXPECT_TRUE(at::allclose(
       y, Floats({3., 0., 1.5, 1.5, 3., 3.}).view({1, 1, 3, 2}), 1e-6, 1e-6));
 }
@@ -84,9 +84,9 @@ TEST(LayersTest, CausalAttentionIgnoresTheFuture) {
   const at::Tensor q = at::randn({1, 2, 4, 8});
   const at::Tensor k = at::randn({1, 2, 4, 8});
   const at::Tensor v = at::randn({1, 2, 4, 8});
-  const at::Tensor full = CausalAttention(q, k, v, 0.0, false);
+  const at::Tensor full = CausalAttention(q, k, v, DropoutSpec{});
   const at::Tensor prefix = CausalAttention(
-      q.narrow(2, 0, 2), k.narrow(2, 0, 2), v.narrow(2, 0, 2), 0.0, false);
+      q.narrow(2, 0, 2), k.narrow(2, 0, 2), v.narrow(2, 0, 2), DropoutSpec{});
   EXPECT_TRUE(at::allclose(full.narrow(2, 0, 2), prefix, 1e-6, 1e-6));
 }
 

@@ -78,7 +78,7 @@ class LlamaBlock : public torch::nn::Module {
     }
     const at::Tensor y =
         CausalAttention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                        /*dropout=*/0.0, /*train=*/false);
+                        /*dropout=*/DropoutSpec{});
     return wo_->Forward(y.transpose(1, 2).reshape({b, t, -1}));
   }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/dropout.h"
 
 namespace strata::models {
 
@@ -88,6 +89,20 @@ class UnitModel : public torch::nn::Module {
   // computed in fp32. Mismatched shapes throw std::invalid_argument.
   static at::Tensor Loss(const at::Tensor& logits, const at::Tensor& targets);
 
+  // The randomness of dropout in the forwards that follow (train mode):
+  // with a context, dropout masks are a function of (seed, step, global
+  // sample index, site, element) — the same at any world size and under
+  // recomputation (models/dropout.h); the context's sample_ids must name the
+  // rows of the tokens passed to Forward. Null (the default): dropout draws
+  // from LibTorch's default generator. Call between forwards (a unit
+  // recomputed during backward keeps the context of its forward).
+  void SetDropoutContext(std::shared_ptr<const DropoutContext> context) {
+    dropout_context_ = std::move(context);
+  }
+  const std::shared_ptr<const DropoutContext>& dropout_context() const {
+    return dropout_context_;
+  }
+
   // Parameters shared between units (GPT's tied embedding/head): the full
   // name of a parameter, owned (listed in `parameters`) by one unit, and the
   // names of the other units whose forward also reads it.
@@ -132,6 +147,7 @@ class UnitModel : public torch::nn::Module {
   using InterceptorList = std::vector<std::shared_ptr<UnitInterceptor>>;
 
   std::vector<UnitInfo> units_;
+  std::shared_ptr<const DropoutContext> dropout_context_;
   // Replaced, never mutated, so that forwards captured for recomputation
   // keep the chain they started with.
   std::shared_ptr<const InterceptorList> interceptors_ =
