@@ -47,7 +47,7 @@
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
-#include "launch/launcher.h"
+#include "launch/self_launch.h"
 
 DEFINE_int32(nproc, 2,
              "Ranks (processes) to launch when started without a rank "
@@ -313,26 +313,6 @@ int RunRank(const comm::RendezvousInfo& info) {
   return 0;
 }
 
-int LaunchRanks(const std::vector<std::string>& args) {
-  absl::StatusOr<launch::LauncherOptions> options =
-      launch::SelfLaunchOptions(FLAGS_nproc, args);
-  if (!options.ok()) {
-    LOG(ERROR) << options.status().message();
-    return 1;
-  }
-  // Only rank 0 prints results: unprefixed, so --benchmark_format=json on
-  // stdout stays parseable. Errors name their rank.
-  options->prefix_output = false;
-  absl::Status status = launch::ValidateLauncherOptions(*options);
-  if (!status.ok()) {
-    LOG(ERROR) << "--nproc: " << status.message();
-    return 1;
-  }
-  status = launch::Launch(*options);
-  if (!status.ok()) LOG(ERROR) << status.message();
-  return launch::ExitCodeFromStatus(status);
-}
-
 bool IsHelpFlag(absl::string_view arg) {
   for (absl::string_view help : {"help", "helpfull", "helpshort", "helpon",
                                  "helpmatch", "helppackage", "helpxml"}) {
@@ -425,8 +405,13 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  if (!is_rank) return LaunchRanks(original_args);
-  return RunRank(*info);
+  // Only rank 0 prints results: unprefixed, so --benchmark_format=json on
+  // stdout stays parseable. Errors name their rank.
+  launch::SelfLaunchSpec spec;
+  spec.nproc = FLAGS_nproc;
+  spec.args = original_args;
+  spec.prefix_output = false;
+  return launch::RunSelfLaunchedOrRank(*info, spec, RunRank);
 }
 
 }  // namespace

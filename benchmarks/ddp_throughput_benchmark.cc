@@ -62,6 +62,7 @@
 #include "comm/group.h"
 #include "comm/rendezvous.h"
 #include "launch/launcher.h"
+#include "launch/self_launch.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/unit.h"
@@ -287,16 +288,18 @@ DdpResult RunStrata(const std::string& dir, const std::string& rank_case) {
   const std::string result = dir + "/strata_" + rank_case + ".txt";
   std::error_code error;
   std::filesystem::remove(result, error);
-  absl::StatusOr<launch::LauncherOptions> self = launch::SelfLaunchOptions(
-      FLAGS_nproc, {absl::StrCat("--model=", FLAGS_model),
-                    absl::StrCat("--batch=", FLAGS_batch),
-                    absl::StrCat("--seq_len=", FLAGS_seq_len),
-                    absl::StrCat("--warmup_steps=", FLAGS_warmup_steps),
-                    absl::StrCat("--steps=", FLAGS_steps),
-                    absl::StrCat("--rank_case=", rank_case),
-                    absl::StrCat("--result_file=", result)});
-  CheckOk(self.status());
-  LaunchOrDie(self->command);
+  launch::SelfLaunchSpec spec;
+  spec.nproc = FLAGS_nproc;
+  spec.args = {absl::StrCat("--model=", FLAGS_model),
+               absl::StrCat("--batch=", FLAGS_batch),
+               absl::StrCat("--seq_len=", FLAGS_seq_len),
+               absl::StrCat("--warmup_steps=", FLAGS_warmup_steps),
+               absl::StrCat("--steps=", FLAGS_steps),
+               absl::StrCat("--rank_case=", rank_case),
+               absl::StrCat("--result_file=", result)};
+  spec.num_threads_per_rank = 1;
+  CHECK_EQ(launch::LaunchSelf(spec), 0)
+      << "the Strata " << rank_case << " ranks failed";
   const std::vector<double> v = ReadNumbers(result);
   CHECK_EQ(v.size(), 7u);
   return {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};

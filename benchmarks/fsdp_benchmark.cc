@@ -40,7 +40,7 @@
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
-#include "launch/launcher.h"
+#include "launch/self_launch.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "strategies/factory.h"
@@ -113,9 +113,8 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
 void TrainSteps(strategies::Strategy& strategy, int steps,
                 const models::ModelConfig& config) {
   for (int s = 0; s < steps; ++s) {
-    at::Tensor tokens =
-        at::randint(config.vocab_size, {FLAGS_batch, FLAGS_seq_len + 1},
-                    at::kLong);
+    at::Tensor tokens = at::randint(
+        config.vocab_size, {FLAGS_batch, FLAGS_seq_len + 1}, at::kLong);
     strategy.ZeroGrad();
     CheckOk(strategy
                 .ForwardBackward(tokens.narrow(1, 0, FLAGS_seq_len),
@@ -244,16 +243,16 @@ void Memory(comm::Group& group) {
     if (row.name == "ddp") ddp_peak[row.checkpoint] = row.train_peak_mb;
   }
   for (const Row& row : rows) {
-    const std::string name =
-        row.name == "fsdp"        ? "FSDP FULL_SHARD, prefetch (deferred init)"
-        : row.name == "fsdp_lean" ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
-                                    "and no reduction in flight (deferred "
-                                    "init)"
-                                  : row.name;
+    const std::string name = row.name == "fsdp"
+                                 ? "FSDP FULL_SHARD, prefetch (deferred init)"
+                             : row.name == "fsdp_lean"
+                                 ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
+                                   "and no reduction in flight (deferred "
+                                   "init)"
+                                 : row.name;
     std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f |\n", name.c_str(),
                 row.checkpoint ? ", checkpointed blocks" : "",
-                row.train_peak_mb,
-                row.train_peak_mb / ddp_peak[row.checkpoint],
+                row.train_peak_mb, row.train_peak_mb / ddp_peak[row.checkpoint],
                 row.steady_mb, row.create_peak_mb);
   }
   std::fflush(stdout);
@@ -287,22 +286,10 @@ int main(int argc, char** argv) {
                << FLAGS_mode << "'";
     return 1;
   }
-  auto info = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
-  if (!info.ok()) {
-    LOG(ERROR) << info.status().message();
-    return 1;
-  }
-  if (info->world_size == 1) {
-    auto options = strata::launch::SelfLaunchOptions(FLAGS_nproc, args);
-    if (!options.ok()) {
-      LOG(ERROR) << options.status().message();
-      return 1;
-    }
-    options->num_threads_per_rank = 1;
-    options->prefix_output = false;
-    const absl::Status status = strata::launch::Launch(*options);
-    if (!status.ok()) LOG(ERROR) << status.message();
-    return strata::launch::ExitCodeFromStatus(status);
-  }
-  return strata::RunRank(*info);
+  strata::launch::SelfLaunchSpec spec;
+  spec.nproc = FLAGS_nproc;
+  spec.args = args;
+  spec.num_threads_per_rank = 1;
+  spec.prefix_output = false;
+  return strata::launch::RunSelfLaunchedOrRank(spec, strata::RunRank);
 }

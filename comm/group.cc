@@ -6,6 +6,7 @@
 #include <glog/logging.h>
 #include <gloo/rendezvous/context.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <numeric>
@@ -19,41 +20,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "base/fnv.h"
 #include "base/status.h"
+#include "comm/collective_checks.h"
 #include "comm/ring.h"
 
 namespace strata::comm {
 namespace {
 
+using internal::CheckCounts;
+using internal::CheckReducible;
+using internal::CheckTensor;
+using internal::CountsHash;
+using internal::OpKind;
 using internal::RingReduction;
-
-enum class OpKind : int64_t {
-  kAllReduce = 1,
-  kBroadcast,
-  kAllGather,
-  kReduceScatter,
-  kBarrier,
-  kSplit,
-};
-
-absl::string_view OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce:
-      return "all_reduce";
-    case OpKind::kBroadcast:
-      return "broadcast";
-    case OpKind::kAllGather:
-      return "all_gather";
-    case OpKind::kReduceScatter:
-      return "reduce_scatter";
-    case OpKind::kBarrier:
-      return "barrier";
-    case OpKind::kSplit:
-      return "split";
-  }
-  return "unknown";
-}
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
@@ -157,60 +136,6 @@ class TaskWork final : public Work {
   std::shared_ptr<State> state_;
 };
 
-absl::Status CheckTensor(const at::Tensor& t, absl::string_view role) {
-  if (!t.defined()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, " tensor is undefined"));
-  }
-  if (!t.is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role,
-        " tensor is not contiguous; collectives work on contiguous "
-        "memory (call .contiguous() first)"));
-  }
-  if (!t.device().is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, " tensor is on ", t.device().str(),
-                     "; this group's Gloo backend works on CPU tensors"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckReducible(const at::Tensor& t, ReduceOp op) {
-  if (op == ReduceOp::kAverage && !at::isFloatingType(t.scalar_type())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("average needs a floating dtype, got ",
-                     c10::toString(t.scalar_type())));
-  }
-  if (t.scalar_type() == at::kBool) {
-    return absl::InvalidArgumentError("cannot reduce a Bool tensor");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckCounts(absl::Span<const int64_t> counts, int world_size) {
-  if (static_cast<int>(counts.size()) != world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("counts has %d entries; expected one per rank (%d)",
-                        counts.size(), world_size));
-  }
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("counts[%d] = %d is negative", i, counts[i]));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// FNV-1a over the counts' bytes: the same on every process (absl::Hash is
-// salted). Shifted to fit a non-negative int64 descriptor slot.
-int64_t CountsHash(absl::Span<const int64_t> counts) {
-  const uint64_t h =
-      Fnv1a(kFnv1aOffset, counts.data(), counts.size() * sizeof(int64_t));
-  return static_cast<int64_t>(h >> 1);
-}
-
 }  // namespace
 
 absl::string_view ReduceOpName(ReduceOp op) {
@@ -295,28 +220,6 @@ class Group::Worker {
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
-};
-
-// What a rank is about to do; compared across ranks by check_collectives.
-struct Group::Descriptor {
-  OpKind kind;
-  at::ScalarType dtype = at::kFloat;
-  int64_t input_numel = 0;
-  int64_t output_numel = 0;
-  int64_t root = -1;  // Broadcast root, reduce op, or split color.
-  int64_t counts_hash = 0;
-
-  static constexpr int kFields = 7;  // The above plus "locally valid".
-
-  std::string ToString() const {
-    std::string s =
-        absl::StrFormat("%s(%s", OpKindName(kind), c10::toString(dtype));
-    absl::StrAppendFormat(&s, ", %d -> %d elements", input_numel, output_numel);
-    if (root >= 0) absl::StrAppendFormat(&s, ", root/op %d", root);
-    if (counts_hash != 0)
-      absl::StrAppendFormat(&s, ", counts #%x", counts_hash);
-    return s + ")";
-  }
 };
 
 Group::Group(c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options)
@@ -418,14 +321,8 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
   // Every rank contributes its descriptor, valid or not, so that one rank's
   // bad arguments fail all ranks now instead of hanging the others.
   at::Tensor mine = at::empty({Descriptor::kFields}, at::kLong);
-  int64_t* m = mine.data_ptr<int64_t>();
-  m[0] = static_cast<int64_t>(descriptor.kind);
-  m[1] = static_cast<int64_t>(descriptor.dtype);
-  m[2] = descriptor.input_numel;
-  m[3] = descriptor.output_numel;
-  m[4] = descriptor.root;
-  m[5] = descriptor.counts_hash;
-  m[6] = local.ok() ? 1 : 0;
+  const Descriptor::Row row = descriptor.ToRow(/*locally_valid=*/local.ok());
+  std::copy(row.begin(), row.end(), mine.data_ptr<int64_t>());
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < options_.world_size; ++i) {
     outputs[0].push_back(at::empty({Descriptor::kFields}, at::kLong));
@@ -445,17 +342,12 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
   std::vector<std::string> differences;
   for (int r = 0; r < options_.world_size; ++r) {
     const int64_t* d = outputs[0][r].data_ptr<int64_t>();
-    if (d[6] == 0) {
+    if (d[Descriptor::kFields - 1] == 0) {
       differences.push_back(
           absl::StrFormat("rank %d passed invalid arguments (see its log)", r));
       continue;
     }
-    Descriptor theirs{static_cast<OpKind>(d[0]),
-                      static_cast<at::ScalarType>(d[1]),
-                      d[2],
-                      d[3],
-                      d[4],
-                      d[5]};
+    const Descriptor theirs = Descriptor::FromRow(d);
     // Counts may legitimately differ per rank for the V variants only in the
     // local block; the hash covers the whole list, which must agree.
     if (theirs.ToString() != descriptor.ToString()) {
@@ -508,7 +400,7 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
   const std::string description =
       Describe("all_reduce", tensor, ReduceOpName(op));
   absl::Status local = CheckTensor(tensor, "all_reduce");
-  if (local.ok()) local = CheckReducible(tensor, op);
+  if (local.ok()) local = CheckReducible(tensor, op == ReduceOp::kAverage);
   local = Annotate(local, description);
   Descriptor descriptor{
       OpKind::kAllReduce, tensor.defined() ? tensor.scalar_type() : at::kFloat,
@@ -679,7 +571,7 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
       Describe("reduce_scatter", input, ReduceOpName(op));
   absl::Status local = CheckTensor(input, "reduce_scatter input");
   if (local.ok()) local = CheckTensor(output, "reduce_scatter output");
-  if (local.ok()) local = CheckReducible(input, op);
+  if (local.ok()) local = CheckReducible(input, op == ReduceOp::kAverage);
   if (local.ok()) local = CheckCounts(counts, size());
   const int64_t total =
       std::accumulate(counts.begin(), counts.end(), int64_t{0});

@@ -24,6 +24,24 @@
 // Threading: a Group's methods may be called from one thread at a time (the
 // training loop, or autograd's backward thread that runs gradient hooks —
 // not both at once). Work::Wait may be called from any thread.
+//
+// Usage (see comm/README.md):
+//
+//   // The world from the environment of torchrun, srun, mpirun or `launch`.
+//   absl::StatusOr<RendezvousInfo> world = RendezvousInfoFromEnv(ProcessEnv());
+//   if (!world.ok()) return world.status();
+//   GroupOptions options;
+//   options.timeout = absl::Minutes(5);
+//   absl::StatusOr<std::unique_ptr<Group>> group = ConnectWorld(*world, options);
+//   if (!group.ok()) return group.status();
+//
+//   at::Tensor loss = at::full({1}, local_loss, at::kDouble);
+//   STRATA_RETURN_IF_ERROR((*group)->AllReduce(loss, ReduceOp::kAverage));
+//
+//   // Async: `grads` stays alive and untouched until Wait returns.
+//   std::unique_ptr<Work> work = (*group)->AllReduceAsync(grads);
+//   ...  // Overlap other computation.
+//   STRATA_RETURN_IF_ERROR(work->Wait());
 #ifndef STRATA_COMM_GROUP_H_
 #define STRATA_COMM_GROUP_H_
 
@@ -53,6 +71,10 @@ class Device;
 }  // namespace gloo
 
 namespace strata::comm {
+
+namespace internal {
+struct CollectiveDescriptor;  // comm/collective_checks.h
+}  // namespace internal
 
 enum class ReduceOp { kSum, kAverage, kMax, kMin };
 
@@ -180,7 +202,7 @@ class Group {
 
  private:
   class Worker;
-  struct Descriptor;
+  using Descriptor = internal::CollectiveDescriptor;
   Group(c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options);
   absl::Status Connect(std::shared_ptr<gloo::transport::Device> device);
 

@@ -7,7 +7,9 @@
 // the others.
 //
 // The `launch` binary (launcher_main.cc) is the command-line front end; other
-// code (benchmarks, end-to-end tests) may call Launch() directly.
+// code (end-to-end tests) may call Launch() directly, and binaries that start
+// their own ranks use launch/self_launch.h. The options and their checks are
+// in launch/launcher_options.h.
 
 #ifndef STRATA_LAUNCH_LAUNCHER_H_
 #define STRATA_LAUNCH_LAUNCHER_H_
@@ -19,40 +21,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launch/launcher_options.h"
 
 namespace strata::launch {
-
-struct LauncherOptions {
-  // Ranks started on this node.
-  int nproc_per_node = 1;
-  // Nodes in the job; every node runs its own launcher with its node_rank.
-  int nnodes = 1;
-  // This node's index in [0, nnodes).
-  int node_rank = 0;
-  // Address and port of the rendezvous (rank 0's store), exported to ranks.
-  std::string master_addr = "127.0.0.1";
-  // 0: pick a free port on this machine (bind port 0, read it back). Only
-  // allowed with nnodes == 1, since other nodes could not learn the port.
-  int master_port = 29500;
-  // OMP/OpenBLAS/MKL threads per rank. 0: an even share of this process's
-  // CPUs (sched_getaffinity), at least 1.
-  int num_threads_per_rank = 0;
-  // When a rank fails (or the launcher gets SIGINT/SIGTERM), the surviving
-  // ranks get a signal and, after this long, SIGKILL.
-  absl::Duration stop_grace = absl::Seconds(10);
-  // Prefix each output line with "[rank<global rank>]: ".
-  bool prefix_output = true;
-  // Program and its arguments; the program is searched on PATH if it has no
-  // '/'.
-  std::vector<std::string> command;
-  // Exported to every rank after the thread limits, so it may override
-  // OMP_NUM_THREADS and friends, but not the rendezvous variables.
-  std::vector<std::pair<std::string, std::string>> extra_env;
-};
-
-// Checks `options` without side effects. Error messages name the option by
-// the `launch` binary's flag, e.g. "--nproc_per_node must be >= 1, got 0".
-absl::Status ValidateLauncherOptions(const LauncherOptions& options);
 
 // Spawns options.nproc_per_node ranks for this node, each in its own process
 // group, forwards their stdout/stderr to this process's fd 1/2 (whole lines,
@@ -80,14 +51,6 @@ absl::Status Launch(const LauncherOptions& options);
 // 0 for OK, the failing rank's exit status if it exited non-zero, 128 +
 // signal if it was killed by a signal, and 1 for any other error.
 int ExitCodeFromStatus(const absl::Status& status);
-
-// Options that re-launch the running binary (/proc/self/exe) as `nproc`
-// ranks of a one-node job with `args` (its own command-line arguments, without
-// argv[0]) on a free port: how a binary started by hand becomes a
-// multi-process job ("train --nproc=2 ..."). Errors: the binary cannot be
-// found, or nproc < 1 (naming --nproc).
-absl::StatusOr<LauncherOptions> SelfLaunchOptions(
-    int nproc, const std::vector<std::string>& args);
 
 }  // namespace strata::launch
 

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <glog/logging.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -10,20 +9,18 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/matmul_peak.h"
 #include "base/status.h"
@@ -32,11 +29,13 @@
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
 #include "data/token_source.h"
+#include "launch/progress_logger.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
 #include "models/unit.h"
 #include "optim/lr_schedule.h"
+#include "strategies/autocast.h"
 #include "strategies/factory.h"
 #include "strategies/fsdp.h"
 #include "strategies/strategy.h"
@@ -81,7 +80,7 @@ struct Data {
 
 absl::StatusOr<Data> OpenData(const TrainOptions& o) {
   Data d;
-  if (o.data == "markov") {
+  if (o.data == DataKind::kMarkov) {
     data::MarkovCorpusOptions m;
     m.vocab_size = o.markov_vocab;
     m.branching = static_cast<int>(o.markov_branching);
@@ -91,10 +90,10 @@ absl::StatusOr<Data> OpenData(const TrainOptions& o) {
     if (!corpus.ok()) return Annotate(corpus.status(), "--data=markov");
     d.entropy_floor = (*corpus)->entropy_rate_nats();
     d.source = std::move(*corpus);
-  } else if (o.data == "bytes") {
+  } else if (o.data == DataKind::kBytes) {
     STRATA_ASSIGN_OR_RETURN(d.source, data::OpenByteText(o.data_path));
   } else {
-    const data::TokenBinDtype dtype = o.data == "uint16"
+    const data::TokenBinDtype dtype = o.data == DataKind::kUint16
                                           ? data::TokenBinDtype::kUint16
                                           : data::TokenBinDtype::kUint32;
     if (o.vocab_size <= 0) {
@@ -121,48 +120,16 @@ absl::StatusOr<Data> OpenData(const TrainOptions& o) {
   return d;
 }
 
-std::string FormatEta(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  return absl::FormatDuration(absl::Seconds(std::round(seconds)));
+// The learning-rate schedule of a run (optim/lr_schedule.h).
+optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
+  optim::LrScheduleOptions schedule;
+  schedule.kind = std::string(LrScheduleKindName(o.lr_schedule));
+  schedule.base_lr = o.lr;
+  schedule.warmup_steps = o.warmup_steps;
+  schedule.total_steps = o.steps;
+  schedule.min_lr = o.min_lr;
+  return schedule;
 }
-
-// bf16 autocast inside each unit's forward (blocks, embeddings, head): the
-// matmuls run in bf16 through oneDNN while weights, the loss and the whole
-// backward stay outside autocast. Going through the unit protocol keeps it
-// right when another interceptor re-runs a forward (recomputation).
-class AutocastInterceptor final : public models::UnitInterceptor {
- public:
-  at::Tensor Run(const models::UnitInfo& unit, const at::Tensor& input,
-                 const models::UnitForward& forward) override {
-    const bool was_enabled = at::autocast::is_cpu_enabled();
-    const at::ScalarType was_dtype = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::Tensor output = forward(input);
-    at::autocast::set_cpu_enabled(was_enabled);
-    at::autocast::set_autocast_cpu_dtype(was_dtype);
-    if (!was_enabled) at::autocast::clear_cache();
-    return output;
-  }
-};
-
-class MetricsFile {
- public:
-  explicit MetricsFile(const std::string& path) : out_(path, std::ios::trunc) {}
-  bool ok() const { return out_.good(); }
-  void Write(const std::vector<std::pair<std::string, double>>& fields) {
-    std::vector<std::string> parts;
-    for (const auto& [k, v] : fields) {
-      parts.push_back(std::isfinite(v) ? absl::StrFormat("\"%s\": %.9g", k, v)
-                                       : absl::StrFormat("\"%s\": null", k));
-    }
-    out_ << "{" << absl::StrJoin(parts, ", ") << "}\n";
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
 
 }  // namespace
 
@@ -214,7 +181,7 @@ namespace {
 // The checkpoint options of a run (checkpoint/training.h).
 checkpoint::TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   checkpoint::TrainingCheckpointOptions c;
-  c.format = o.ckpt_format;
+  c.format = std::string(CheckpointFormatName(o.ckpt_format));
   c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
   c.save_every = o.save_every;
   c.keep_last = o.keep_last;
@@ -244,19 +211,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                      "the whole batch), got %d",
                                      o.global_batch, o.micro_batch));
   }
-  if (o.data != "markov" && o.data != "bytes" && o.data != "uint16" &&
-      o.data != "uint32") {
-    return FlagError("data", absl::StrCat("must be markov, bytes, uint16 or "
-                                          "uint32, got '",
-                                          o.data, "'"));
-  }
-  if (o.data != "markov" && o.data_path.empty()) {
-    return FlagError("data_path",
-                     absl::StrCat("is required with --data=", o.data));
-  }
-  if (o.precision != "fp32" && o.precision != "bf16") {
-    return FlagError("precision", absl::StrCat("must be fp32 or bf16, got '",
-                                               o.precision, "'"));
+  if (o.data != DataKind::kMarkov && o.data_path.empty()) {
+    return FlagError("data_path", absl::StrCat("is required with --data=",
+                                               DataKindName(o.data)));
   }
   if (!(o.lr > 0))
     return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
@@ -277,20 +234,16 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (o.threads < 0) return FlagError("threads", "must be >= 0 (0 = default)");
   if (o.output_dir.empty()) return FlagError("output_dir", "must not be empty");
-  if (o.warmup_steps < 0 ||
-      (o.warmup_steps >= o.steps && o.lr_schedule != "constant")) {
+  if (o.warmup_steps < 0 || (o.warmup_steps >= o.steps &&
+                             o.lr_schedule != LrScheduleKind::kConstant)) {
     return FlagError("warmup_steps",
                      absl::StrFormat("must be in [0, --steps=%d) for "
                                      "--lr_schedule=%s, got %d",
-                                     o.steps, o.lr_schedule, o.warmup_steps));
+                                     o.steps, LrScheduleKindName(o.lr_schedule),
+                                     o.warmup_steps));
   }
-  optim::LrScheduleOptions schedule;
-  schedule.kind = o.lr_schedule;
-  schedule.base_lr = o.lr;
-  schedule.warmup_steps = o.warmup_steps;
-  schedule.total_steps = o.steps;
-  schedule.min_lr = o.min_lr;
-  if (absl::Status s = optim::ValidateLrScheduleOptions(schedule); !s.ok()) {
+  if (absl::Status s = optim::ValidateLrScheduleOptions(LrScheduleOptionsOf(o));
+      !s.ok()) {
     return FlagError("lr_schedule", s.message());
   }
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
@@ -318,68 +271,101 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
-  STRATA_RETURN_IF_ERROR(ValidateTrainOptions(o));
-  const int rank = group == nullptr ? 0 : group->rank();
-  const int world_size = group == nullptr ? 1 : group->size();
+namespace {
+
+// The checks that need the world size, which ValidateTrainOptions does not
+// know.
+absl::Status CheckWorld(const TrainOptions& o, int world_size) {
   if (o.global_batch % world_size != 0) {
     return FlagError("global_batch",
                      absl::StrFormat("%d sequences do not split evenly over "
                                      "%d ranks",
                                      o.global_batch, world_size));
   }
-  const int64_t local_batch_check = o.global_batch / world_size;
-  if (o.micro_batch != 0 && local_batch_check % o.micro_batch != 0) {
+  const int64_t local_batch = o.global_batch / world_size;
+  if (o.micro_batch != 0 && local_batch % o.micro_batch != 0) {
     return FlagError("micro_batch",
                      absl::StrFormat("must divide the per-rank batch "
                                      "(--global_batch=%d / %d ranks = %d), "
                                      "got %d",
-                                     o.global_batch, world_size,
-                                     local_batch_check, o.micro_batch));
+                                     o.global_batch, world_size, local_batch,
+                                     o.micro_batch));
   }
-  if (o.threads > 0) at::set_num_threads(o.threads);
+  return absl::OkStatus();
+}
 
-  // Model config, checked against the data before anything big is built.
-  STRATA_ASSIGN_OR_RETURN(models::ModelConfig config,
-                          models::ConfigByName(o.model));
-  if (o.vocab_size > 0) config.vocab_size = o.vocab_size;
-  config.dropout = o.dropout;
-  STRATA_RETURN_IF_ERROR(models::ValidateConfig(config));
-  STRATA_ASSIGN_OR_RETURN(Data d, OpenData(o));
-  if (d.source->vocab_size() > config.vocab_size) {
-    return FlagError(
-        "vocab_size",
-        absl::StrFormat("the data's token ids go up to %d but "
-                        "model '%s' has a vocabulary of %d; pass "
-                        "--vocab_size=%d or a larger model",
-                        d.source->vocab_size() - 1, o.model, config.vocab_size,
-                        d.source->vocab_size()));
+// Creates --output_dir and its metrics.jsonl (rank 0 only).
+absl::StatusOr<std::unique_ptr<ProgressLogger>> OpenProgress(
+    const TrainOptions& o) {
+  std::error_code ec;
+  std::filesystem::create_directories(o.output_dir, ec);
+  if (ec) {
+    return FlagError("output_dir", absl::StrCat("cannot create '", o.output_dir,
+                                                "': ", ec.message()));
   }
-  const std::string metrics_path = o.output_dir + "/metrics.jsonl";
-  std::unique_ptr<MetricsFile> metrics;
-  if (rank == 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.output_dir, ec);
-    if (ec) {
-      return FlagError(
-          "output_dir",
-          absl::StrCat("cannot create '", o.output_dir, "': ", ec.message()));
-    }
-    metrics = std::make_unique<MetricsFile>(metrics_path);
-    if (!metrics->ok()) {
-      return FlagError("output_dir",
-                       absl::StrCat("cannot write ", metrics_path));
-    }
-  }
+  auto progress = ProgressLogger::Open(o.output_dir + "/metrics.jsonl");
+  if (!progress.ok())
+    return FlagError("output_dir", progress.status().message());
+  return std::move(*progress);
+}
 
+// Everything a run builds before its first step. The members are in
+// construction order, so they are destroyed in reverse: the checkpoints
+// (which borrow the strategy and the sampler) first, the data last.
+struct Run {
+  comm::Group* group = nullptr;  // Borrowed; null: one process.
+  int rank = 0;
+  int world_size = 1;
+  models::ModelConfig config;
+  Data data;
+  std::unique_ptr<ProgressLogger> progress;  // Rank 0 only.
+  std::shared_ptr<models::UnitModel> model;
+  std::unique_ptr<strategies::Strategy> strategy;
+  data::SamplerOptions sampler_options;
+  std::unique_ptr<data::DistributedSampler> sampler;
+  std::unique_ptr<checkpoint::TrainingCheckpoints> checkpoints;
+  int64_t local_batch = 0;  // Sequences per rank and step.
+  int64_t micro = 0;        // Sequences per forward.
+  int64_t tokens_per_step = 0;
+  double flops_per_token = 0;
+  double peak_flops = 0;  // The world's: the sum over ranks.
+};
+
+// The model config and the data, checked against each other before anything
+// big is built; then the output directory (rank 0).
+absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
+  STRATA_ASSIGN_OR_RETURN(run->config, models::ConfigByName(o.model));
+  if (o.vocab_size > 0) run->config.vocab_size = o.vocab_size;
+  run->config.dropout = o.dropout;
+  STRATA_RETURN_IF_ERROR(models::ValidateConfig(run->config));
+  STRATA_ASSIGN_OR_RETURN(run->data, OpenData(o));
+  const int64_t data_vocab = run->data.source->vocab_size();
+  if (data_vocab > run->config.vocab_size) {
+    return FlagError("vocab_size",
+                     absl::StrFormat("the data's token ids go up to %d but "
+                                     "model '%s' has a vocabulary of %d; pass "
+                                     "--vocab_size=%d or a larger model",
+                                     data_vocab - 1, o.model,
+                                     run->config.vocab_size, data_vocab));
+  }
+  if (run->rank == 0) {
+    STRATA_ASSIGN_OR_RETURN(run->progress, OpenProgress(o));
+  }
+  return absl::OkStatus();
+}
+
+// The model (with bf16 autocast for --precision=bf16), the strategy over
+// it, the training sampler and the checkpoint manager.
+absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   models::BuildOptions build;
   build.seed = o.seed;
   build.deferred = o.fsdp_deferred_init;
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<models::UnitModel> model,
-                          models::BuildModel(config, build));
-  model->train();
-  const bool bf16 = o.precision == "bf16";
-  if (bf16) model->AddInterceptor(std::make_shared<AutocastInterceptor>());
+  STRATA_ASSIGN_OR_RETURN(run->model, models::BuildModel(run->config, build));
+  run->model->train();
+  if (o.precision == Precision::kBf16) {
+    run->model->AddInterceptor(
+        std::make_shared<strategies::AutocastInterceptor>());
+  }
 
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy_options,
                           StrategyOptionsFromFlags(o));
@@ -388,137 +374,156 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   optimizer_config.adamw.beta1 = o.beta1;
   optimizer_config.adamw.beta2 = o.beta2;
   optimizer_config.grad_clip = o.grad_clip;
-  optim::LrScheduleOptions schedule_options;
-  schedule_options.kind = o.lr_schedule;
-  schedule_options.base_lr = o.lr;
-  schedule_options.warmup_steps = o.warmup_steps;
-  schedule_options.total_steps = o.steps;
-  schedule_options.min_lr = o.min_lr;
+  const optim::LrScheduleOptions schedule_options = LrScheduleOptionsOf(o);
   STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<strategies::Strategy> strategy,
-      strategies::CreateStrategy(strategy_options, model, group,
+      run->strategy,
+      strategies::CreateStrategy(strategy_options, run->model, run->group,
                                  optimizer_config, schedule_options));
 
-  data::SamplerOptions sampler_options;
-  sampler_options.seq_len = o.seq_len;
-  sampler_options.global_batch_size = o.global_batch;
-  sampler_options.seed = o.seed;
+  run->sampler_options.seq_len = o.seq_len;
+  run->sampler_options.global_batch_size = o.global_batch;
+  run->sampler_options.seed = o.seed;
   STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<data::DistributedSampler> sampler,
-      data::DistributedSampler::Create(d.train.get(), sampler_options));
+      run->sampler, data::DistributedSampler::Create(run->data.train.get(),
+                                                     run->sampler_options));
   checkpoint::TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
   ckpt_options.schedule = schedule_options;
   STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<checkpoint::TrainingCheckpoints> checkpoints,
-      checkpoint::TrainingCheckpoints::Create(ckpt_options, strategy.get(),
-                                              sampler.get(), group));
+      run->checkpoints,
+      checkpoint::TrainingCheckpoints::Create(ckpt_options, run->strategy.get(),
+                                              run->sampler.get(), run->group));
+  return absl::OkStatus();
+}
 
-  const int64_t local_batch = o.global_batch / world_size;
-  const int64_t micro = o.micro_batch == 0 ? local_batch : o.micro_batch;
-  const int64_t tokens_per_step = o.global_batch * o.seq_len;
-  const double flops_per_token =
-      models::TrainingFlopsPerToken(config, o.seq_len);
+// Builds a run for this rank of `group` (borrowed; null: one process).
+absl::Status BuildRun(const TrainOptions& o, comm::Group* group, Run* run) {
+  run->group = group;
+  run->rank = group == nullptr ? 0 : group->rank();
+  run->world_size = group == nullptr ? 1 : group->size();
+  STRATA_RETURN_IF_ERROR(CheckWorld(o, run->world_size));
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  STRATA_RETURN_IF_ERROR(BuildDataAndOutput(o, run));
+  STRATA_RETURN_IF_ERROR(BuildTraining(o, run));
+  run->local_batch = o.global_batch / run->world_size;
+  run->micro = o.micro_batch == 0 ? run->local_batch : o.micro_batch;
+  run->tokens_per_step = o.global_batch * o.seq_len;
+  run->flops_per_token = models::TrainingFlopsPerToken(run->config, o.seq_len);
   // Every rank has the same hardware share; the world's peak is the sum.
-  const double peak_flops =
-      world_size * MeasureMatmulPeakFlops(bf16 ? at::kBFloat16 : at::kFloat);
+  run->peak_flops =
+      run->world_size * MeasureMatmulPeakFlops(o.precision == Precision::kBf16
+                                                   ? at::kBFloat16
+                                                   : at::kFloat);
+  return absl::OkStatus();
+}
 
-  if (rank == 0) {
+// Rank 0's start-of-run summary: model, data, floor, strategy and schedule.
+void LogRunSummary(const TrainOptions& o, const Run& run) {
+  const int64_t num_parameters = models::NumParameters(run.config);
+  LOG(INFO) << absl::StrFormat(
+      "model %s: %d parameters (%.1fM), %.3g training FLOP/token at "
+      "seq_len %d",
+      o.model, num_parameters, num_parameters / 1e6, run.flops_per_token,
+      o.seq_len);
+  LOG(INFO) << "data: " << run.data.train->Describe()
+            << "; eval: " << run.data.eval->Describe();
+  if (std::isfinite(run.data.entropy_floor)) {
     LOG(INFO) << absl::StrFormat(
-        "model %s: %d parameters (%.1fM), %.3g training FLOP/token at "
-        "seq_len %d",
-        o.model, models::NumParameters(config),
-        models::NumParameters(config) / 1e6, flops_per_token, o.seq_len);
-    LOG(INFO) << "data: " << d.train->Describe()
-              << "; eval: " << d.eval->Describe();
-    if (std::isfinite(d.entropy_floor)) {
-      LOG(INFO) << absl::StrFormat(
-          "entropy floor of the data: %.4f nats/token (the best achievable "
-          "loss); uniform guess: %.4f",
-          d.entropy_floor,
-          std::log(static_cast<double>(d.source->vocab_size())));
-    }
-    LOG(INFO) << absl::StrFormat(
-        "strategy %s on %d rank(s): %d steps x %d sequences x %d tokens (per "
-        "rank %d micro-batches of %d), %s, threads %d, matmul peak measured "
-        "%.1f GFLOP/s per rank; metrics: %s",
-        strategy->name(), world_size, o.steps, o.global_batch, o.seq_len,
-        local_batch / micro, micro, o.precision, at::get_num_threads(),
-        peak_flops / world_size / 1e9, metrics_path);
+        "entropy floor of the data: %.4f nats/token (the best achievable "
+        "loss); uniform guess: %.4f",
+        run.data.entropy_floor,
+        std::log(static_cast<double>(run.data.source->vocab_size())));
   }
+  LOG(INFO) << absl::StrFormat(
+      "strategy %s on %d rank(s): %d steps x %d sequences x %d tokens (per "
+      "rank %d micro-batches of %d), %s, threads %d, matmul peak measured "
+      "%.1f GFLOP/s per rank; metrics: %s",
+      run.strategy->name(), run.world_size, o.steps, o.global_batch, o.seq_len,
+      run.local_batch / run.micro, run.micro, PrecisionName(o.precision),
+      at::get_num_threads(), run.peak_flops / run.world_size / 1e9,
+      run.progress->metrics_path());
+}
 
-  // The mean over ranks of a per-rank value (one scalar all-reduce).
-  auto world_mean = [&](double local) -> absl::StatusOr<double> {
-    if (group == nullptr || world_size == 1) return local;
-    at::Tensor t = at::full({1}, local, at::kDouble);
-    STRATA_RETURN_IF_ERROR(group->AllReduce(t, comm::ReduceOp::kAverage));
-    return t.item<double>();
-  };
+// The mean over ranks of a per-rank value (one scalar all-reduce).
+absl::StatusOr<double> WorldMean(const Run& run, double local) {
+  if (run.group == nullptr || run.world_size == 1) return local;
+  at::Tensor t = at::full({1}, local, at::kDouble);
+  STRATA_RETURN_IF_ERROR(run.group->AllReduce(t, comm::ReduceOp::kAverage));
+  return t.item<double>();
+}
 
-  // Every rank evaluates the same held-out batches (its weights are the
-  // same), so no communication is needed.
-  auto evaluate = [&]() -> absl::StatusOr<double> {
-    data::SamplerOptions eval_options = sampler_options;
-    eval_options.shuffle = false;
-    eval_options.global_batch_size = micro;
+// The mean loss over --eval_batches held-out batches. Every rank evaluates
+// the same batches (its weights are the same), so no communication is
+// needed.
+absl::StatusOr<double> Evaluate(const TrainOptions& o, Run& run) {
+  data::SamplerOptions eval_options = run.sampler_options;
+  eval_options.shuffle = false;
+  eval_options.global_batch_size = run.micro;
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::DistributedSampler> eval_sampler,
+      data::DistributedSampler::Create(run.data.eval.get(), eval_options));
+  run.model->eval();
+  at::NoGradGuard no_grad;
+  double total = 0;
+  for (int64_t i = 0; i < o.eval_batches; ++i) {
+    STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
+    total += models::UnitModel::Loss(
+                 run.model->Forward(batch.narrow(1, 0, o.seq_len)),
+                 batch.narrow(1, 1, o.seq_len))
+                 .item<double>();
+  }
+  run.model->train();
+  return total / o.eval_batches;
+}
+
+// One optimizer step (all micro-batches); returns this rank's mean loss and
+// sets `*stepped`. A non-finite loss is an error.
+absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
+                                 strategies::StepResult* stepped) {
+  run.strategy->ZeroGrad();
+  STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
+                          run.sampler->NextBatch(run.rank, run.world_size));
+  const int64_t local_batch = run.local_batch;
+  const int64_t micro = run.micro;
+  double step_loss = 0;
+  for (int64_t m = 0; m < local_batch; m += micro) {
+    const at::Tensor mb = batch.narrow(0, m, micro);
     STRATA_ASSIGN_OR_RETURN(
-        std::unique_ptr<data::DistributedSampler> eval_sampler,
-        data::DistributedSampler::Create(d.eval.get(), eval_options));
-    model->eval();
-    at::NoGradGuard no_grad;
-    double total = 0;
-    for (int64_t i = 0; i < o.eval_batches; ++i) {
-      STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
-      total +=
-          models::UnitModel::Loss(model->Forward(batch.narrow(1, 0, o.seq_len)),
-                                  batch.narrow(1, 1, o.seq_len))
-              .item<double>();
-    }
-    model->train();
-    return total / o.eval_batches;
-  };
+        double loss, run.strategy->ForwardBackward(
+                         mb.narrow(1, 0, o.seq_len), mb.narrow(1, 1, o.seq_len),
+                         static_cast<double>(micro) / local_batch,
+                         /*last_micro_batch=*/m + micro == local_batch));
+    step_loss += loss * micro / local_batch;
+  }
+  STRATA_ASSIGN_OR_RETURN(*stepped, run.strategy->Step(step));
+  if (!std::isfinite(step_loss)) {
+    return absl::InternalError(absl::StrFormat(
+        "rank %d: loss became %f at step %d (lr %.3g, grad norm %.3g); "
+        "lower --lr or enable --grad_clip",
+        run.rank, step_loss, step, stepped->lr, stepped->grad_norm));
+  }
+  return step_loss;
+}
 
-  TrainResult result;
-  result.metrics_path = metrics_path;
-  result.entropy_floor_nats = d.entropy_floor;
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The steps from `first_step` to --steps with evaluation and progress
+// logging; fills the result's losses and throughput.
+absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
+                      TrainResult* result) {
   const auto start = std::chrono::steady_clock::now();
   auto interval_start = start;
   double interval_loss = 0;
   int64_t interval_steps = 0;
   double interval_eval_s = 0;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
-  // Dropout draws from the default CPU generator: seed it from --seed and
-  // the rank here, after the start-up work that also draws from it (the
-  // matmul peak measurement takes a timing-dependent number of draws), so
-  // that a run is reproducible from its flags.
-  at::manual_seed(o.seed * 1000003 + rank);
-  // Resuming restores the state, the sampler position and the generator
-  // (last: nothing may draw from the generator between this and the loop).
-  STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
-                          checkpoints->MaybeResume());
   for (int64_t step = first_step; step < o.steps; ++step) {
-    strategy->ZeroGrad();
-    STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
-                            sampler->NextBatch(rank, world_size));
-    double step_loss = 0;
-    for (int64_t m = 0; m < local_batch; m += micro) {
-      const at::Tensor mb = batch.narrow(0, m, micro);
-      STRATA_ASSIGN_OR_RETURN(
-          double loss,
-          strategy->ForwardBackward(
-              mb.narrow(1, 0, o.seq_len), mb.narrow(1, 1, o.seq_len),
-              static_cast<double>(micro) / local_batch,
-              /*last_micro_batch=*/m + micro == local_batch));
-      step_loss += loss * micro / local_batch;
-    }
-    STRATA_ASSIGN_OR_RETURN(strategies::StepResult stepped,
-                            strategy->Step(step));
-    if (!std::isfinite(step_loss)) {
-      return absl::InternalError(absl::StrFormat(
-          "rank %d: loss became %f at step %d (lr %.3g, grad norm %.3g); "
-          "lower --lr or enable --grad_clip",
-          rank, step_loss, step, stepped.lr, stepped.grad_norm));
-    }
-    STRATA_RETURN_IF_ERROR(checkpoints->AfterStep(step + 1));
+    strategies::StepResult stepped;
+    STRATA_ASSIGN_OR_RETURN(const double step_loss,
+                            TrainStep(o, run, step, &stepped));
+    STRATA_RETURN_IF_ERROR(run.checkpoints->AfterStep(step + 1));
     interval_loss += step_loss;
     ++interval_steps;
 
@@ -527,62 +532,66 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
         last || (o.eval_interval > 0 && (step + 1) % o.eval_interval == 0);
     if (eval_now) {
       const auto eval_start = std::chrono::steady_clock::now();
-      STRATA_ASSIGN_OR_RETURN(eval_loss, evaluate());
-      interval_eval_s += std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - eval_start)
-                             .count();
+      STRATA_ASSIGN_OR_RETURN(eval_loss, Evaluate(o, run));
+      interval_eval_s += SecondsSince(eval_start);
     }
-    if ((step + 1) % o.log_interval == 0 || last) {
-      STRATA_ASSIGN_OR_RETURN(const double mean_loss,
-                              world_mean(interval_loss / interval_steps));
-      const auto now = std::chrono::steady_clock::now();
-      // Training throughput: evaluation time is not training time.
-      const double interval_s =
-          std::chrono::duration<double>(now - interval_start).count() -
-          interval_eval_s;
-      const double elapsed_s =
-          std::chrono::duration<double>(now - start).count();
-      const double tokens_per_s = interval_steps * tokens_per_step / interval_s;
-      const double mfu = tokens_per_s * flops_per_token / peak_flops;
-      const double eta_s = elapsed_s / (step + 1) * (o.steps - step - 1);
-      if (rank == 0) {
-        std::string line = absl::StrFormat("step %d/%d | loss %.4f", step + 1,
-                                           o.steps, mean_loss);
-        if (std::isfinite(d.entropy_floor)) {
-          absl::StrAppendFormat(&line, " (floor %.4f, +%.4f)", d.entropy_floor,
-                                mean_loss - d.entropy_floor);
-        }
-        if (eval_now) absl::StrAppendFormat(&line, " | eval %.4f", eval_loss);
-        absl::StrAppendFormat(&line,
-                              " | lr %.3g | grad norm %.3f | %.0f tok/s | MFU "
-                              "%.1f%% | ETA %s",
-                              stepped.lr, stepped.grad_norm, tokens_per_s,
-                              100 * mfu, FormatEta(eta_s));
-        LOG(INFO) << line;
-        metrics->Write({{"step", static_cast<double>(step + 1)},
-                        {"loss", mean_loss},
-                        {"eval_loss", eval_now ? eval_loss : NAN},
-                        {"entropy_floor", d.entropy_floor},
-                        {"lr", stepped.lr},
-                        {"grad_norm", stepped.grad_norm},
-                        {"tokens_per_s", tokens_per_s},
-                        {"mfu", mfu},
-                        {"elapsed_s", elapsed_s}});
-      }
-      result.final_train_loss = mean_loss;
-      result.tokens_per_s = tokens_per_s;
-      interval_start = now;
-      interval_loss = 0;
-      interval_steps = 0;
-      interval_eval_s = 0;
-    }
+    if ((step + 1) % o.log_interval != 0 && !last) continue;
+    ProgressRecord record;
+    STRATA_ASSIGN_OR_RETURN(record.loss,
+                            WorldMean(run, interval_loss / interval_steps));
+    const auto now = std::chrono::steady_clock::now();
+    // Training throughput: evaluation time is not training time.
+    const double interval_s =
+        std::chrono::duration<double>(now - interval_start).count() -
+        interval_eval_s;
+    record.step = step + 1;
+    record.total_steps = o.steps;
+    record.entropy_floor = run.data.entropy_floor;
+    if (eval_now) record.eval_loss = eval_loss;
+    record.lr = stepped.lr;
+    record.grad_norm = stepped.grad_norm;
+    record.elapsed_s = std::chrono::duration<double>(now - start).count();
+    record.tokens_per_s = interval_steps * run.tokens_per_step / interval_s;
+    record.mfu = record.tokens_per_s * run.flops_per_token / run.peak_flops;
+    record.eta_s = record.elapsed_s / (step + 1) * (o.steps - step - 1);
+    if (run.rank == 0) run.progress->Log(record);
+    result->final_train_loss = record.loss;
+    result->tokens_per_s = record.tokens_per_s;
+    interval_start = now;
+    interval_loss = 0;
+    interval_steps = 0;
+    interval_eval_s = 0;
   }
-  STRATA_RETURN_IF_ERROR(checkpoints->Finish());
+  result->final_eval_loss = eval_loss;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
+  STRATA_RETURN_IF_ERROR(ValidateTrainOptions(o));
+  Run run;
+  STRATA_RETURN_IF_ERROR(BuildRun(o, group, &run));
+  if (run.rank == 0) LogRunSummary(o, run);
+
+  TrainResult result;
+  result.metrics_path = o.output_dir + "/metrics.jsonl";
+  result.entropy_floor_nats = run.data.entropy_floor;
+  // Dropout draws from the default CPU generator: seed it from --seed and
+  // the rank here, after the start-up work that also draws from it (the
+  // matmul peak measurement takes a timing-dependent number of draws), so
+  // that a run is reproducible from its flags.
+  at::manual_seed(o.seed * 1000003 + run.rank);
+  // Resuming restores the state, the sampler position and the generator
+  // (last: nothing may draw from the generator between this and the loop).
+  STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
+                          run.checkpoints->MaybeResume());
+  STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));
+  STRATA_RETURN_IF_ERROR(run.checkpoints->Finish());
   result.steps = o.steps;
-  result.final_eval_loss = eval_loss;
   // Gathered on every rank (a collective for sharded strategies).
-  STRATA_ASSIGN_OR_RETURN(auto full_state, strategy->FullModelState());
-  if (rank == 0) {
+  STRATA_ASSIGN_OR_RETURN(auto full_state, run.strategy->FullModelState());
+  if (run.rank == 0) {
     const std::string model_path = o.output_dir + "/model.pt";
     STRATA_RETURN_IF_ERROR(models::SaveStateDict(full_state, model_path));
     LOG(INFO) << "saved " << model_path << " (loads in Python with torch.load)";

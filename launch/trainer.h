@@ -15,20 +15,22 @@
 
 #include "absl/status/statusor.h"
 #include "comm/group.h"
+#include "launch/option_kinds.h"
 
 namespace strata::launch {
 
-// Every field is a flag of the `train` binary with the same name; error
-// messages name fields as flags ("--global_batch").
+// Every field is a flag of the `train` binary with the same name
+// (launch/train_flags.h); error messages name fields as flags
+// ("--global_batch"). Enumerated fields parse with launch/option_kinds.h.
 struct TrainOptions {
   // Model.
   std::string model = "gpt-tiny";
   int64_t vocab_size = 0;  // 0: the model config's.
   int64_t seq_len = 128;
   double dropout = 0.0;
-  // Data: "markov" (the synthetic corpus with a known entropy floor),
-  // "bytes" (a text file, vocab 256), "uint16"/"uint32" (token-bin files).
-  std::string data = "markov";
+  // Data: the synthetic Markov corpus (a known entropy floor), a text file
+  // (bytes, vocab 256) or a token-bin file (uint16/uint32).
+  DataKind data = DataKind::kMarkov;
   std::string data_path;
   int64_t markov_vocab = 128;
   int64_t markov_branching = 4;
@@ -40,7 +42,7 @@ struct TrainOptions {
   int64_t micro_batch = 0;    // Sequences per forward; 0: global_batch.
   // Optimizer.
   double lr = 3e-3;
-  std::string lr_schedule = "cosine";
+  LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
   int64_t warmup_steps = 50;
   double min_lr = 3e-4;
   double weight_decay = 0.1;
@@ -76,16 +78,16 @@ struct TrainOptions {
   bool fsdp_deferred_init = false;
   // Checkpoints (checkpoint/training.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
-  std::string ckpt_format = "sharded";  // full | local | sharded
-  std::string ckpt_dir;                 // "": <output_dir>/checkpoints.
-  int64_t save_every = 0;               // Steps between saves; 0: none.
-  int keep_last = 0;                    // Checkpoints kept; 0: all.
+  CheckpointFormat ckpt_format = CheckpointFormat::kSharded;
+  std::string ckpt_dir;     // "": <output_dir>/checkpoints.
+  int64_t save_every = 0;   // Steps between saves; 0: none.
+  int keep_last = 0;        // Checkpoints kept; 0: all.
   bool async_save = false;  // Write in the background while training.
   std::string resume;       // "": none; a checkpoint path; "auto": latest.
   int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
   // Run.
   uint64_t seed = 1;
-  std::string precision = "fp32";  // fp32 | bf16 (autocast: bf16 matmuls)
+  Precision precision = Precision::kFp32;  // bf16: autocast, bf16 matmuls.
   int64_t log_interval = 50;
   int64_t eval_interval = 250;
   int64_t eval_batches = 8;

@@ -1,0 +1,86 @@
+#include "launch/launcher_options.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata::launch {
+namespace {
+
+// Set by the launcher for each rank; extra_env may not override them.
+constexpr const char* kRendezvousVars[] = {
+    "MASTER_ADDR", "MASTER_PORT",      "RANK",       "WORLD_SIZE",
+    "LOCAL_RANK",  "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"};
+}  // namespace
+
+absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
+  if (options.nproc_per_node < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nproc_per_node must be >= 1, got ", options.nproc_per_node));
+  }
+  if (options.nnodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes must be >= 1, got ", options.nnodes));
+  }
+  if (static_cast<int64_t>(options.nnodes) * options.nproc_per_node >
+      std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes * --nproc_per_node must fit in an int, got ",
+                     options.nnodes, " * ", options.nproc_per_node));
+  }
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node_rank must be in [0, --nnodes=", options.nnodes,
+                     "), got ", options.node_rank));
+  }
+  if (options.master_addr.empty()) {
+    return absl::InvalidArgumentError("--master_addr must not be empty");
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master_port must be in [0, 65535] (0: pick a free "
+                     "port), got ",
+                     options.master_port));
+  }
+  if (options.master_port == 0 && options.nnodes != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--master_port=0 (pick a free port) needs --nnodes=1, since other "
+        "nodes cannot learn the port; got --nnodes=",
+        options.nnodes));
+  }
+  if (options.num_threads_per_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads_per_rank must be >= 0 (0: an even share of the "
+                     "CPUs), got ",
+                     options.num_threads_per_rank));
+  }
+  if (options.stop_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stop_grace_s must be >= 0, got ",
+                     absl::FormatDuration(options.stop_grace)));
+  }
+  if (options.command.empty()) {
+    return absl::InvalidArgumentError(
+        "no program given; usage: launch [flags] [--] program [args...]");
+  }
+  if (options.command[0].empty()) {
+    return absl::InvalidArgumentError("the program name must not be empty");
+  }
+  for (const auto& [key, value] : options.extra_env) {
+    if (key.empty() || key.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "extra_env names must be non-empty and contain no '=', got '", key,
+          "'"));
+    }
+    for (const char* managed : kRendezvousVars) {
+      if (key == managed) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "extra_env may not set ", key, ": the launcher sets it per rank"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata::launch

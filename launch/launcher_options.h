@@ -1,0 +1,48 @@
+// The options of one node's launcher (launch/launcher.h) and their checks.
+#ifndef STRATA_LAUNCH_LAUNCHER_OPTIONS_H_
+#define STRATA_LAUNCH_LAUNCHER_OPTIONS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace strata::launch {
+
+struct LauncherOptions {
+  // Ranks started on this node.
+  int nproc_per_node = 1;
+  // Nodes in the job; every node runs its own launcher with its node_rank.
+  int nnodes = 1;
+  // This node's index in [0, nnodes).
+  int node_rank = 0;
+  // Address and port of the rendezvous (rank 0's store), exported to ranks.
+  std::string master_addr = "127.0.0.1";
+  // 0: pick a free port on this machine (bind port 0, read it back). Only
+  // allowed with nnodes == 1, since other nodes could not learn the port.
+  int master_port = 29500;
+  // OMP/OpenBLAS/MKL threads per rank. 0: an even share of this process's
+  // CPUs (sched_getaffinity), at least 1.
+  int num_threads_per_rank = 0;
+  // When a rank fails (or the launcher gets SIGINT/SIGTERM), the surviving
+  // ranks get a signal and, after this long, SIGKILL.
+  absl::Duration stop_grace = absl::Seconds(10);
+  // Prefix each output line with "[rank<global rank>]: ".
+  bool prefix_output = true;
+  // Program and its arguments; the program is searched on PATH if it has no
+  // '/'.
+  std::vector<std::string> command;
+  // Exported to every rank after the thread limits, so it may override
+  // OMP_NUM_THREADS and friends, but not the rendezvous variables.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+};
+
+// Checks `options` without side effects. Error messages name the option by
+// the `launch` binary's flag, e.g. "--nproc_per_node must be >= 1, got 0".
+absl::Status ValidateLauncherOptions(const LauncherOptions& options);
+
+}  // namespace strata::launch
+
+#endif  // STRATA_LAUNCH_LAUNCHER_OPTIONS_H_

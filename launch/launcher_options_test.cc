@@ -1,0 +1,91 @@
+#include "launch/launcher_options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/testing/status_matchers.h"
+
+namespace strata::launch {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// Invalid options: rejected before anything is spawned, naming the flag.
+// (Moved from launcher_test.)
+
+LauncherOptions ValidOptions() {
+  LauncherOptions options;
+  options.command = {"true"};
+  return options;
+}
+
+TEST(LauncherOptionsTest, DefaultsWithACommandAreValid) {
+  EXPECT_THAT(ValidateLauncherOptions(ValidOptions()), IsOk());
+}
+
+TEST(LauncherOptionsTest, RejectsZeroNprocPerNode) {
+  LauncherOptions options = ValidOptions();
+  options.nproc_per_node = 0;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--nproc_per_node must be >= 1, got 0"));
+}
+
+TEST(LauncherOptionsTest, RejectsNodeRankNotBelowNnodes) {
+  LauncherOptions options = ValidOptions();
+  options.nnodes = 2;
+  options.node_rank = 2;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--node_rank must be in [0, --nnodes=2), got 2"));
+}
+
+TEST(LauncherOptionsTest, RejectsMasterPortOutOfRange) {
+  LauncherOptions options = ValidOptions();
+  options.master_port = 65536;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--master_port must be in [0, 65535] (0: pick a free "
+                       "port), got 65536"));
+}
+
+TEST(LauncherOptionsTest, RejectsMasterPortZeroOnSeveralNodes) {
+  LauncherOptions options = ValidOptions();
+  options.nnodes = 2;
+  options.master_port = 0;
+  EXPECT_THAT(
+      ValidateLauncherOptions(options),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("--master_port=0 (pick a free port) needs --nnodes=1")));
+}
+
+TEST(LauncherOptionsTest, RejectsNegativeThreadsPerRank) {
+  LauncherOptions options = ValidOptions();
+  options.num_threads_per_rank = -1;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--threads_per_rank must be >= 0")));
+}
+
+TEST(LauncherOptionsTest, RejectsEmptyCommand) {
+  LauncherOptions options = ValidOptions();
+  options.command.clear();
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("no program given")));
+}
+
+TEST(LauncherOptionsTest, RejectsExtraEnvSettingARendezvousVariable) {
+  LauncherOptions options = ValidOptions();
+  options.extra_env = {{"RANK", "5"}};
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "extra_env may not set RANK: the launcher sets it per "
+                       "rank"));
+}
+
+}  // namespace
+}  // namespace strata::launch

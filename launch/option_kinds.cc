@@ -1,0 +1,93 @@
+#include "launch/option_kinds.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace strata::launch {
+
+absl::StatusOr<DataKind> ParseDataKind(absl::string_view name) {
+  if (name == "markov") return DataKind::kMarkov;
+  if (name == "bytes") return DataKind::kBytes;
+  if (name == "uint16") return DataKind::kUint16;
+  if (name == "uint32") return DataKind::kUint32;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--data: must be markov, bytes, uint16 or uint32, got '", name, "'"));
+}
+
+absl::string_view DataKindName(DataKind kind) {
+  switch (kind) {
+    case DataKind::kMarkov:
+      return "markov";
+    case DataKind::kBytes:
+      return "bytes";
+    case DataKind::kUint16:
+      return "uint16";
+    case DataKind::kUint32:
+      return "uint32";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name) {
+  if (name == "constant") return LrScheduleKind::kConstant;
+  if (name == "cosine") return LrScheduleKind::kCosine;
+  if (name == "linear") return LrScheduleKind::kLinear;
+  if (name == "step") return LrScheduleKind::kStep;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--lr_schedule: must be constant, cosine, linear or step, "
+                   "got '",
+                   name, "'"));
+}
+
+absl::string_view LrScheduleKindName(LrScheduleKind kind) {
+  switch (kind) {
+    case LrScheduleKind::kConstant:
+      return "constant";
+    case LrScheduleKind::kCosine:
+      return "cosine";
+    case LrScheduleKind::kLinear:
+      return "linear";
+    case LrScheduleKind::kStep:
+      return "step";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CheckpointFormat> ParseCheckpointFormat(absl::string_view name) {
+  if (name == "full") return CheckpointFormat::kFull;
+  if (name == "local") return CheckpointFormat::kLocal;
+  if (name == "sharded") return CheckpointFormat::kSharded;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--ckpt_format must be full, local or sharded, got '", name, "'"));
+}
+
+absl::string_view CheckpointFormatName(CheckpointFormat format) {
+  switch (format) {
+    case CheckpointFormat::kFull:
+      return "full";
+    case CheckpointFormat::kLocal:
+      return "local";
+    case CheckpointFormat::kSharded:
+      return "sharded";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--precision: must be fp32 or bf16, got '", name, "'"));
+}
+
+absl::string_view PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+}  // namespace strata::launch

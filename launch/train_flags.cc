@@ -1,0 +1,320 @@
+#include "launch/train_flags.h"
+
+#include <gflags/gflags.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "base/status.h"
+#include "launch/option_kinds.h"
+
+namespace {
+const strata::launch::TrainOptions kDefaults;
+}  // namespace
+
+// The flags keep their string spellings; TrainOptionsFromFlags parses the
+// enumerated ones (launch/option_kinds.h) so that errors name the flag.
+
+DEFINE_string(
+    model, kDefaults.model,
+    "Model config name: gpt-tiny, gpt-small50m, gpt-100m, gpt2, "
+    "gpt2-medium, gpt2-large, gpt2-xl, llama-tiny, llama-1b, llama-7b.");
+DEFINE_int64(vocab_size, kDefaults.vocab_size,
+             "Vocabulary size override (0: the model config's). Required for "
+             "token-bin data.");
+DEFINE_int64(seq_len, kDefaults.seq_len, "Training sequence length (tokens).");
+DEFINE_double(dropout, kDefaults.dropout, "Dropout probability.");
+DEFINE_string(data, std::string(strata::launch::DataKindName(kDefaults.data)),
+              "markov (synthetic corpus with a known entropy floor), bytes "
+              "(a text file, vocab 256), uint16 or uint32 (token-bin file).");
+DEFINE_string(data_path, kDefaults.data_path,
+              "File for --data=bytes|uint16|uint32.");
+DEFINE_int64(markov_vocab, kDefaults.markov_vocab,
+             "Vocabulary of the synthetic Markov corpus.");
+DEFINE_int64(markov_branching, kDefaults.markov_branching,
+             "Successors per state of the Markov chain (its difficulty).");
+DEFINE_int64(markov_tokens, kDefaults.markov_tokens,
+             "Length of the generated Markov corpus.");
+DEFINE_double(eval_fraction, kDefaults.eval_fraction,
+              "Fraction of the corpus (its tail) held out for evaluation.");
+DEFINE_int64(steps, kDefaults.steps, "Optimizer steps.");
+DEFINE_int64(global_batch, kDefaults.global_batch,
+             "Sequences per optimizer step (over all ranks).");
+DEFINE_int64(micro_batch, kDefaults.micro_batch,
+             "Sequences per forward/backward (gradient accumulation); 0: "
+             "--global_batch.");
+DEFINE_double(lr, kDefaults.lr, "Peak learning rate.");
+DEFINE_string(
+    lr_schedule,
+    std::string(strata::launch::LrScheduleKindName(kDefaults.lr_schedule)),
+    "constant, cosine, linear or step (after linear warm-up).");
+DEFINE_int64(warmup_steps, kDefaults.warmup_steps, "Linear warm-up steps.");
+DEFINE_double(min_lr, kDefaults.min_lr,
+              "Final learning rate of the cosine/linear schedules.");
+DEFINE_double(weight_decay, kDefaults.weight_decay,
+              "AdamW weight decay (matrices and embeddings only).");
+DEFINE_double(beta1, kDefaults.beta1, "AdamW beta1.");
+DEFINE_double(beta2, kDefaults.beta2, "AdamW beta2.");
+DEFINE_double(grad_clip, kDefaults.grad_clip,
+              "Global gradient-norm clipping threshold; 0: off.");
+DEFINE_string(strategy, kDefaults.strategy,
+              "single (one process); ddp, zero1 or zero2 (data parallel over "
+              "the ranks of the launcher / torchrun / srun / mpirun; zero1 "
+              "shards the optimizer state, zero2 also the gradients).");
+DEFINE_int64(bucket_bytes, kDefaults.bucket_bytes,
+             "DDP/ZeRO: gradient bucket size in bytes (reduced as soon as "
+             "complete during backward).");
+DEFINE_int64(first_bucket_bytes, kDefaults.first_bucket_bytes,
+             "DDP: size of the first bucket (the last layers), smaller so "
+             "communication starts early.");
+DEFINE_bool(allow_unused_parameters, kDefaults.allow_unused_parameters,
+            "DDP: allow parameters that get no gradient (else an error "
+            "names them).");
+DEFINE_string(checkpoint_units, "",
+              "Activation checkpointing: comma-separated unit types or names "
+              "(e.g. GPTBlock, LlamaBlock, blocks.3) whose activations are "
+              "recomputed during backward instead of kept; empty: none.");
+DEFINE_string(param_dtype, kDefaults.param_dtype,
+              "single/ddp/zero1/zero2 mixed precision: fp32, or bf16 "
+              "(parameters and gradients stored in bf16, fp32 master "
+              "weights, optimizer state and gradient accumulation). Unlike "
+              "--precision=bf16, which keeps fp32 weights and autocasts "
+              "matmuls.");
+DEFINE_string(reduce_dtype, kDefaults.reduce_dtype,
+              "Mixed precision: dtype gradients are communicated in, fp32 "
+              "or bf16.");
+DEFINE_string(buffer_dtype, kDefaults.buffer_dtype,
+              "Mixed precision: dtype of the model's buffers, fp32 or bf16.");
+DEFINE_string(fsdp_sharding, kDefaults.fsdp_sharding,
+              "--strategy=fsdp: full_shard (parameters, gradients and "
+              "optimizer state sharded; parameters freed after each unit's "
+              "forward), shard_grad_op (kept gathered until after backward), "
+              "no_shard (DDP-like), hybrid_shard or hybrid_shard_zero2 "
+              "(sharded within groups of --fsdp_hybrid_shard_group_size "
+              "ranks, replicated across them).");
+DEFINE_string(fsdp_wrap_unit_types, kDefaults.fsdp_wrap_unit_types,
+              "--strategy=fsdp: comma-separated unit types that become FSDP "
+              "units (e.g. GPTBlock, LlamaBlock, Embedding, Head); with "
+              "neither this nor --fsdp_wrap_min_params, every unit.");
+DEFINE_int64(fsdp_wrap_min_params, kDefaults.fsdp_wrap_min_params,
+             "--strategy=fsdp: also wrap units with at least this many "
+             "parameters; 0: off.");
+DEFINE_bool(fsdp_forward_prefetch, kDefaults.fsdp_forward_prefetch,
+            "--strategy=fsdp: all-gather the next unit during the current "
+            "unit's forward.");
+DEFINE_string(fsdp_backward_prefetch, kDefaults.fsdp_backward_prefetch,
+              "--strategy=fsdp: prefetch the next unit's parameters in "
+              "backward before (pre) or after (post) the current unit's "
+              "gradient computation, or not at all (none).");
+DEFINE_int32(fsdp_limit_all_gathers, kDefaults.fsdp_limit_all_gathers,
+             "--strategy=fsdp: at most this many unit all-gathers in flight "
+             "(rate limiter); 0: no limit.");
+DEFINE_int32(fsdp_reductions_in_flight, kDefaults.fsdp_reductions_in_flight,
+             "--strategy=fsdp: unit gradient reductions left running while "
+             "backward continues (each holds a unit's full gradients); 0: "
+             "wait for each at once (least memory).");
+DEFINE_bool(fsdp_cpu_offload, kDefaults.fsdp_cpu_offload,
+            "--strategy=fsdp: keep shards and optimizer state in host "
+            "memory (GPU builds; the identity on CPU builds).");
+DEFINE_int32(fsdp_hybrid_shard_group_size,
+             kDefaults.fsdp_hybrid_shard_group_size,
+             "--strategy=fsdp with hybrid sharding: ranks per shard group "
+             "(e.g. per node); must divide the world size.");
+DEFINE_bool(fsdp_reduce_scatter_every_micro_step,
+            kDefaults.fsdp_reduce_scatter_every_micro_step,
+            "--strategy=fsdp with gradient accumulation: reduce-scatter every "
+            "micro-batch and free the full gradients (less memory, more "
+            "communication).");
+DEFINE_bool(fsdp_deferred_init, kDefaults.fsdp_deferred_init,
+            "--strategy=fsdp: build the model without allocating its "
+            "parameters and materialise only each rank's shards (values "
+            "identical to a full build), for models too large for one rank.");
+DEFINE_string(
+    ckpt_format,
+    std::string(strata::launch::CheckpointFormatName(kDefaults.ckpt_format)),
+    "Checkpoint format: sharded (one data file per rank written in "
+    "parallel plus metadata; loads under any world size and "
+    "strategy), full (one PyTorch file written by rank 0; "
+    "torch.load reads it) or local (one file per rank; loads only "
+    "with the same world size and strategy).");
+DEFINE_string(ckpt_dir, kDefaults.ckpt_dir,
+              "Directory of the run's checkpoints (step_<n>, latest); empty: "
+              "<output_dir>/checkpoints.");
+DEFINE_int64(save_every, kDefaults.save_every,
+             "Save a checkpoint every this many steps; 0: never.");
+DEFINE_int32(keep_last, kDefaults.keep_last,
+             "Keep only the newest this many checkpoints; 0: all.");
+DEFINE_bool(async_save, kDefaults.async_save,
+            "Write checkpoints in the background: training waits only for "
+            "a copy of the state in memory.");
+DEFINE_string(resume, kDefaults.resume,
+              "Resume from this checkpoint (a path), or 'auto' for the "
+              "latest one under --ckpt_dir; empty: start fresh. Restores the "
+              "model, optimizer, step, data position and generator.");
+DEFINE_int32(collective_timeout_s, 600,
+             "How long a collective may wait for the other ranks.");
+DEFINE_bool(debug_collectives, false,
+            "Check every collective's sizes and dtypes across ranks first "
+            "(clear errors instead of Gloo aborts; one extra small "
+            "all-gather per collective).");
+DEFINE_uint64(seed, kDefaults.seed,
+              "Seed of the initialisation, the data and the sampler.");
+DEFINE_string(precision,
+              std::string(strata::launch::PrecisionName(kDefaults.precision)),
+              "fp32, or bf16 (autocast: bf16 matmuls, fp32 weights; for "
+              "bf16 weights with fp32 masters see --param_dtype).");
+DEFINE_int64(log_interval, kDefaults.log_interval,
+             "Steps between progress lines and metrics records.");
+DEFINE_int64(eval_interval, kDefaults.eval_interval,
+             "Steps between evaluations; 0: only at the end.");
+DEFINE_int64(eval_batches, kDefaults.eval_batches,
+             "Micro-batches per evaluation.");
+DEFINE_string(output_dir, "",
+              "Directory for metrics.jsonl and model.pt (default: out/train "
+              "under the directory bazel run was started from).");
+DEFINE_int32(threads, 1,
+             "LibTorch intra-op threads (element-wise ops, softmax, ...); 0: "
+             "OMP_NUM_THREADS when set (the launcher sets it per rank), else "
+             "every CPU this process may run on. fp32 matmuls use OpenBLAS's "
+             "own threads (OPENBLAS_NUM_THREADS, default all CPUs); on two "
+             "cores 1 is fastest for small models (see BENCHMARKS.md).");
+
+DEFINE_int32(nproc, 1,
+             "Ranks to train with on this machine. With > 1 and no rank "
+             "environment (torchrun, launch, Slurm, Open MPI), train "
+             "re-launches itself through the launcher as --nproc ranks "
+             "(threads split evenly between them) and waits for them; e.g. "
+             "--nproc=2 --strategy=fsdp.");
+
+// --- Test hooks --------------------------------------------------------------
+// Flags only tests set. Their help text is gflags' kStrippedFlagHelp, the
+// marker gflags' usage reporting (--help, --helpfull, --helpon, --helpmatch)
+// treats as "pretend the flag does not exist", so they never show in
+// `train --help`; they still parse, and the start-up flags line lists them.
+// What each does is documented here instead.
+
+// Pause this long inside every checkpoint save, after the data is written and
+// before the commit (TrainingCheckpointOptions::test_pause_before_commit).
+DEFINE_int64(ckpt_test_pause_ms, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
+
+namespace strata::launch {
+namespace {
+
+// --threads=0: OMP_NUM_THREADS when set (the launcher sets it per rank), else
+// every CPU this process may run on.
+int DefaultThreads(const comm::EnvLookup& env) {
+  const std::optional<std::string> omp = env("OMP_NUM_THREADS");
+  int from_env = 0;
+  if (omp.has_value() && absl::SimpleAtoi(*omp, &from_env) && from_env > 0) {
+    return from_env;
+  }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+             ? std::max(1, CPU_COUNT(&cpus))
+             : 1;
+}
+
+// An empty --output_dir: under `bazel run` the working directory is the
+// runfiles tree; write where the user started.
+std::string DefaultOutputDir(const comm::EnvLookup& env) {
+  const std::optional<std::string> cwd = env("BUILD_WORKING_DIRECTORY");
+  return absl::StrCat(cwd.has_value() ? *cwd : ".", "/", kDefaults.output_dir);
+}
+
+}  // namespace
+
+absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
+  TrainOptions o;
+  o.model = FLAGS_model;
+  o.vocab_size = FLAGS_vocab_size;
+  o.seq_len = FLAGS_seq_len;
+  o.dropout = FLAGS_dropout;
+  STRATA_ASSIGN_OR_RETURN(o.data, ParseDataKind(FLAGS_data));
+  o.data_path = FLAGS_data_path;
+  o.markov_vocab = FLAGS_markov_vocab;
+  o.markov_branching = FLAGS_markov_branching;
+  o.markov_tokens = FLAGS_markov_tokens;
+  o.eval_fraction = FLAGS_eval_fraction;
+  o.steps = FLAGS_steps;
+  o.global_batch = FLAGS_global_batch;
+  o.micro_batch = FLAGS_micro_batch;
+  o.lr = FLAGS_lr;
+  STRATA_ASSIGN_OR_RETURN(o.lr_schedule,
+                          ParseLrScheduleKind(FLAGS_lr_schedule));
+  o.warmup_steps = FLAGS_warmup_steps;
+  o.min_lr = FLAGS_min_lr;
+  o.weight_decay = FLAGS_weight_decay;
+  o.beta1 = FLAGS_beta1;
+  o.beta2 = FLAGS_beta2;
+  o.grad_clip = FLAGS_grad_clip;
+  o.seed = FLAGS_seed;
+  STRATA_ASSIGN_OR_RETURN(o.precision, ParsePrecision(FLAGS_precision));
+  o.log_interval = FLAGS_log_interval;
+  o.eval_interval = FLAGS_eval_interval;
+  o.eval_batches = FLAGS_eval_batches;
+  o.threads = FLAGS_threads;
+  o.strategy = FLAGS_strategy;
+  o.bucket_bytes = FLAGS_bucket_bytes;
+  o.first_bucket_bytes = FLAGS_first_bucket_bytes;
+  o.allow_unused_parameters = FLAGS_allow_unused_parameters;
+  if (!FLAGS_checkpoint_units.empty()) {
+    // Empty entries are kept: CreateStrategy reports them.
+    for (absl::string_view unit : absl::StrSplit(FLAGS_checkpoint_units, ',')) {
+      o.checkpoint_units.emplace_back(absl::StripAsciiWhitespace(unit));
+    }
+  }
+  o.param_dtype = FLAGS_param_dtype;
+  o.reduce_dtype = FLAGS_reduce_dtype;
+  o.buffer_dtype = FLAGS_buffer_dtype;
+  o.fsdp_sharding = FLAGS_fsdp_sharding;
+  o.fsdp_wrap_unit_types = FLAGS_fsdp_wrap_unit_types;
+  o.fsdp_wrap_min_params = FLAGS_fsdp_wrap_min_params;
+  o.fsdp_forward_prefetch = FLAGS_fsdp_forward_prefetch;
+  o.fsdp_backward_prefetch = FLAGS_fsdp_backward_prefetch;
+  o.fsdp_limit_all_gathers = FLAGS_fsdp_limit_all_gathers;
+  o.fsdp_reductions_in_flight = FLAGS_fsdp_reductions_in_flight;
+  o.fsdp_cpu_offload = FLAGS_fsdp_cpu_offload;
+  o.fsdp_hybrid_shard_group_size = FLAGS_fsdp_hybrid_shard_group_size;
+  o.fsdp_reduce_scatter_every_micro_step =
+      FLAGS_fsdp_reduce_scatter_every_micro_step;
+  o.fsdp_deferred_init = FLAGS_fsdp_deferred_init;
+  STRATA_ASSIGN_OR_RETURN(o.ckpt_format,
+                          ParseCheckpointFormat(FLAGS_ckpt_format));
+  o.ckpt_dir = FLAGS_ckpt_dir;
+  o.save_every = FLAGS_save_every;
+  o.keep_last = FLAGS_keep_last;
+  o.async_save = FLAGS_async_save;
+  o.resume = FLAGS_resume;
+  o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
+  if (o.threads == 0) o.threads = DefaultThreads(env);
+  o.output_dir = FLAGS_output_dir;
+  if (o.output_dir.empty()) o.output_dir = DefaultOutputDir(env);
+  return o;
+}
+
+std::string TrainFlagsSummary() {
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);  // Sorted by file, then name.
+  std::string summary;
+  for (const auto& f : flags) {
+    if (f.filename.find("launch/train_flags.cc") == std::string::npos) continue;
+    std::string value = f.current_value;
+    double number = 0;
+    if (f.type == "double" && absl::SimpleAtod(value, &number)) {
+      value = absl::StrFormat("%g", number);
+    }
+    absl::StrAppend(&summary, " --", f.name, "=", value);
+  }
+  return summary;
+}
+
+}  // namespace strata::launch

@@ -1,0 +1,136 @@
+#include "launch/train_flags.h"
+
+#include <gflags/gflags.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "base/testing/status_matchers.h"
+#include "launch/option_kinds.h"
+#include "launch/testing/subprocess.h"
+
+namespace strata::launch {
+namespace {
+
+using ::strata::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+comm::EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](
+             const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+void SetFlag(const char* name, const char* value) {
+  ASSERT_FALSE(gflags::SetCommandLineOption(name, value).empty()) << name;
+}
+
+TEST(TrainOptionsFromFlagsTest, DefaultFlagsGiveDefaultOptions) {
+  gflags::FlagSaver saver;
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  const TrainOptions defaults;
+  EXPECT_EQ(o.model, defaults.model);
+  EXPECT_EQ(o.data, DataKind::kMarkov);
+  EXPECT_EQ(o.lr_schedule, LrScheduleKind::kCosine);
+  EXPECT_EQ(o.ckpt_format, CheckpointFormat::kSharded);
+  EXPECT_EQ(o.precision, Precision::kFp32);
+  EXPECT_EQ(o.steps, defaults.steps);
+  EXPECT_EQ(o.threads, 1);
+  EXPECT_EQ(o.ckpt_test_pause_ms, 0);
+}
+
+TEST(TrainOptionsFromFlagsTest, ParsesTheEnumeratedFlags) {
+  gflags::FlagSaver saver;
+  SetFlag("data", "uint16");
+  SetFlag("lr_schedule", "step");
+  SetFlag("ckpt_format", "full");
+  SetFlag("precision", "bf16");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.data, DataKind::kUint16);
+  EXPECT_EQ(o.lr_schedule, LrScheduleKind::kStep);
+  EXPECT_EQ(o.ckpt_format, CheckpointFormat::kFull);
+  EXPECT_EQ(o.precision, Precision::kBf16);
+}
+
+// Moved from trainer_test (BadOptionsNameTheFlag): --data and --precision are
+// now rejected when the flags are read.
+TEST(TrainOptionsFromFlagsTest, UnknownDataNamesTheFlag) {
+  gflags::FlagSaver saver;
+  SetFlag("data", "parquet");
+  EXPECT_THAT(TrainOptionsFromFlags(FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--data: must be markov, bytes")));
+}
+
+TEST(TrainOptionsFromFlagsTest, UnknownPrecisionNamesTheFlag) {
+  gflags::FlagSaver saver;
+  SetFlag("precision", "fp8");
+  EXPECT_THAT(
+      TrainOptionsFromFlags(FakeEnv({})),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--precision")));
+}
+
+TEST(TrainOptionsFromFlagsTest, ZeroThreadsFollowOmpNumThreads) {
+  gflags::FlagSaver saver;
+  SetFlag("threads", "0");
+  ASSERT_OK_AND_ASSIGN(
+      const TrainOptions o,
+      TrainOptionsFromFlags(FakeEnv({{"OMP_NUM_THREADS", "3"}})));
+  EXPECT_EQ(o.threads, 3);
+}
+
+TEST(TrainOptionsFromFlagsTest, EmptyOutputDirIsUnderTheBazelRunDirectory) {
+  gflags::FlagSaver saver;
+  ASSERT_OK_AND_ASSIGN(
+      const TrainOptions o,
+      TrainOptionsFromFlags(FakeEnv({{"BUILD_WORKING_DIRECTORY", "/work"}})));
+  EXPECT_EQ(o.output_dir, "/work/out/train");
+}
+
+TEST(TrainOptionsFromFlagsTest, CheckpointUnitsAreSplitAndTrimmed) {
+  gflags::FlagSaver saver;
+  SetFlag("checkpoint_units", "GPTBlock, blocks.3");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
+}
+
+TEST(TrainOptionsFromFlagsTest, TestHookFlagsStillParse) {
+  gflags::FlagSaver saver;
+  SetFlag("ckpt_test_pause_ms", "250");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.ckpt_test_pause_ms, 250);
+}
+
+TEST(TrainFlagsSummaryTest, ListsEveryTrainFlagWithItsValue) {
+  gflags::FlagSaver saver;
+  SetFlag("lr", "0.01");
+  const std::string summary = TrainFlagsSummary();
+  EXPECT_THAT(summary, HasSubstr(" --lr=0.01 "));
+  EXPECT_THAT(summary, HasSubstr(" --model=gpt-tiny "));
+  EXPECT_THAT(summary, HasSubstr(" --ckpt_test_pause_ms=0 "));
+  EXPECT_THAT(summary, HasSubstr(" --nproc=1 "));
+}
+
+TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
+  const testing::RunResult r =
+      testing::Run({testing::RunfilePath("launch/train"), "--help"});
+  const std::string help = r.out + r.err;
+  EXPECT_THAT(help, HasSubstr("-ckpt_dir"));
+  EXPECT_THAT(help, HasSubstr("-nproc"));
+  EXPECT_THAT(help, Not(HasSubstr("ckpt_test_pause_ms")));
+}
+
+}  // namespace
+}  // namespace strata::launch
