@@ -31,7 +31,10 @@ DEFINE_int64(vocab_size, kDefaults.vocab_size,
              "Vocabulary size override (0: the model config's). Required for "
              "token-bin data.");
 DEFINE_int64(seq_len, kDefaults.seq_len, "Training sequence length (tokens).");
-DEFINE_double(dropout, kDefaults.dropout, "Dropout probability.");
+DEFINE_double(dropout, kDefaults.dropout,
+              "Dropout probability (GPT). Masks are a function of (--seed, "
+              "step, global sample index, site, element), so a run sees the "
+              "same masks at any world size and strategy, and after a resume.");
 DEFINE_string(data, std::string(strata::launch::DataKindName(kDefaults.data)),
               "markov (synthetic corpus with a known entropy floor), bytes "
               "(a text file, vocab 256), uint16 or uint32 (token-bin file).");

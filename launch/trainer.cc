@@ -31,6 +31,7 @@
 #include "data/token_source.h"
 #include "launch/progress_logger.h"
 #include "models/config.h"
+#include "models/dropout.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
 #include "models/unit.h"
@@ -480,6 +481,12 @@ absl::StatusOr<double> Evaluate(const TrainOptions& o, Run& run) {
 absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
                                  strategies::StepResult* stepped) {
   run.strategy->ZeroGrad();
+  // The global index of this rank's first sample of the step: dropout masks
+  // are drawn from (seed, step, global sample index), so they do not depend
+  // on the world size, the strategy or the micro-batch split
+  // (models/dropout.h).
+  const int64_t first_sample =
+      run.sampler->position() + run.rank * run.local_batch;
   STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
                           run.sampler->NextBatch(run.rank, run.world_size));
   const int64_t local_batch = run.local_batch;
@@ -487,6 +494,13 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
   double step_loss = 0;
   for (int64_t m = 0; m < local_batch; m += micro) {
     const at::Tensor mb = batch.narrow(0, m, micro);
+    auto dropout = std::make_shared<models::DropoutContext>();
+    dropout->seed = o.seed;
+    dropout->step = step;
+    for (int64_t i = 0; i < micro; ++i) {
+      dropout->sample_ids.push_back(first_sample + m + i);
+    }
+    run.model->SetDropoutContext(std::move(dropout));
     STRATA_ASSIGN_OR_RETURN(
         double loss, run.strategy->ForwardBackward(
                          mb.narrow(1, 0, o.seq_len), mb.narrow(1, 1, o.seq_len),

@@ -27,6 +27,9 @@ struct TrainOptions {
   std::string model = "gpt-tiny";
   int64_t vocab_size = 0;  // 0: the model config's.
   int64_t seq_len = 128;
+  // World-size-invariant masks (models/dropout.h): the trainer sets a
+  // DropoutContext (seed, step, global sample indices) before every
+  // micro-batch.
   double dropout = 0.0;
   // Data: the synthetic Markov corpus (a known entropy floor), a text file
   // (bytes, vocab 256) or a token-bin file (uint16/uint32).
