@@ -125,7 +125,7 @@ class ZeroStrategy : public SingleStrategy {
     int64_t buffer_offset = 0;
   };
 
-  // options.kind: "zero1" or "zero2". `group` is borrowed and must outlive
+  // options.kind: kZero1 or kZero2. `group` is borrowed and must outlive
   // the strategy. A collective: every rank of the group calls it.
   static absl::StatusOr<std::unique_ptr<ZeroStrategy>> Create(
       const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
