@@ -135,7 +135,10 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
       models::BuildModel(Config(), {});
   CHECK(model.ok()) << model.status();
   strategies::StrategyOptions options;
-  options.kind = kind;
+  absl::StatusOr<strategies::StrategyKind> parsed =
+      strategies::ParseStrategyKind(kind);
+  CHECK(parsed.ok()) << parsed.status();
+  options.kind = *parsed;
   if (bf16) {
     options.mixed_precision.param_dtype = at::kBFloat16;
     options.mixed_precision.reduce_dtype = at::kBFloat16;

@@ -85,9 +85,12 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
   auto model = models::BuildModel(config, build);
   CHECK(model.ok()) << model.status();
   strategies::StrategyOptions options;
-  options.kind = kind == "fsdp_lean" ? "fsdp" : kind;
+  absl::StatusOr<strategies::StrategyKind> parsed =
+      strategies::ParseStrategyKind(kind == "fsdp_lean" ? "fsdp" : kind);
+  CHECK(parsed.ok()) << parsed.status();
+  options.kind = *parsed;
   if (checkpoint_blocks) options.checkpoint_units = {"GPTBlock"};
-  if (options.kind == "fsdp") {
+  if (options.kind == strategies::StrategyKind::kFsdp) {
     const bool lean = kind == "fsdp_lean";
     options.fsdp.sharding = strategies::ShardingStrategy::kFullShard;
     options.fsdp.wrap_policy.unit_types = {"GPTBlock"};

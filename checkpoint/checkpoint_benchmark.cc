@@ -141,7 +141,7 @@ std::unique_ptr<strategies::Strategy> Build(comm::Group* group, uint64_t seed) {
   auto model = models::BuildModel(*config, models::BuildOptions{seed});
   CHECK(model.ok()) << model.status();
   strategies::StrategyOptions options;
-  options.kind = "zero2";
+  options.kind = strategies::StrategyKind::kZero2;
   optim::LrScheduleOptions schedule;
   schedule.kind = "constant";
   auto strategy = strategies::CreateStrategy(

@@ -38,7 +38,7 @@
 #include "optim/lr_schedule.h"
 #include "strategies/autocast.h"
 #include "strategies/factory.h"
-#include "strategies/fsdp.h"
+#include "strategies/options.h"
 #include "strategies/strategy.h"
 
 namespace strata::launch {
@@ -141,7 +141,8 @@ namespace {
 absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
     const TrainOptions& o) {
   strategies::StrategyOptions options;
-  options.kind = o.strategy;
+  STRATA_ASSIGN_OR_RETURN(options.kind,
+                          strategies::ParseStrategyKind(o.strategy));
   options.bucket_bytes = o.bucket_bytes;
   options.first_bucket_bytes = o.first_bucket_bytes;
   options.allow_unused_parameters = o.allow_unused_parameters;

@@ -185,19 +185,12 @@ absl::Status FlatParameters::CheckGradViews() const {
 
 std::vector<ParamRange> FlatParameters::MatrixDecayRanges(
     double weight_decay) const {
-  std::vector<ParamRange> ranges;
+  std::vector<RangeParameter> params;
   for (const Entry& e : entries()) {
-    const bool frozen = !e.requires_grad;
-    const double wd = !frozen && e.shape.size() >= 2 ? weight_decay : 0.0;
-    if (!ranges.empty() && ranges.back().weight_decay == wd &&
-        ranges.back().frozen == frozen &&
-        ranges.back().offset + ranges.back().numel == e.offset) {
-      ranges.back().numel += e.numel;
-    } else {
-      ranges.push_back({e.offset, e.numel, wd, frozen});
-    }
+    params.push_back({e.offset, e.numel, static_cast<int64_t>(e.shape.size()),
+                      e.requires_grad});
   }
-  return ranges;
+  return DecayRanges(params, weight_decay);
 }
 
 }  // namespace strata::optim

@@ -86,13 +86,12 @@ class FlatParameters {
   // The parameter of entries()[i] (the caller's Variable, now a view).
   const at::Tensor& parameter(size_t i) const { return tensors_.at(i); }
 
-  // Zeroes the gradient buffer in place; the .grad views stay valid.
-  // Optimizer ranges (see ParamRange) giving `weight_decay` to matrices and
-  // embeddings (2+ dims) and none to biases and norm gains — the GPT-2 /
-  // nanoGPT convention — merging neighbours with the same decay. Parameters
-  // with requires_grad false get frozen ranges (never updated).
+  // Optimizer ranges over entries() (DecayRanges): `weight_decay` for
+  // matrices and embeddings (2+ dims), none for biases and norm gains,
+  // frozen ranges for parameters with requires_grad false.
   std::vector<ParamRange> MatrixDecayRanges(double weight_decay) const;
 
+  // Zeroes the gradient buffer in place; the .grad views stay valid.
   void ZeroGrad();
 
   // OK iff every requires_grad parameter's .grad is still the view of grads()

@@ -119,6 +119,50 @@ std::vector<ParamRange> SliceParamRanges(const std::vector<ParamRange>& ranges,
   return result;
 }
 
+std::vector<ParamRange> DecayRanges(const std::vector<RangeParameter>& params,
+                                    double weight_decay) {
+  std::vector<ParamRange> ranges;
+  for (const RangeParameter& p : params) {
+    const bool frozen = !p.requires_grad;
+    const double wd = !frozen && p.ndim >= 2 ? weight_decay : 0.0;
+    if (!ranges.empty() && ranges.back().weight_decay == wd &&
+        ranges.back().frozen == frozen &&
+        ranges.back().offset + ranges.back().numel == p.offset) {
+      ranges.back().numel += p.numel;
+    } else {
+      ranges.push_back({p.offset, p.numel, wd, frozen});
+    }
+  }
+  return ranges;
+}
+
+std::vector<ParamRange> ConcatenateShardRanges(
+    const std::vector<ShardPlacement>& placements, int64_t buffer_numel) {
+  std::vector<ParamRange> ranges;
+  auto covered = [&] {
+    return ranges.empty() ? 0 : ranges.back().offset + ranges.back().numel;
+  };
+  for (const ShardPlacement& placement : placements) {
+    for (const ParamRange& r : SliceParamRanges(
+             placement.ranges, placement.shard_offset, placement.shard_numel)) {
+      if (r.numel == 0) continue;
+      const int64_t offset = placement.buffer_offset + r.offset;
+      const int64_t cursor = covered();
+      CHECK_GE(offset, cursor) << "placements overlap or are out of order";
+      if (offset > cursor) {
+        ranges.push_back({cursor, offset - cursor, 0.0, /*frozen=*/true});
+      }
+      ranges.push_back({offset, r.numel, r.weight_decay, r.frozen});
+    }
+  }
+  const int64_t cursor = covered();
+  CHECK_LE(cursor, buffer_numel);
+  if (cursor < buffer_numel) {
+    ranges.push_back({cursor, buffer_numel - cursor, 0.0, /*frozen=*/true});
+  }
+  return ranges;
+}
+
 Optimizer::Optimizer(at::Tensor params, at::Tensor grads,
                      std::vector<ParamRange> ranges)
     : params_(std::move(params)),

@@ -65,6 +65,39 @@ absl::StatusOr<std::vector<ParamRange>> NormalizeParamRanges(
 std::vector<ParamRange> SliceParamRanges(const std::vector<ParamRange>& ranges,
                                          int64_t offset, int64_t numel);
 
+// A parameter of a flat buffer, as DecayRanges sees it.
+struct RangeParameter {
+  int64_t offset = 0;  // Elements, in the flat buffer.
+  int64_t numel = 0;
+  int64_t ndim = 0;
+  bool requires_grad = true;
+};
+
+// Optimizer ranges over `params` (sorted by offset) giving `weight_decay` to
+// matrices and embeddings (ndim >= 2) and none to biases and norm gains — the
+// GPT-2 / nanoGPT convention — with frozen ranges for requires_grad false,
+// merging neighbours with the same decay and frozenness. Gaps between
+// parameters are left as gaps (not covered).
+std::vector<ParamRange> DecayRanges(const std::vector<RangeParameter>& params,
+                                    double weight_decay);
+
+// One rank's shard of a flat buffer, placed in a buffer that concatenates
+// shards of several flat buffers (FSDP's master buffer).
+struct ShardPlacement {
+  std::vector<ParamRange> ranges;  // Over the whole flat buffer.
+  int64_t shard_offset = 0;        // The shard, in the flat buffer.
+  int64_t shard_numel = 0;
+  int64_t buffer_offset = 0;       // The shard, in the concatenated buffer.
+};
+
+// The ranges of a concatenated buffer of `buffer_numel` elements: each
+// placement's ranges cut to its shard (SliceParamRanges) and moved to its
+// buffer_offset; placements in increasing buffer_offset, not overlapping.
+// Elements no range covers (padding, gaps, the tail) get frozen ranges, so the
+// result covers the buffer from 0 to buffer_numel without gap.
+std::vector<ParamRange> ConcatenateShardRanges(
+    const std::vector<ShardPlacement>& placements, int64_t buffer_numel);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

@@ -203,6 +203,78 @@ TEST(SliceParamRangesTest, APaddingOnlyShardGetsOneEmptyRange) {
   EXPECT_EQ(shard[0].numel, 0);
 }
 
+// "offset:numel:weight_decay[:frozen]" per range, for table comparisons.
+std::string Describe(const std::vector<ParamRange>& ranges) {
+  std::string out;
+  for (const ParamRange& r : ranges) {
+    if (!out.empty()) out += " ";
+    out += std::to_string(r.offset) + ":" + std::to_string(r.numel) + ":" +
+           (r.weight_decay == 0 ? "0" : std::to_string(r.weight_decay)) +
+           (r.frozen ? ":frozen" : "");
+  }
+  return out;
+}
+
+TEST(DecayRangesTest, MatricesDecayVectorsDoNot) {
+  // A [4, 2] matrix, a [2] bias, a [3] norm gain.
+  EXPECT_EQ(Describe(DecayRanges({{0, 8, 2, true}, {8, 2, 1, true},
+                                  {10, 3, 1, true}},
+                                 0.5)),
+            "0:8:0.500000 8:5:0");
+}
+
+TEST(DecayRangesTest, MergesNeighboursWithTheSameDecay) {
+  EXPECT_EQ(Describe(DecayRanges({{0, 4, 2, true}, {4, 6, 3, true}}, 0.5)),
+            "0:10:0.500000");
+}
+
+TEST(DecayRangesTest, FrozenParametersGetFrozenRangesWithoutDecay) {
+  EXPECT_EQ(Describe(DecayRanges({{0, 4, 2, false}, {4, 2, 1, false},
+                                  {6, 4, 2, true}},
+                                 0.5)),
+            "0:6:0:frozen 6:4:0.500000");
+}
+
+TEST(DecayRangesTest, DoesNotMergeAcrossAGap) {
+  EXPECT_EQ(Describe(DecayRanges({{0, 4, 1, true}, {6, 2, 1, true}}, 0.5)),
+            "0:4:0 6:2:0");
+}
+
+TEST(ConcatenateShardRangesTest, OneShardOfOneBuffer) {
+  // Buffer [0, 10) decayed, [10, 12) not; shard [8, 14) (12, 13: padding)
+  // at buffer offset 0 of a 6-element buffer.
+  EXPECT_EQ(Describe(ConcatenateShardRanges(
+                {{{{0, 10, 0.1}, {10, 2, 0.0}}, 8, 6, 0}}, 6)),
+            "0:2:0.100000 2:2:0 4:2:0:frozen");
+}
+
+TEST(ConcatenateShardRangesTest, ShardsOfTwoBuffersOneAfterTheOther) {
+  // Buffer A: [0, 6) decayed, shard [3, 6) at 0. Buffer B: [0, 2) not
+  // decayed, [2, 8) frozen, shard [0, 4) at 3.
+  EXPECT_EQ(
+      Describe(ConcatenateShardRanges(
+          {{{{0, 6, 0.1}}, 3, 3, 0},
+           {{{0, 2, 0.0}, {2, 6, 0.0, /*frozen=*/true}}, 0, 4, 3}},
+          7)),
+      "0:3:0.100000 3:2:0 5:2:0:frozen");
+}
+
+TEST(ConcatenateShardRangesTest, PaddingOnlyShardsBecomeFrozenGaps) {
+  // Buffer A's shard [8, 10) is padding (its ranges end at 7); buffer B's
+  // shard [2, 4) at 2 is decayed.
+  EXPECT_EQ(Describe(ConcatenateShardRanges(
+                {{{{0, 7, 0.1}}, 8, 2, 0}, {{{0, 4, 0.1}}, 2, 2, 2}}, 4)),
+            "0:2:0:frozen 2:2:0.100000");
+}
+
+TEST(ConcatenateShardRangesTest, NoPlacementsGiveOneFrozenRange) {
+  EXPECT_EQ(Describe(ConcatenateShardRanges({}, 5)), "0:5:0:frozen");
+}
+
+TEST(ConcatenateShardRangesTest, EmptyBufferGivesNoRange) {
+  EXPECT_EQ(Describe(ConcatenateShardRanges({}, 0)), "");
+}
+
 TEST(OptimizerTest, ParallelForEachRangeVisitsEveryCoveredElementOnce) {
   // Larger than several parallel chunks, with ranges crossing chunk borders
   // and a left-out tail.

@@ -115,7 +115,9 @@ absl::Status DdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   return readiness_->BeforeMicroBatch(name(), last_micro_batch);
 }
 
-absl::Status DdpStrategy::AfterBackward(bool last_micro_batch) {
+absl::Status DdpStrategy::AfterMicroBatch(bool last_micro_batch,
+                                          absl::Status backward) {
+  STRATA_RETURN_IF_ERROR(backward);
   readiness_->AfterBackward(last_micro_batch);
   // The last micro-batch's gradients are folded bucket by bucket at launch.
   if (!last_micro_batch) FoldGradients(0, flat().padded_numel());

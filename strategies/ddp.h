@@ -92,7 +92,8 @@ class DdpStrategy : public SingleStrategy {
 
  protected:
   absl::Status BeforeMicroBatch(bool last_micro_batch) override;
-  absl::Status AfterBackward(bool last_micro_batch) override;
+  absl::Status AfterMicroBatch(bool last_micro_batch,
+                               absl::Status backward) override;
   absl::Status FinishGradients() override;
 
  private:

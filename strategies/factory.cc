@@ -1,5 +1,7 @@
 #include "strategies/factory.h"
 
+#include <glog/logging.h>
+
 #include <utility>
 
 #include "base/status.h"
@@ -18,29 +20,37 @@ absl::StatusOr<std::unique_ptr<Strategy>> CreateBaseStrategy(
     const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
     comm::Group* group, const OptimizerConfig& config,
     const optim::LrScheduleOptions& schedule) {
-  if (options.kind == "single") {
-    STRATA_ASSIGN_OR_RETURN(
-        std::unique_ptr<SingleStrategy> single,
-        SingleStrategy::Create(std::move(model), config, schedule,
-                               options.mixed_precision));
-    return std::unique_ptr<Strategy>(std::move(single));
+  switch (options.kind) {
+    case StrategyKind::kSingle: {
+      STRATA_ASSIGN_OR_RETURN(
+          std::unique_ptr<SingleStrategy> single,
+          SingleStrategy::Create(std::move(model), config, schedule,
+                                 options.mixed_precision));
+      return std::unique_ptr<Strategy>(std::move(single));
+    }
+    case StrategyKind::kDdp: {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<DdpStrategy> ddp,
+                              DdpStrategy::Create(options, std::move(model),
+                                                  group, config, schedule));
+      return std::unique_ptr<Strategy>(std::move(ddp));
+    }
+    case StrategyKind::kZero1:
+    case StrategyKind::kZero2: {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZeroStrategy> zero,
+                              ZeroStrategy::Create(options, std::move(model),
+                                                   group, config, schedule));
+      return std::unique_ptr<Strategy>(std::move(zero));
+    }
+    case StrategyKind::kFsdp: {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FsdpStrategy> fsdp,
+                              FsdpStrategy::Create(options, std::move(model),
+                                                   group, config, schedule));
+      return std::unique_ptr<Strategy>(std::move(fsdp));
+    }
   }
-  if (options.kind == "fsdp") {
-    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FsdpStrategy> fsdp,
-                            FsdpStrategy::Create(options, std::move(model),
-                                                 group, config, schedule));
-    return std::unique_ptr<Strategy>(std::move(fsdp));
-  }
-  if (options.kind == "zero1" || options.kind == "zero2") {
-    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZeroStrategy> zero,
-                            ZeroStrategy::Create(options, std::move(model),
-                                                 group, config, schedule));
-    return std::unique_ptr<Strategy>(std::move(zero));
-  }
-  STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<DdpStrategy> ddp,
-      DdpStrategy::Create(options, std::move(model), group, config, schedule));
-  return std::unique_ptr<Strategy>(std::move(ddp));
+  // ValidateStrategyOptions rejected every other value.
+  LOG(FATAL) << "unknown StrategyKind " << static_cast<int>(options.kind);
+  return nullptr;
 }
 
 }  // namespace

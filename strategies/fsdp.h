@@ -4,7 +4,8 @@
 // prefetch, a limit on all-gathers in flight, mixed precision, deferred
 // initialisation and gathering full parameters on demand.
 //
-// Layout. The wrap policy (wrap_policy.h) picks units; each wrapped unit gets
+// Layout (planned by fsdp_plan.h, a pure function with its own table test).
+// The wrap policy (wrap_policy.h) picks units; each wrapped unit gets
 // one flat parameter: its parameters (in the unit's order) concatenated and
 // padded to a multiple of the shard group size S, so rank r of the shard
 // group owns elements [r * numel / S, (r + 1) * numel / S) — flat sharding,
@@ -20,9 +21,10 @@
 // element, 16 * padded / S per rank. The model's parameters are views of each
 // flat parameter's full buffer in the compute dtype (param_dtype); a wrapped
 // unit's full buffer has its storage released while the unit is not gathered
-// (StorageImpl::reset, DESIGN.md "Freeing gathered parameters"), so tensors
-// and views stay valid objects and the same storage is refilled by the next
-// all-gather.
+// (ReleasableBuffer, mixed_precision.h; DESIGN.md "Freeing gathered
+// parameters"), so tensors and views stay valid objects and the same storage
+// is refilled by the next all-gather. A unit's tensors and their release are
+// fsdp_unit.h's.
 //
 // Forward (an interceptor, models/unit.h): before a wrapped unit runs, its
 // parameters are all-gathered from the master shards (cast to param_dtype),
@@ -56,8 +58,9 @@
 // its gradients are complete (a frozen parameter can still be read by a later
 // backward node).
 //
-// Creation is a collective over `group`: it checks that every rank has the
-// same parameters (names, shapes) and the same flat-parameter layout, then
+// Creation is a collective over `group` (fsdp_init.h): it checks that every
+// rank has the same parameters (names, shapes) and the same flat-parameter
+// layout (replicas.h's CheckSameOnAllRanks), then
 // builds the shards from rank 0's values (sync_module_states), or, for a
 // deferred model, materialises only this rank's shard of each parameter
 // (peak memory: the shards plus one parameter's full value).
@@ -93,20 +96,10 @@
 
 namespace strata::strategies {
 
-// "full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
-// "hybrid_shard_zero2" and back; errors name --fsdp_sharding.
-absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& s);
-std::string ShardingStrategyName(ShardingStrategy s);
-// "pre", "post", "none" and back; errors name --fsdp_backward_prefetch.
-absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(const std::string& s);
-std::string BackwardPrefetchName(BackwardPrefetch p);
+// ParseShardingStrategy, ParseBackwardPrefetch, ValidateFsdpOptions and the
+// FSDP options live in options.h; the flat-unit planner in fsdp_plan.h.
 
-// Checks options.fsdp against a world of `world_size` ranks; errors name the
-// flag (--fsdp_hybrid_shard_group_size with a world size it does not divide,
-// a group size set without hybrid sharding, negative limits). Dtypes are
-// ValidateStrategyOptions's.
-absl::Status ValidateFsdpOptions(const StrategyOptions& options,
-                                 int world_size);
+struct FlatUnit;  // fsdp_unit.h
 
 class FsdpStrategy : public Strategy {
  public:
@@ -121,18 +114,18 @@ class FsdpStrategy : public Strategy {
 
   // Counters since creation.
   struct Counters {
-    int64_t all_gathers = 0;     // Of wrapped units (not the root).
-    int64_t prefetches = 0;      // All-gathers started ahead of need.
+    int64_t all_gathers = 0;  // Of wrapped units (not the root).
+    int64_t prefetches = 0;   // All-gathers started ahead of need.
     int64_t prefetches_skipped_by_limit = 0;
     int64_t max_all_gathers_in_flight = 0;
-    int64_t reductions = 0;      // Gradient reductions of flat parameters.
+    int64_t reductions = 0;          // Gradient reductions of flat parameters.
     int64_t max_units_gathered = 0;  // Wrapped units gathered at once.
     // Time the training thread spent blocked waiting for all-gathers and
     // gradient reductions: the communication not hidden behind compute.
     double exposed_communication_ms = 0;
   };
 
-  // options.kind must be "fsdp". `group` (borrowed, must outlive the
+  // options.kind must be kFsdp. `group` (borrowed, must outlive the
   // strategy; null means a world of one) spans every rank. A collective.
   static absl::StatusOr<std::unique_ptr<FsdpStrategy>> Create(
       const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
@@ -146,11 +139,6 @@ class FsdpStrategy : public Strategy {
 
   std::string name() const override { return "fsdp"; }
   void ZeroGrad() override;
-  absl::StatusOr<double> ForwardBackward(const at::Tensor& inputs,
-                                         const at::Tensor& targets,
-                                         double loss_weight,
-                                         bool last_micro_batch) override;
-  absl::StatusOr<StepResult> Step(int64_t step) override;
   // Bytes held now (counted from the tensors): master shards and gathered
   // full buffers (parameters), gradient shards, allocated full gradients
   // and fp32 accumulators (gradients), AdamW state (optimizer), staging of
@@ -176,7 +164,7 @@ class FsdpStrategy : public Strategy {
   // model; then ReleaseFullParams frees them, first copying each rank's
   // shard back into the fp32 master when `writeback` (only with fp32
   // param_dtype, where the model holds the exact values). Collectives; not
-  // during a step's micro-batches.
+  // during a step's micro-batches. ForwardBackward fails while summoned.
   absl::Status SummonFullParams();
   absl::Status ReleaseFullParams(bool writeback);
 
@@ -189,7 +177,6 @@ class FsdpStrategy : public Strategy {
   int num_units_gathered() const;
 
  private:
-  struct FlatUnit;
   struct Reduction;
   class Interceptor;
   friend class Interceptor;
@@ -198,8 +185,24 @@ class FsdpStrategy : public Strategy {
                const StrategyOptions& options, const OptimizerConfig& config,
                comm::Group* world);
 
+  // Strategy's hooks: arm gradient readiness and allocate the root's
+  // gradients / finish the backward's reductions and free units / complete
+  // reductions, clip over the shard group, step, re-gather.
+  absl::Status BeforeMicroBatch(bool last_micro_batch) override;
+  absl::Status AfterMicroBatch(bool last_micro_batch,
+                               absl::Status backward) override;
+  absl::StatusOr<StepResult> DoStep(int64_t step) override;
+
+  // Creation, in this order (Create calls Build).
   absl::Status Build(const optim::LrScheduleOptions& schedule);
-  absl::Status InitializeShards(bool deferred);
+  // Shard and replicate groups; checks the model is the same on every rank.
+  absl::Status SetUpGroups();
+  // Plans the flat units (fsdp_plan.h), checks the plan is the same on
+  // every rank and creates flat_units_; returns the master buffer's size.
+  absl::StatusOr<int64_t> PlanUnits();
+  absl::Status BuildOptimizer(const optim::LrScheduleOptions& schedule);
+  // Gradient-readiness hooks and the forward interceptor.
+  void AddHooks();
 
   bool sharded() const { return shard_size_ > 1; }
   bool reshard_after_forward() const;
@@ -225,7 +228,6 @@ class FsdpStrategy : public Strategy {
   void Gather(FlatUnit& unit);
   void Prefetch(FlatUnit* unit);
   void Reshard(FlatUnit& unit);
-  void AllocateGrads(FlatUnit& unit);
   // After the masters changed (a step, a load): re-gathers what stays
   // gathered (root, unsharded units, summoned units), frees the rest.
   absl::Status RefreshFullParameters();
@@ -234,18 +236,16 @@ class FsdpStrategy : public Strategy {
   void LaunchReduction(FlatUnit& unit);
   // Advances the oldest reductions until at most `keep` are in flight.
   void DrainReductions(size_t keep);
-  void Fail(const absl::Status& status);
-  absl::Status TakeHookStatus();
 
   FlatUnit* WrappedAt(int position);
 
   const StrategyOptions options_;
   const OptimizerConfig config_;
-  comm::Group* const world_;               // Borrowed; may be null.
+  comm::Group* const world_;  // Borrowed; may be null.
   std::unique_ptr<comm::Group> owned_shard_group_;
   std::unique_ptr<comm::Group> owned_replicate_group_;
-  comm::Group* shard_group_ = nullptr;      // Null: shard size 1.
-  comm::Group* replicate_group_ = nullptr;  // Null: replicate size 1.
+  comm::Group* shard_group_ = nullptr;                // Null: shard size 1.
+  comm::Group* replicate_group_ = nullptr;            // Null: replicate size 1.
   at::Device compute_device_ = at::Device(at::kCPU);  // The model's.
   at::Device state_device_ = at::Device(at::kCPU);    // Shards, AdamW.
   int shard_size_ = 1;
@@ -269,12 +269,10 @@ class FsdpStrategy : public Strategy {
 
   // Per micro-batch / step state.
   bool in_micro_batch_ = false;
-  bool communicate_ = false;      // This micro-batch reduces gradients.
-  bool grads_complete_ = false;   // The step's last backward finished.
+  bool communicate_ = false;  // This micro-batch reduces gradients.
   bool summoned_ = false;
   std::deque<FlatUnit*> gathers_in_flight_;
   std::deque<std::unique_ptr<Reduction>> reductions_;
-  absl::Status hook_status_;  // First failure inside a hook.
   Counters counters_;
 };
 

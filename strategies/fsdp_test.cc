@@ -48,7 +48,7 @@ StrategyOptions Fsdp(ShardingStrategy sharding,
                      std::vector<std::string> unit_types = {"GPTBlock"},
                      int hybrid_group = 0) {
   StrategyOptions options;
-  options.kind = "fsdp";
+  options.kind = StrategyKind::kFsdp;
   options.fsdp.sharding = sharding;
   options.fsdp.wrap_policy.unit_types = std::move(unit_types);
   options.fsdp.hybrid_shard_group_size = hybrid_group;

@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
 #include <glog/logging.h>
 
@@ -64,11 +65,17 @@ void ReleasableBuffer::Release() {
   tensor_.storage().unsafeGetStorageImpl()->reset();
 }
 
-void ReleasableBuffer::AllocateZeroed() {
+void ReleasableBuffer::Allocate() {
   if (!tensor_.defined() || allocated()) return;
   c10::StorageImpl* storage = tensor_.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(full_bytes_));
+  storage->set_data_ptr_noswap(
+      c10::GetAllocator(tensor_.device().type())->allocate(full_bytes_));
   storage->set_nbytes(full_bytes_);
+}
+
+void ReleasableBuffer::AllocateZeroed() {
+  if (!tensor_.defined() || allocated()) return;
+  Allocate();
   at::NoGradGuard no_grad;
   tensor_.zero_();
 }

@@ -1,8 +1,9 @@
 // Pieces of mixed-precision training shared by SingleStrategy, DdpStrategy
 // and ZeroStrategy (strategy.h, MixedPrecisionOptions): the fp32 master copy
 // of a flat parameter buffer, folding low-precision gradients into an fp32
-// accumulation buffer, casting buffers, and gradient buffers whose memory is
-// released between steps (ZeRO-2).
+// accumulation buffer, casting buffers, and buffers whose memory is released
+// and re-allocated in place (ZeRO-2's bucket gradients, FSDP's gathered
+// parameters and full gradients).
 //
 // Threading: none of this is thread-safe; call from the training thread (or
 // autograd's hooks on it).
@@ -45,9 +46,11 @@ void FoldGradients(const at::Tensor& low, const at::Tensor& fp32);
 // A tensor whose memory can be released and re-allocated while the tensor
 // and every view of it stay valid objects (autograd keeps .grad views of a
 // flat gradient buffer): the storage's data is freed (StorageImpl::reset)
-// and later re-allocated at the same size (set_data_ptr_noswap), as FSDP
-// does for gathered parameters (DESIGN.md). While released, the tensor and
-// its views must not be read or written.
+// and later re-allocated at the same size (set_data_ptr_noswap) from the
+// current allocator of the tensor's device (so a TrackingAllocator installed
+// since counts it), as FSDP does for gathered parameters (DESIGN.md "Freeing
+// gathered parameters"). While released, the tensor and its views must not
+// be read or written.
 class ReleasableBuffer {
  public:
   ReleasableBuffer() = default;
@@ -64,6 +67,9 @@ class ReleasableBuffer {
 
   // Frees the memory; no-op when released already.
   void Release();
+  // Re-allocates uninitialised memory when released (e.g. to be filled by
+  // an all-gather); no-op otherwise.
+  void Allocate();
   // Re-allocates zero-filled memory when released; no-op otherwise.
   void AllocateZeroed();
 

@@ -61,6 +61,28 @@ TEST(ReleasableBufferTest, ReleasesAndReallocatesKeepingViewsValid) {
   EXPECT_EQ(buffer[100].item<float>(), 3.0f);
 }
 
+TEST(ReleasableBufferTest, AllocateReallocatesInPlaceWithoutZeroing) {
+  at::Tensor buffer = at::ones({10}, at::kFloat);
+  at::Tensor view = buffer.narrow(0, 2, 3);
+  ReleasableBuffer releasable(buffer);
+  releasable.Release();
+  releasable.Allocate();
+  ASSERT_TRUE(releasable.allocated());
+  EXPECT_EQ(releasable.held_bytes(), 40);
+  EXPECT_EQ(buffer.storage().nbytes(), 40u);
+  // Uninitialised memory: what the caller writes is what the views read.
+  buffer.copy_(at::arange(10, at::kFloat));
+  EXPECT_TRUE(at::equal(view, at::arange(2, 5, at::kFloat)));
+}
+
+TEST(ReleasableBufferTest, AllocateKeepsTheValuesOfAnAllocatedBuffer) {
+  at::Tensor buffer = at::full({4}, 7.0f, at::kFloat);
+  ReleasableBuffer releasable(buffer);
+  releasable.Allocate();
+  releasable.AllocateZeroed();
+  EXPECT_TRUE(at::equal(buffer, at::full({4}, 7.0f, at::kFloat)));
+}
+
 TEST(ReleasableBufferTest, AutogradAccumulatesIntoReallocatedGradViews) {
   at::Tensor grads = at::zeros({4}, at::kFloat);
   at::Tensor w = at::ones({4}, at::kFloat).set_requires_grad(true);

@@ -7,23 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/shape.h"
 #include "base/fnv.h"
+#include "base/shape.h"
 #include "base/status.h"
 #include "optim/clip.h"
 
 namespace strata::strategies {
 namespace {
 
-// A parameter or buffer as the cross-rank check sees it.
-struct TensorInfo {
-  std::string name;
-  std::vector<int64_t> shape;
-  at::Tensor tensor;
-};
-
-
-uint64_t HashInfo(uint64_t hash, const TensorInfo& info) {
+uint64_t HashInfo(uint64_t hash, const NamedShape& info) {
   hash = Fnv1a(hash, info.name.data(), info.name.size() + 1);  // With '\0'.
   const int64_t ndim = info.shape.size();
   hash = Fnv1a(hash, &ndim, sizeof(ndim));
@@ -34,14 +26,16 @@ constexpr int64_t kMaxDims = 7;
 // Per tensor: numel, ndim, kMaxDims dims (-1 padded), name hash.
 constexpr int64_t kPerTensor = kMaxDims + 3;
 
-// Checks that every rank of `group` holds tensors with the same names and
-// shapes, in the same order. Every rank gets the same verdict.
-absl::Status CheckSameTensors(comm::Group& group,
-                              const std::vector<TensorInfo>& infos) {
+}  // namespace
+
+absl::Status CheckSameOnAllRanks(comm::Group& group,
+                                 const std::vector<NamedShape>& infos,
+                                 const SameOnAllRanksWording& wording) {
+  const SameOnAllRanksWording& w = wording;
   const int world = group.size();
   int64_t total = 0;
   uint64_t hash = kFnv1aOffset;
-  for (const TensorInfo& info : infos) {
+  for (const NamedShape& info : infos) {
     int64_t numel = 1;
     for (int64_t d : info.shape) numel *= d;
     total += numel;
@@ -52,8 +46,8 @@ absl::Status CheckSameTensors(comm::Group& group,
   mine[1] = total;
   mine[2] = static_cast<int64_t>(hash);
   at::Tensor all = at::empty({world * 3}, at::kLong);
-  STRATA_RETURN_IF_ERROR(Annotate(group.AllGather(mine, all),
-                                  "exchanging model descriptors"));
+  STRATA_RETURN_IF_ERROR(
+      Annotate(group.AllGather(mine, all), "exchanging model descriptors"));
   const int64_t* d = all.data_ptr<int64_t>();
   bool same = true;
   for (int r = 1; r < world; ++r) {
@@ -63,10 +57,9 @@ absl::Status CheckSameTensors(comm::Group& group,
   for (int r = 1; r < world; ++r) {
     if (d[3 * r] != d[0]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("ranks hold different models: rank 0 has ", d[0],
-                       " parameters and buffers (", d[1], " elements), rank ",
-                       r, " has ", d[3 * r], " (", d[3 * r + 1],
-                       " elements); every rank must build the same model"));
+          absl::StrCat(w.differ, ": rank 0 has ", d[0], " ", w.items, " (",
+                       d[1], " elements), rank ", r, " has ", d[3 * r], " (",
+                       d[3 * r + 1], " elements); ", w.remedy));
     }
   }
   // Same counts: the per-tensor descriptors have the same size everywhere.
@@ -74,7 +67,7 @@ absl::Status CheckSameTensors(comm::Group& group,
   at::Tensor per = at::full({n * kPerTensor}, -1, at::kLong);
   int64_t* p = per.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
-    const TensorInfo& info = infos[i];
+    const NamedShape& info = infos[i];
     int64_t numel = 1;
     for (int64_t dim : info.shape) numel *= dim;
     p[i * kPerTensor] = numel;
@@ -109,46 +102,38 @@ absl::Status CheckSameTensors(comm::Group& group,
       }
       if (!shapes_equal) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "parameter '", infos[i].name, "' (#", i,
-            " in registration order, as named on rank ", group.rank(),
+            w.item, " '", infos[i].name, "' (#", i, " ", w.order,
+            ", as named on rank ", group.rank(),
             ") differs across ranks: rank 0 has shape ",
             ShapeString(shape_of(0, i)), ", rank ", r, " has shape ",
-            ShapeString(shape_of(r, i)),
-            "; every rank must build the same model"));
+            ShapeString(shape_of(r, i)), "; ", w.remedy));
       }
       if (!names_equal) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "parameter #", i, " in registration order (named '",
-            infos[i].name, "' on rank ", group.rank(),
-            ") has different names on rank 0 and rank ", r,
-            "; every rank must build the same model"));
+            w.item, " #", i, " ", w.order, " (named '", infos[i].name,
+            "' on rank ", group.rank(), ") has different names on rank 0 and ",
+            "rank ", r, "; ", w.remedy));
       }
     }
   }
   // Only shapes beyond kMaxDims dims can differ unseen here.
-  return absl::InvalidArgumentError(
-      "ranks hold different models (their parameter descriptors "
-      "differ); every rank must build the same model");
+  return absl::InvalidArgumentError(absl::StrCat(
+      w.differ, " (their ", w.item, " descriptors differ); ", w.remedy));
 }
-
-std::vector<TensorInfo> ModelTensors(const models::UnitModel& model) {
-  std::vector<TensorInfo> infos;
-  for (const auto& item : model.named_parameters()) {
-    infos.push_back({item.key(), item.value().sizes().vec(), item.value()});
-  }
-  for (const auto& item : model.named_buffers()) {
-    infos.push_back({absl::StrCat("buffer:", item.key()),
-                     item.value().sizes().vec(), item.value()});
-  }
-  return infos;
-}
-
-}  // namespace
 
 absl::Status CheckSameModelOnAllRanks(comm::Group& group,
                                       const std::string& kind,
                                       const models::UnitModel& model) {
-  return Annotate(CheckSameTensors(group, ModelTensors(model)), kind);
+  std::vector<NamedShape> infos;
+  for (const auto& item : model.named_parameters()) {
+    infos.push_back({item.key(), item.value().sizes().vec()});
+  }
+  for (const auto& item : model.named_buffers()) {
+    infos.push_back(
+        {absl::StrCat("buffer:", item.key()), item.value().sizes().vec()});
+  }
+  return Annotate(CheckSameOnAllRanks(group, infos, SameOnAllRanksWording()),
+                  kind);
 }
 
 absl::Status BroadcastFromRankZero(comm::Group& group, const std::string& kind,
@@ -178,16 +163,16 @@ absl::StatusOr<double> ClipGradients(at::Tensor grads, double grad_clip,
       grad_clip > 0 ? grad_clip : std::numeric_limits<double>::infinity();
   if (group == nullptr) return optim::ClipGradNorm(grads, max_norm);
   absl::Status reduce_status;
-  const double norm =
-      optim::ClipGradNorm(grads, max_norm, [&](double local) {
-        at::Tensor sum = at::full({1}, local, at::kDouble);
-        reduce_status = group->AllReduce(sum, comm::ReduceOp::kSum);
-        return reduce_status.ok() ? sum.item<double>()
-                                  : std::numeric_limits<double>::quiet_NaN();
-      });
+  const double norm = optim::ClipGradNorm(grads, max_norm, [&](double local) {
+    at::Tensor sum = at::full({1}, local, at::kDouble);
+    reduce_status = group->AllReduce(sum, comm::ReduceOp::kSum);
+    return reduce_status.ok() ? sum.item<double>()
+                              : std::numeric_limits<double>::quiet_NaN();
+  });
   STRATA_RETURN_IF_ERROR(Annotate(
-      reduce_status, absl::StrCat(kind, ": all-reduce of the gradient norm on "
-                                        "rank ",
+      reduce_status, absl::StrCat(kind,
+                                  ": all-reduce of the gradient norm on "
+                                  "rank ",
                                   group->rank())));
   return norm;
 }

@@ -6,7 +6,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -15,11 +17,38 @@
 
 namespace strata::strategies {
 
-// Checks that every rank of `group` holds parameters and buffers with the
-// same names and shapes, in the same order. Uses only fixed-size collectives
+// A name with a shape that every rank must hold the same of.
+struct NamedShape {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// How CheckSameOnAllRanks's messages name what it checks; the defaults are
+// the model check's.
+struct SameOnAllRanksWording {
+  std::string differ = "ranks hold different models";
+  std::string items = "parameters and buffers";
+  std::string item = "parameter";
+  std::string order = "in registration order";
+  std::string remedy = "every rank must build the same model";
+};
+
+// Checks that every rank of `group` holds `infos` with the same names and
+// shapes, in the same order (a collective). Uses only fixed-size collectives
 // until the ranks are known to agree, so a mismatch is an error on every
-// rank — naming the first differing tensor and both shapes, or both ranks'
-// counts — never a Gloo abort. `kind` ("ddp", "zero2") starts the messages.
+// rank — naming the first differing item and both shapes, or both ranks'
+// counts, in `wording` — never a Gloo abort.
+absl::Status CheckSameOnAllRanks(comm::Group& group,
+                                 const std::vector<NamedShape>& infos,
+                                 const SameOnAllRanksWording& wording);
+
+// CheckSameOnAllRanks over the model's parameters, then buffers (named
+// "buffer:<name>"): every rank of `group` holds parameters and buffers with
+// the same names and shapes, in the same order. Uses only fixed-size
+// collectives until the ranks are known to agree, so a mismatch is an error on
+// every rank — naming the first differing tensor and both shapes, or both
+// ranks' counts — never a Gloo abort. `kind` ("ddp", "zero2") starts the
+// messages.
 absl::Status CheckSameModelOnAllRanks(comm::Group& group,
                                       const std::string& kind,
                                       const models::UnitModel& model);

@@ -5,7 +5,6 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -83,8 +82,8 @@ void SingleStrategy::ZeroGrad() {
   if (mixed() && master_grads_.defined()) master_grads_.zero_();
 }
 
-absl::Status SingleStrategy::BeforeMicroBatch(bool) { return absl::OkStatus(); }
-absl::Status SingleStrategy::AfterBackward(bool) {
+absl::Status SingleStrategy::AfterMicroBatch(bool, absl::Status backward) {
+  STRATA_RETURN_IF_ERROR(backward);
   FoldGradients(0, flat_->padded_numel());
   return absl::OkStatus();
 }
@@ -107,31 +106,7 @@ absl::Status SingleStrategy::AfterStateLoaded() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> SingleStrategy::ForwardBackward(
-    const at::Tensor& inputs, const at::Tensor& targets, double loss_weight,
-    bool last_micro_batch) {
-  if (!std::isfinite(loss_weight) || loss_weight <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("loss_weight must be finite and > 0, got ", loss_weight));
-  }
-  STRATA_RETURN_IF_ERROR(BeforeMicroBatch(last_micro_batch));
-  double loss_value = 0;
-  STRATA_RETURN_IF_ERROR(
-      StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
-        at::Tensor loss =
-            models::UnitModel::Loss(model().Forward(inputs), targets);
-        loss_value = loss.item<double>();
-        (loss * loss_weight).backward();
-      }));
-  STRATA_RETURN_IF_ERROR(AfterBackward(last_micro_batch));
-  return loss_value;
-}
-
-absl::StatusOr<StepResult> SingleStrategy::Step(int64_t step) {
-  if (step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step must be >= 0, got ", step));
-  }
+absl::StatusOr<StepResult> SingleStrategy::DoStep(int64_t step) {
   STRATA_RETURN_IF_ERROR(FinishGradients());
   StepResult result;
   result.grad_norm = optim::ClipGradNorm(

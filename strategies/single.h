@@ -13,8 +13,9 @@
 // fp32 masters. This "bf16 single" is the reference for mixed-precision
 // DDP and ZeRO.
 //
-// DdpStrategy derives from it: it lays the flat buffer out in another order
-// and communicates gradients through the protected hooks below.
+// DdpStrategy and ZeroStrategy derive from it: they lay the flat buffer out
+// in another order and communicate gradients through Strategy's hooks
+// (BeforeMicroBatch, AfterMicroBatch) and FinishGradients below.
 #ifndef STRATA_STRATEGIES_SINGLE_H_
 #define STRATA_STRATEGIES_SINGLE_H_
 
@@ -46,11 +47,6 @@ class SingleStrategy : public Strategy {
 
   std::string name() const override { return "single"; }
   void ZeroGrad() override;
-  absl::StatusOr<double> ForwardBackward(const at::Tensor& inputs,
-                                         const at::Tensor& targets,
-                                         double loss_weight,
-                                         bool last_micro_batch) override;
-  absl::StatusOr<StepResult> Step(int64_t step) override;
   MemoryReport Memory() const override;
   std::vector<ShardedTensor> ModelState() const override;
   std::vector<ShardedTensor> OptimizerState() const override;
@@ -92,11 +88,14 @@ class SingleStrategy : public Strategy {
                  const OptimizerConfig& config, Parts parts,
                  const MixedPrecisionOptions& mixed_precision);
 
-  // Called before the forward of a micro-batch, after its backward (only
-  // when forward and backward succeeded), and by Step before clipping (to
-  // complete gradient communication). Defaults do nothing.
-  virtual absl::Status BeforeMicroBatch(bool last_micro_batch);
-  virtual absl::Status AfterBackward(bool last_micro_batch);
+  // Strategy's hook: after a successful backward, folds the gradients
+  // (mixed precision). Derived strategies that communicate override it.
+  absl::Status AfterMicroBatch(bool last_micro_batch,
+                               absl::Status backward) override;
+  // Completes gradient communication, then clips and steps the optimizer.
+  absl::StatusOr<StepResult> DoStep(int64_t step) override;
+  // Called by DoStep before clipping, to complete gradient communication.
+  // The default does nothing.
   virtual absl::Status FinishGradients();
 
   optim::FlatParameters& mutable_flat() { return *flat_; }

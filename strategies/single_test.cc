@@ -1,6 +1,7 @@
 #include "strategies/single.h"
 
 #include <ATen/ATen.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "strategies/factory.h"
@@ -16,6 +18,9 @@
 
 namespace strata::strategies {
 namespace {
+
+using ::strata::testing::StatusIs;
+using ::testing::HasSubstr;
 
 std::shared_ptr<models::UnitModel> Gpt(uint64_t seed) {
   auto config = models::ConfigByName("gpt-tiny");
@@ -33,21 +38,24 @@ optim::LrScheduleOptions Constant() {
 }
 
 TEST(StrategyOptionsTest, RejectsUnknownKindNamingTheOption) {
+  EXPECT_THAT(ParseStrategyKind("fsdp2"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--strategy must be single, ddp, zero1, zero2 or fsdp, "
+                       "got 'fsdp2'"));
   StrategyOptions options;
-  options.kind = "fsdp2";
-  absl::Status status = ValidateStrategyOptions(options);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      status.message(),
-      "--strategy must be single, ddp, zero1, zero2 or fsdp, got 'fsdp2'");
+  options.kind = static_cast<StrategyKind>(7);
+  const absl::Status status = ValidateStrategyOptions(options);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("--strategy must be single, ddp, "
+                                         "zero1, zero2 or fsdp, got")));
   auto created =
       CreateStrategy(options, Gpt(1), nullptr, OptimizerConfig(), Constant());
-  EXPECT_EQ(created.status().message(), status.message());
+  EXPECT_EQ(created.status(), status);
 }
 
 TEST(StrategyOptionsTest, RejectsNonPositiveBucketBytes) {
   StrategyOptions options;
-  options.kind = "ddp";
+  options.kind = StrategyKind::kDdp;
   options.bucket_bytes = 0;
   EXPECT_EQ(ValidateStrategyOptions(options).message(),
             "--bucket_bytes must be > 0, got 0");
@@ -61,7 +69,7 @@ TEST(StrategyOptionsTest, RejectsNonPositiveBucketBytes) {
 
 TEST(StrategyOptionsTest, DdpNeedsAGroup) {
   StrategyOptions options;
-  options.kind = "ddp";
+  options.kind = StrategyKind::kDdp;
   auto created =
       CreateStrategy(options, Gpt(1), nullptr, OptimizerConfig(), Constant());
   EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);

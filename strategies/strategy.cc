@@ -8,59 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 
 namespace strata::strategies {
-
-absl::Status ValidateStrategyOptions(const StrategyOptions& options) {
-  if (options.kind != "single" && options.kind != "ddp" &&
-      options.kind != "zero1" && options.kind != "zero2" &&
-      options.kind != "fsdp") {
-    // single_test.cc asserts this message verbatim.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy must be single, ddp, zero1, zero2 or fsdp, got '",
-        options.kind, "'"));
-  }
-  if (options.bucket_bytes <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--bucket_bytes must be > 0, got ", options.bucket_bytes));
-  }
-  if (options.first_bucket_bytes <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--first_bucket_bytes must be > 0, got ", options.first_bucket_bytes));
-  }
-  const std::pair<const char*, at::ScalarType> dtypes[] = {
-      {"param_dtype", options.mixed_precision.param_dtype},
-      {"reduce_dtype", options.mixed_precision.reduce_dtype},
-      {"buffer_dtype", options.mixed_precision.buffer_dtype}};
-  for (const auto& [flag, dtype] : dtypes) {
-    if (dtype != at::kFloat && dtype != at::kBFloat16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, " must be fp32 or bf16, got ", c10::toString(dtype)));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
-    const std::string& flag, const std::string& value) {
-  if (value == "fp32") return at::kFloat;
-  if (value == "bf16") return at::kBFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, " must be fp32 or bf16, got '", value, "'"));
-}
-
-absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
-  if (!std::isfinite(config.weight_decay) || config.weight_decay < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--weight_decay must be finite and >= 0, got ", config.weight_decay));
-  }
-  if (!std::isfinite(config.grad_clip) || config.grad_clip < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--grad_clip must be finite and >= 0 (0 = off), got ",
-                     config.grad_clip));
-  }
-  return optim::ValidateAdamWOptions(config.adamw);
-}
 
 absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
 Strategy::FullModelState() {
@@ -69,9 +19,9 @@ Strategy::FullModelState() {
     int64_t numel = 1;
     for (int64_t d : t.global_shape) numel *= d;
     if (t.offset != 0 || t.local.numel() != numel) {
-      return absl::UnimplementedError(absl::StrCat(
-          "strategy '", name(), "' keeps '", t.name,
-          "' sharded; it must override Strategy::FullModelState"));
+      return absl::UnimplementedError(
+          absl::StrCat("strategy '", name(), "' keeps '", t.name,
+                       "' sharded; it must override Strategy::FullModelState"));
     }
     values[t.name] =
         t.local.detach().to(at::kFloat).reshape(t.global_shape).clone();
@@ -80,9 +30,9 @@ Strategy::FullModelState() {
   for (const auto& item : model().named_parameters()) {
     auto it = values.find(item.key());
     if (it == values.end()) {
-      return absl::InternalError(absl::StrCat(
-          "strategy '", name(), "': ModelState() lacks parameter '",
-          item.key(), "'"));
+      return absl::InternalError(
+          absl::StrCat("strategy '", name(),
+                       "': ModelState() lacks parameter '", item.key(), "'"));
     }
     out.emplace_back(item.key(), it->second);
   }
@@ -92,6 +42,66 @@ Strategy::FullModelState() {
 Strategy::Strategy(std::shared_ptr<models::UnitModel> model)
     : model_(std::move(model)) {
   CHECK(model_ != nullptr);
+}
+
+absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
+                                                 const at::Tensor& targets,
+                                                 double loss_weight,
+                                                 bool last_micro_batch) {
+  if (!std::isfinite(loss_weight) || loss_weight <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss_weight must be finite and > 0, got ", loss_weight));
+  }
+  STRATA_RETURN_IF_ERROR(latched_error_);
+  if (last_micro_batch_done_) {
+    // fsdp_test.cc looks for "call Step() first".
+    return absl::FailedPreconditionError(absl::StrCat(
+        name(),
+        ": ForwardBackward called after the step's last micro-batch "
+        "(last_micro_batch = true) without Step() in between: call Step() "
+        "first"));
+  }
+  STRATA_RETURN_IF_ERROR(BeforeMicroBatch(last_micro_batch));
+  double loss_value = 0;
+  absl::Status backward =
+      StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
+        at::Tensor loss =
+            models::UnitModel::Loss(model().Forward(inputs), targets);
+        loss_value = loss.item<double>();
+        (loss * loss_weight).backward();
+      });
+  if (last_micro_batch) last_micro_batch_done_ = true;
+  STRATA_RETURN_IF_ERROR(
+      AfterMicroBatch(last_micro_batch, std::move(backward)));
+  return loss_value;
+}
+
+absl::StatusOr<StepResult> Strategy::Step(int64_t step) {
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step must be >= 0, got ", step));
+  }
+  STRATA_RETURN_IF_ERROR(latched_error_);
+  if (!last_micro_batch_done_) {
+    // ddp_test.cc looks for "last_micro_batch", fsdp_test.cc for "before
+    // the step's last micro-batch".
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(),
+                     ": Step() before the step's last micro-batch: call "
+                     "ForwardBackward(..., last_micro_batch = true) first"));
+  }
+  last_micro_batch_done_ = false;
+  return DoStep(step);
+}
+
+absl::Status Strategy::BeforeMicroBatch(bool) { return absl::OkStatus(); }
+
+absl::Status Strategy::AfterMicroBatch(bool, absl::Status backward) {
+  return backward;
+}
+
+void Strategy::LatchError(const absl::Status& status) {
+  if (latched_error_.ok()) latched_error_ = status;
 }
 
 }  // namespace strata::strategies

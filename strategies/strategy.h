@@ -1,19 +1,27 @@
 // strategies::Strategy: how a model is trained across ranks, in the spirit of
 // mmengine's strategy `prepare`: a strategy takes a model (and the process
 // group), owns its flat parameters, optimizer and gradient communication, and
-// runs micro-batches and optimizer steps. "single" runs in one process with no
-// communication; "ddp" replicates the model and all-reduces gradients in
-// buckets, overlapped with backward (see ddp.h). Create one with
-// CreateStrategy (factory.h).
+// runs micro-batches and optimizer steps. Five strategies implement it
+// (README.md): "single" (single.h) runs in one process with no communication;
+// "ddp" (ddp.h) replicates the model and all-reduces gradients in buckets,
+// overlapped with backward; "zero1" and "zero2" (zero.h) shard the optimizer
+// state (and, zero2, the gradients) over the ranks; "fsdp" (fsdp.h) shards
+// parameters, gradients and optimizer state per unit of the model. Create one
+// with CreateStrategy (factory.h).
+//
+// The contract is enforced here, once, for every strategy (a non-virtual
+// interface): ForwardBackward and Step check their arguments and the order of
+// micro-batches and steps, convert exceptions thrown by the model or autograd
+// into a Status, and report an error latched by a strategy's hooks; the
+// strategy implements the work through the protected virtual hooks
+// (BeforeMicroBatch, AfterMicroBatch, DoStep).
 #ifndef STRATA_STRATEGIES_STRATEGY_H_
 #define STRATA_STRATEGIES_STRATEGY_H_
 
 #include <ATen/core/Tensor.h>
-
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,127 +31,9 @@
 #include "absl/status/statusor.h"
 #include "base/sharded_tensor.h"
 #include "models/unit.h"
-#include "optim/adamw.h"
+#include "strategies/options.h"
 
 namespace strata::strategies {
-
-struct OptimizerConfig {
-  // Decoupled weight decay of matrices and embeddings (biases and norm gains
-  // get none; FlatParameters::MatrixDecayRanges).
-  double weight_decay = 0.1;
-  optim::AdamWOptions adamw;
-  // Clip gradients to this global L2 norm; 0: off.
-  double grad_clip = 1.0;
-};
-
-// Mixed precision (PyTorch FSDP's MixedPrecision): the dtypes the model
-// computes with, gradients are communicated in, and buffers are kept in.
-// With param_dtype below fp32 the optimizer keeps fp32 master parameters
-// (and fp32 state) and gradients are accumulated in fp32 across
-// micro-batches; the model's parameters are low-precision copies refreshed
-// after every step. All kFloat: plain fp32 training.
-struct MixedPrecisionOptions {
-  at::ScalarType param_dtype = at::kFloat;   // kFloat or kBFloat16.
-  at::ScalarType reduce_dtype = at::kFloat;  // kFloat or kBFloat16.
-  at::ScalarType buffer_dtype = at::kFloat;  // kFloat or kBFloat16.
-};
-
-// FSDP's sharding strategies (PyTorch's ShardingStrategy).
-enum class ShardingStrategy {
-  kFullShard,        // Parameters, gradients and optimizer state sharded;
-                     // parameters freed after each unit's forward.
-  kShardGradOp,      // As kFullShard, but parameters stay gathered from a
-                     // unit's forward until after its backward (ZeRO-2-like).
-  kNoShard,          // Nothing sharded: DDP over FSDP units.
-  kHybridShard,      // kFullShard inside a shard group of
-                     // hybrid_shard_group_size ranks, replicated across groups.
-  kHybridShardZero2  // kShardGradOp inside the shard group, replicated across.
-};
-
-// When a unit's backward prefetches (all-gathers) the parameters of the unit
-// whose backward runs next (PyTorch's BackwardPrefetch).
-enum class BackwardPrefetch {
-  kBackwardPre,   // Before the current unit's gradient computation.
-  kBackwardPost,  // After the current unit's gradient computation.
-  kNone,
-};
-
-// Which units become FSDP units (each with its own flat parameter); the
-// parameters of the other units and those outside every unit go to the root
-// flat parameter. A unit is wrapped when ANY of the set criteria accepts it;
-// with none set, every unit is wrapped.
-struct WrapPolicy {
-  // Unit types (UnitInfo::type), e.g. {"GPTBlock"}.
-  std::vector<std::string> unit_types;
-  // Units with at least this many parameters; 0: off.
-  int64_t min_num_params = 0;
-  // A user predicate; null: off.
-  std::function<bool(const models::UnitInfo&)> predicate;
-};
-
-struct FsdpOptions {
-  ShardingStrategy sharding = ShardingStrategy::kFullShard;
-  WrapPolicy wrap_policy;
-  // All-gather the next unit's parameters while the current unit's forward
-  // runs.
-  bool forward_prefetch = false;
-  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
-  // At most this many unit all-gathers in flight (the rate limiter); 0: no
-  // limit.
-  int limit_all_gathers = 2;
-  // Unit gradient reductions left running while backward goes on, each
-  // holding that unit's full gradients until it completes; 0: wait for each
-  // one at once (least memory, communication exposed).
-  int reductions_in_flight = 1;
-  // Keep parameter shards, gradient shards and optimizer state in host
-  // memory (GPU builds); on CPU builds this is the identity.
-  bool cpu_offload = false;
-  // Hybrid sharding: ranks per shard group (e.g. ranks of a node); the world
-  // size must be a multiple of it.
-  int hybrid_shard_group_size = 0;
-  // With gradient accumulation: reduce-scatter every micro-batch's gradients
-  // (and free the full gradients) instead of keeping them until the last
-  // micro-batch, trading communication for memory.
-  bool reduce_scatter_every_micro_step = false;
-  // Deferred initialisation: the seed a deferred model (BuildOptions::
-  // deferred, parameters on the meta device) was built with. Each rank then
-  // materialises only its shards, with the values a full build would have.
-  uint64_t init_seed = 0;
-};
-
-struct StrategyOptions {
-  // "single", "ddp", "zero1", "zero2" or "fsdp".
-  std::string kind = "single";
-  // DDP: gradient buckets hold at most this many bytes (a parameter larger
-  // than that gets a bucket of its own) ...
-  int64_t bucket_bytes = int64_t{25} << 20;
-  // ... except the first one (the last layers, whose gradients are ready
-  // first), which holds at most this many, so communication starts early.
-  int64_t first_bucket_bytes = int64_t{1} << 20;
-  // DDP: parameters that get no gradient in a step's last backward are an
-  // error unless this is set; their buckets are then reduced at Step().
-  bool allow_unused_parameters = false;
-  MixedPrecisionOptions mixed_precision;
-  // Activation checkpointing: units whose type (UnitInfo::type) or name is
-  // listed are recomputed during backward instead of keeping their
-  // activations; empty: none.
-  std::vector<std::string> checkpoint_units;
-  FsdpOptions fsdp;  // kind "fsdp" only.
-};
-
-// Checks option values; errors name the flag: "--strategy must be single or
-// ddp, got 'x'", "--bucket_bytes must be > 0, got 0", "--param_dtype must
-// be fp32 or bf16, got Half".
-absl::Status ValidateStrategyOptions(const StrategyOptions& options);
-
-// The value of a --param_dtype / --reduce_dtype / --buffer_dtype flag:
-// "fp32" or "bf16"; anything else is an error naming `flag`.
-absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
-    const std::string& flag, const std::string& value);
-
-// Checks `config`: weight_decay finite and >= 0, grad_clip finite and >= 0,
-// AdamW options as ValidateAdamWOptions.
-absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 
 struct StepResult {
   // Global L2 norm of the gradients before clipping.
@@ -169,14 +59,14 @@ struct MemoryReport {
   int64_t transient_gradient_bytes = 0;
 };
 
-
 class Strategy {
  public:
   virtual ~Strategy() = default;
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
-  // "single", "ddp", "zero1", "zero2".
+  // StrategyKindName of the strategy's kind: "single", "ddp", "zero1",
+  // "zero2" or "fsdp". Error messages start with it.
   virtual std::string name() const = 0;
   models::UnitModel& model() { return *model_; }
   const std::shared_ptr<models::UnitModel>& shared_model() const {
@@ -190,18 +80,26 @@ class Strategy {
   // [B, T] int64). The loss is multiplied by `loss_weight` before backward:
   // the micro-batch's share of the batch this rank processes in the step
   // (micro-batch size / per-rank batch size; for "single" the per-rank batch
-  // is the global batch; DDP averages gradients across ranks, so equal
-  // per-rank batches give the gradient of the global mean loss). Gradients
-  // are complete after the backward of the micro-batch with
+  // is the global batch; data-parallel strategies average gradients across
+  // ranks, so equal per-rank batches give the gradient of the global mean
+  // loss). Gradients are complete after the backward of the micro-batch with
   // last_micro_batch = true. Returns the unweighted loss.
-  virtual absl::StatusOr<double> ForwardBackward(const at::Tensor& inputs,
-                                                 const at::Tensor& targets,
-                                                 double loss_weight,
-                                                 bool last_micro_batch) = 0;
+  //
+  // Errors: InvalidArgument for a loss_weight that is not finite and > 0;
+  // FailedPrecondition after the step's last micro-batch (call Step()
+  // first); an error a hook latched earlier (every later call returns it);
+  // the model's or autograd's exception as a Status (StatusFromCall).
+  absl::StatusOr<double> ForwardBackward(const at::Tensor& inputs,
+                                         const at::Tensor& targets,
+                                         double loss_weight,
+                                         bool last_micro_batch);
 
   // Completes gradient communication, clips to grad_clip by global norm and
-  // steps the optimizer with the schedule's lr at `step` (>= 0).
-  virtual absl::StatusOr<StepResult> Step(int64_t step) = 0;
+  // steps the optimizer with the schedule's lr at `step` (>= 0). Call once
+  // per step, after the ForwardBackward with last_micro_batch = true
+  // (FailedPrecondition otherwise); the next ForwardBackward starts a new
+  // step, whether this Step succeeded or not.
+  absl::StatusOr<StepResult> Step(int64_t step);
 
   virtual MemoryReport Memory() const = 0;
   // Parameter names as in the model; with mixed precision, the fp32 master
@@ -228,8 +126,36 @@ class Strategy {
  protected:
   explicit Strategy(std::shared_ptr<models::UnitModel> model);
 
+  // The hooks ForwardBackward and Step call once their guards passed, on the
+  // training thread.
+  //
+  // Before a micro-batch's forward. An error is returned at once (nothing
+  // ran; the micro-batch does not count). The default does nothing.
+  virtual absl::Status BeforeMicroBatch(bool last_micro_batch);
+  // After the micro-batch's forward and backward with their outcome
+  // `backward` (OK, or the exception they threw as a Status); returns the
+  // micro-batch's status. Called whenever BeforeMicroBatch succeeded. The
+  // default returns `backward`.
+  virtual absl::Status AfterMicroBatch(bool last_micro_batch,
+                                       absl::Status backward);
+  // Step's work: `step` >= 0, the step's last micro-batch has run.
+  virtual absl::StatusOr<StepResult> DoStep(int64_t step) = 0;
+
+  // Latches the first error of a hook that runs outside ForwardBackward's and
+  // Step's control (autograd hooks, interceptors): every later
+  // ForwardBackward and Step returns it. Later errors are dropped.
+  void LatchError(const absl::Status& status);
+  // The latched error, or OK.
+  const absl::Status& latched_error() const { return latched_error_; }
+  // Whether the step's last micro-batch has run and Step() not yet.
+  bool last_micro_batch_done() const { return last_micro_batch_done_; }
+
  private:
   std::shared_ptr<models::UnitModel> model_;
+  // The step's last micro-batch has run (successfully or not) and Step() has
+  // not been called since.
+  bool last_micro_batch_done_ = false;
+  absl::Status latched_error_;
 };
 
 }  // namespace strata::strategies

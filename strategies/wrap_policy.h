@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/unit.h"
-#include "strategies/strategy.h"
+#include "strategies/options.h"
 
 namespace strata::strategies {
 

@@ -99,18 +99,20 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
     comm::Group* group, const OptimizerConfig& config,
     const optim::LrScheduleOptions& schedule) {
   STRATA_RETURN_IF_ERROR(ValidateStrategyOptions(options));
-  if (options.kind != "zero1" && options.kind != "zero2") {
+  if (options.kind != StrategyKind::kZero1 &&
+      options.kind != StrategyKind::kZero2) {
     return absl::InvalidArgumentError(
         absl::StrCat("ZeroStrategy: --strategy must be zero1 or zero2, got '",
-                     options.kind, "'"));
+                     StrategyKindName(options.kind), "'"));
   }
+  const std::string kind = StrategyKindName(options.kind);
   if (group == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy ", options.kind, " needs a process group, got none"));
+        "--strategy ", kind, " needs a process group, got none"));
   }
   if (model == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("strategy '", options.kind, "': model is null"));
+        absl::StrCat("strategy '", kind, "': model is null"));
   }
   STRATA_RETURN_IF_ERROR(ValidateOptimizerConfig(config));
   STRATA_RETURN_IF_ERROR(optim::ValidateLrScheduleOptions(schedule));
@@ -122,7 +124,7 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
     named.push_back({item.key(), item.value()});
   }
   STRATA_RETURN_IF_ERROR(
-      CheckSameModelOnAllRanks(*group, options.kind, *model));
+      CheckSameModelOnAllRanks(*group, kind, *model));
   std::reverse(named.begin(), named.end());
   const bool mixed = Mixed(options);
   // Mixed precision: the full fp32 values, until the masters are cut out.
@@ -139,13 +141,13 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   // Rank 0's weights everywhere (fp32 masters with mixed precision; the
   // bf16 parameters are derived from them).
   STRATA_RETURN_IF_ERROR(
-      BroadcastFromRankZero(*group, options.kind, *model,
+      BroadcastFromRankZero(*group, kind, *model,
                             mixed ? full_master : parts.flat->params()));
   if (mixed) {
     at::NoGradGuard no_grad;
     parts.flat->params().copy_(full_master);
     // zero2 accumulates in fp32 per bucket (zero.h, "Memory").
-    if (options.kind != "zero2") {
+    if (options.kind != StrategyKind::kZero2) {
       parts.master_grads =
           at::zeros({parts.flat->padded_numel()}, full_master.options());
     }
@@ -155,7 +157,7 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   layout.buckets = BuildBuckets(*parts.flat, options, world, rank);
   const int64_t shard_numel = parts.flat->padded_numel() / world;
   layout.staging = at::zeros({shard_numel}, parts.flat->params().options());
-  const bool stage2 = options.kind == "zero2";
+  const bool stage2 = options.kind == StrategyKind::kZero2;
   const at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat);
   if (stage2) layout.grad_shard = at::zeros({shard_numel}, fp32);
   if (mixed) {
@@ -191,7 +193,7 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   std::unique_ptr<ZeroStrategy> strategy(
       new ZeroStrategy(std::move(model), config, std::move(parts),
                        std::move(layout), options, group));
-  VLOG(1) << options.kind << ": rank " << rank << ": "
+  VLOG(1) << kind << ": rank " << rank << ": "
           << strategy->buckets_.size() << " buckets, shard of " << shard_numel
           << " elements";
   return strategy;
@@ -396,7 +398,9 @@ absl::Status ZeroStrategy::BeforeMicroBatch(bool last_micro_batch) {
   return readiness_->BeforeMicroBatch(name(), last_micro_batch);
 }
 
-absl::Status ZeroStrategy::AfterBackward(bool last_micro_batch) {
+absl::Status ZeroStrategy::AfterMicroBatch(bool last_micro_batch,
+                                           absl::Status backward) {
+  STRATA_RETURN_IF_ERROR(backward);
   readiness_->AfterBackward(last_micro_batch);
   // The last micro-batch's gradients are folded bucket by bucket at launch;
   // zero2's hooks fold every gradient into fp32 as it arrives.
@@ -504,11 +508,7 @@ absl::Status ZeroStrategy::GatherParameters() {
   return status;
 }
 
-absl::StatusOr<StepResult> ZeroStrategy::Step(int64_t step) {
-  if (step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step must be >= 0, got ", step));
-  }
+absl::StatusOr<StepResult> ZeroStrategy::DoStep(int64_t step) {
   STRATA_RETURN_IF_ERROR(FinishGradients());
   StepResult result;
   // ZeRO-2 holds disjoint gradient shards; ZeRO-1's gradients are replicated

@@ -125,7 +125,7 @@ class ZeroStrategy : public SingleStrategy {
     int64_t buffer_offset = 0;
   };
 
-  // options.kind: "zero1" or "zero2". `group` is borrowed and must outlive
+  // options.kind: kZero1 or kZero2. `group` is borrowed and must outlive
   // the strategy. A collective: every rank of the group calls it.
   static absl::StatusOr<std::unique_ptr<ZeroStrategy>> Create(
       const StrategyOptions& options, std::shared_ptr<models::UnitModel> model,
@@ -134,10 +134,11 @@ class ZeroStrategy : public SingleStrategy {
 
   ~ZeroStrategy() override;
 
-  std::string name() const override { return options_.kind; }
+  std::string name() const override {
+    return StrategyKindName(options_.kind);
+  }
   // zero2: re-allocates the released full-size gradient buffers.
   void ZeroGrad() override;
-  absl::StatusOr<StepResult> Step(int64_t step) override;
   MemoryReport Memory() const override;
   // fp32: the full, replicated parameters (SingleStrategy's). Mixed
   // precision: the fp32 master shard, per bucket, per parameter overlapping
@@ -165,7 +166,11 @@ class ZeroStrategy : public SingleStrategy {
 
  protected:
   absl::Status BeforeMicroBatch(bool last_micro_batch) override;
-  absl::Status AfterBackward(bool last_micro_batch) override;
+  // Completes the buckets' communication, clips, runs the bucket
+  // optimizers and all-gathers the updated parameters.
+  absl::StatusOr<StepResult> DoStep(int64_t step) override;
+  absl::Status AfterMicroBatch(bool last_micro_batch,
+                               absl::Status backward) override;
   absl::Status FinishGradients() override;
 
  private:
@@ -175,7 +180,7 @@ class ZeroStrategy : public SingleStrategy {
                const OptimizerConfig& config, Parts parts, Layout layout,
                const StrategyOptions& options, comm::Group* group);
 
-  bool stage2() const { return options_.kind == "zero2"; }
+  bool stage2() const { return options_.kind == StrategyKind::kZero2; }
   void LaunchBucket(size_t bucket, bool from_backward);
   void ResetStep();
   absl::Status GatherParameters();

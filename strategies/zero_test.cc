@@ -104,12 +104,13 @@ TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
   for (size_t k = 1; k < options.size(); ++k) {
     for (int rank = 0; rank < 2; ++rank) {
       ExpectEqual(results[k][rank], results[0][0],
-                  absl::StrCat(options[k].kind, " rank ", rank, " vs ddp"));
+                  absl::StrCat(StrategyKindName(options[k].kind), " rank ",
+                               rank, " vs ddp"));
     }
     ASSERT_EQ(norms[k].size(), norms[0].size());
     for (size_t s = 0; s < norms[0].size(); ++s) {
       EXPECT_NEAR(norms[k][s], norms[0][s], 1e-6 * norms[0][s])
-          << options[k].kind << " step " << s;
+          << StrategyKindName(options[k].kind) << " step " << s;
     }
   }
 }

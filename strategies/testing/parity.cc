@@ -52,7 +52,9 @@ OptimizerConfig Optimizer(double grad_clip) {
 StrategyOptions Kind(const std::string& kind, int64_t bucket_bytes,
                      int64_t first_bucket_bytes) {
   StrategyOptions options;
-  options.kind = kind;
+  absl::StatusOr<StrategyKind> parsed = ParseStrategyKind(kind);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  options.kind = parsed.value_or(StrategyKind::kSingle);
   options.bucket_bytes = bucket_bytes;
   options.first_bucket_bytes = first_bucket_bytes;
   return options;
@@ -297,7 +299,7 @@ void ExpectMixedMatchesSingle(
   const Params initial = ParametersOf(*Build(Config(model_name), 7));
   for (int micro_batches : {1, 2}) {
     StrategyOptions single_options = options;
-    single_options.kind = "single";
+    single_options.kind = StrategyKind::kSingle;
     std::vector<double> expected_norms;
     const Params expected = TrainSingleWith(model_name, single_options,
                                             micro_batches, &expected_norms);
@@ -376,7 +378,7 @@ void ExpectFrozenParametersUnchanged(const StrategyOptions& options) {
   const bool mixed = options.mixed_precision.param_dtype != at::kFloat;
   const Params initial = ParametersOf(*Build(Config("gpt-tiny"), 7));
   StrategyOptions single_options = options;
-  single_options.kind = "single";
+  single_options.kind = StrategyKind::kSingle;
   const Params expected =
       TrainSingleWith("gpt-tiny", single_options, 2, nullptr, Freeze);
   for (const char* name : kFrozenParameters) {
@@ -386,7 +388,8 @@ void ExpectFrozenParametersUnchanged(const StrategyOptions& options) {
   }
   for (int world : {2, 3}) {
     const std::string what =
-        absl::StrCat(options.kind, mixed ? " bf16" : " fp32",
+        absl::StrCat(StrategyKindName(options.kind),
+                     mixed ? " bf16" : " fp32",
                      " with frozen parameters, world ", world);
     std::mutex mu;
     std::vector<ShardedTensor> runs;

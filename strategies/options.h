@@ -1,0 +1,181 @@
+// The options of a strategy (strategy.h), each enum with one home and one
+// Parse / Name pair: StrategyKind (--strategy), MixedPrecisionOptions
+// (--param_dtype, --reduce_dtype, --buffer_dtype), the FSDP options
+// (ShardingStrategy --fsdp_sharding, BackwardPrefetch
+// --fsdp_backward_prefetch, WrapPolicy, FsdpOptions), OptimizerConfig, and
+// their validation. Parse errors (InvalidArgument) name the flag and list the
+// accepted values. Pure functions: no tensors, no ranks.
+#ifndef STRATA_STRATEGIES_OPTIONS_H_
+#define STRATA_STRATEGIES_OPTIONS_H_
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/unit.h"
+#include "optim/adamw.h"
+
+namespace strata::strategies {
+
+// Which strategy CreateStrategy (factory.h) builds.
+enum class StrategyKind {
+  kSingle,  // "single": one process (single.h).
+  kDdp,     // "ddp": replicated, bucketed all-reduce (ddp.h).
+  kZero1,   // "zero1": optimizer state sharded (zero.h).
+  kZero2,   // "zero2": optimizer state and gradients sharded (zero.h).
+  kFsdp,    // "fsdp": everything sharded, per unit (fsdp.h).
+};
+
+// "single", "ddp", "zero1", "zero2", "fsdp" and back; errors name --strategy.
+absl::StatusOr<StrategyKind> ParseStrategyKind(const std::string& value);
+std::string StrategyKindName(StrategyKind kind);
+
+struct OptimizerConfig {
+  // Decoupled weight decay of matrices and embeddings (biases and norm gains
+  // get none; FlatParameters::MatrixDecayRanges).
+  double weight_decay = 0.1;
+  optim::AdamWOptions adamw;
+  // Clip gradients to this global L2 norm; 0: off.
+  double grad_clip = 1.0;
+};
+
+// Checks `config`: weight_decay finite and >= 0, grad_clip finite and >= 0,
+// AdamW options as ValidateAdamWOptions.
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+// Mixed precision (PyTorch FSDP's MixedPrecision): the dtypes the model
+// computes with, gradients are communicated in, and buffers are kept in.
+// With param_dtype below fp32 the optimizer keeps fp32 master parameters
+// (and fp32 state) and gradients are accumulated in fp32 across
+// micro-batches; the model's parameters are low-precision copies refreshed
+// after every step. All kFloat: plain fp32 training.
+struct MixedPrecisionOptions {
+  at::ScalarType param_dtype = at::kFloat;   // kFloat or kBFloat16.
+  at::ScalarType reduce_dtype = at::kFloat;  // kFloat or kBFloat16.
+  at::ScalarType buffer_dtype = at::kFloat;  // kFloat or kBFloat16.
+};
+
+// The value of a --param_dtype / --reduce_dtype / --buffer_dtype flag:
+// "fp32" or "bf16"; anything else is an error naming `flag`.
+absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
+    const std::string& flag, const std::string& value);
+
+// FSDP's sharding strategies (PyTorch's ShardingStrategy).
+enum class ShardingStrategy {
+  kFullShard,        // Parameters, gradients and optimizer state sharded;
+                     // parameters freed after each unit's forward.
+  kShardGradOp,      // As kFullShard, but parameters stay gathered from a
+                     // unit's forward until after its backward (ZeRO-2-like).
+  kNoShard,          // Nothing sharded: DDP over FSDP units.
+  kHybridShard,      // kFullShard inside a shard group of
+                     // hybrid_shard_group_size ranks, replicated across groups.
+  kHybridShardZero2  // kShardGradOp inside the shard group, replicated across.
+};
+
+// "full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
+// "hybrid_shard_zero2" and back; errors name --fsdp_sharding.
+absl::StatusOr<ShardingStrategy> ParseShardingStrategy(
+    const std::string& value);
+std::string ShardingStrategyName(ShardingStrategy sharding);
+// kHybridShard or kHybridShardZero2.
+bool IsHybrid(ShardingStrategy sharding);
+// Whether a unit's full parameters are freed after its forward (kFullShard,
+// kHybridShard) rather than kept until after its backward.
+bool ReshardsAfterForward(ShardingStrategy sharding);
+
+// When a unit's backward prefetches (all-gathers) the parameters of the unit
+// whose backward runs next (PyTorch's BackwardPrefetch).
+enum class BackwardPrefetch {
+  kBackwardPre,   // Before the current unit's gradient computation.
+  kBackwardPost,  // After the current unit's gradient computation.
+  kNone,
+};
+
+// "pre", "post", "none" and back; errors name --fsdp_backward_prefetch.
+absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(
+    const std::string& value);
+std::string BackwardPrefetchName(BackwardPrefetch prefetch);
+
+// Which units become FSDP units (each with its own flat parameter); the
+// parameters of the other units and those outside every unit go to the root
+// flat parameter. A unit is wrapped when ANY of the set criteria accepts it;
+// with none set, every unit is wrapped (wrap_policy.h).
+struct WrapPolicy {
+  // Unit types (UnitInfo::type), e.g. {"GPTBlock"}.
+  std::vector<std::string> unit_types;
+  // Units with at least this many parameters; 0: off.
+  int64_t min_num_params = 0;
+  // A user predicate; null: off.
+  std::function<bool(const models::UnitInfo&)> predicate;
+};
+
+struct FsdpOptions {
+  ShardingStrategy sharding = ShardingStrategy::kFullShard;
+  WrapPolicy wrap_policy;
+  // All-gather the next unit's parameters while the current unit's forward
+  // runs.
+  bool forward_prefetch = false;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
+  // At most this many unit all-gathers in flight (the rate limiter); 0: no
+  // limit.
+  int limit_all_gathers = 2;
+  // Unit gradient reductions left running while backward goes on, each
+  // holding that unit's full gradients until it completes; 0: wait for each
+  // one at once (least memory, communication exposed).
+  int reductions_in_flight = 1;
+  // Keep parameter shards, gradient shards and optimizer state in host
+  // memory (GPU builds); on CPU builds this is the identity.
+  bool cpu_offload = false;
+  // Hybrid sharding: ranks per shard group (e.g. ranks of a node); the world
+  // size must be a multiple of it.
+  int hybrid_shard_group_size = 0;
+  // With gradient accumulation: reduce-scatter every micro-batch's gradients
+  // (and free the full gradients) instead of keeping them until the last
+  // micro-batch, trading communication for memory.
+  bool reduce_scatter_every_micro_step = false;
+  // Deferred initialisation: the seed a deferred model (BuildOptions::
+  // deferred, parameters on the meta device) was built with. Each rank then
+  // materialises only its shards, with the values a full build would have.
+  uint64_t init_seed = 0;
+};
+
+struct StrategyOptions {
+  StrategyKind kind = StrategyKind::kSingle;
+  // DDP and ZeRO: gradient buckets hold at most this many bytes (a parameter
+  // larger than that gets a bucket of its own) ...
+  int64_t bucket_bytes = int64_t{25} << 20;
+  // ... except the first one (the last layers, whose gradients are ready
+  // first), which holds at most this many, so communication starts early.
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  // DDP and ZeRO: parameters that get no gradient in a step's last backward
+  // are an error unless this is set; their buckets are then reduced at
+  // Step().
+  bool allow_unused_parameters = false;
+  MixedPrecisionOptions mixed_precision;
+  // Activation checkpointing: units whose type (UnitInfo::type) or name is
+  // listed are recomputed during backward instead of keeping their
+  // activations; empty: none.
+  std::vector<std::string> checkpoint_units;
+  FsdpOptions fsdp;  // kind kFsdp only.
+};
+
+// Checks option values; errors name the flag: "--strategy must be single,
+// ddp, zero1, zero2 or fsdp, got StrategyKind(7)", "--bucket_bytes must be
+// > 0, got 0", "--param_dtype must be fp32 or bf16, got Half".
+absl::Status ValidateStrategyOptions(const StrategyOptions& options);
+
+// Checks options.fsdp against a world of `world_size` ranks; errors name the
+// flag (--fsdp_hybrid_shard_group_size with a world size it does not divide,
+// a group size set without hybrid sharding, negative limits). Dtypes are
+// ValidateStrategyOptions's.
+absl::Status ValidateFsdpOptions(const StrategyOptions& options,
+                                 int world_size);
+
+}  // namespace strata::strategies
+
+#endif  // STRATA_STRATEGIES_OPTIONS_H_

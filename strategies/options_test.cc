@@ -1,0 +1,140 @@
+#include "strategies/options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/testing/status_matchers.h"
+
+namespace strata::strategies {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(StrategyKindTest, ParsesEveryNameBack) {
+  for (StrategyKind kind :
+       {StrategyKind::kSingle, StrategyKind::kDdp, StrategyKind::kZero1,
+        StrategyKind::kZero2, StrategyKind::kFsdp}) {
+    ASSERT_OK_AND_ASSIGN(StrategyKind parsed,
+                         ParseStrategyKind(StrategyKindName(kind)));
+    EXPECT_EQ(parsed, kind) << StrategyKindName(kind);
+  }
+}
+
+TEST(StrategyKindTest, NamesAreTheFlagValues) {
+  EXPECT_EQ(StrategyKindName(StrategyKind::kSingle), "single");
+  EXPECT_EQ(StrategyKindName(StrategyKind::kDdp), "ddp");
+  EXPECT_EQ(StrategyKindName(StrategyKind::kZero1), "zero1");
+  EXPECT_EQ(StrategyKindName(StrategyKind::kZero2), "zero2");
+  EXPECT_EQ(StrategyKindName(StrategyKind::kFsdp), "fsdp");
+}
+
+TEST(StrategyKindTest, UnknownNameListsTheAcceptedValues) {
+  // single_test.cc's RejectsUnknownKindNamingTheOption has the same message.
+  EXPECT_THAT(ParseStrategyKind("fsdp2"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--strategy must be single, ddp, zero1, zero2 or fsdp, "
+                       "got 'fsdp2'"));
+}
+
+TEST(StrategyKindTest, ValueOutsideTheEnumIsRejected) {
+  StrategyOptions options;
+  options.kind = static_cast<StrategyKind>(7);
+  EXPECT_THAT(ValidateStrategyOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--strategy must be single, ddp, zero1, zero2 or fsdp, "
+                       "got StrategyKind(7)"));
+}
+
+TEST(ShardingStrategyTest, ParsesEveryNameBack) {
+  for (ShardingStrategy s :
+       {ShardingStrategy::kFullShard, ShardingStrategy::kShardGradOp,
+        ShardingStrategy::kNoShard, ShardingStrategy::kHybridShard,
+        ShardingStrategy::kHybridShardZero2}) {
+    ASSERT_OK_AND_ASSIGN(ShardingStrategy parsed,
+                         ParseShardingStrategy(ShardingStrategyName(s)));
+    EXPECT_EQ(parsed, s) << ShardingStrategyName(s);
+  }
+  EXPECT_EQ(ShardingStrategyName(ShardingStrategy::kHybridShardZero2),
+            "hybrid_shard_zero2");
+}
+
+TEST(ShardingStrategyTest, UnknownNameNamesTheFlag) {
+  EXPECT_THAT(ParseShardingStrategy("zero3"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--fsdp_sharding must be full_shard, shard_grad_op, "
+                       "no_shard, hybrid_shard or hybrid_shard_zero2, got "
+                       "'zero3'"));
+}
+
+TEST(ShardingStrategyTest, HybridAndReshardAfterForward) {
+  EXPECT_TRUE(IsHybrid(ShardingStrategy::kHybridShard));
+  EXPECT_TRUE(IsHybrid(ShardingStrategy::kHybridShardZero2));
+  EXPECT_FALSE(IsHybrid(ShardingStrategy::kFullShard));
+  EXPECT_TRUE(ReshardsAfterForward(ShardingStrategy::kFullShard));
+  EXPECT_TRUE(ReshardsAfterForward(ShardingStrategy::kHybridShard));
+  EXPECT_FALSE(ReshardsAfterForward(ShardingStrategy::kShardGradOp));
+  EXPECT_FALSE(ReshardsAfterForward(ShardingStrategy::kHybridShardZero2));
+  EXPECT_FALSE(ReshardsAfterForward(ShardingStrategy::kNoShard));
+}
+
+TEST(BackwardPrefetchTest, ParsesEveryNameBack) {
+  for (BackwardPrefetch p :
+       {BackwardPrefetch::kBackwardPre, BackwardPrefetch::kBackwardPost,
+        BackwardPrefetch::kNone}) {
+    ASSERT_OK_AND_ASSIGN(BackwardPrefetch parsed,
+                         ParseBackwardPrefetch(BackwardPrefetchName(p)));
+    EXPECT_EQ(parsed, p) << BackwardPrefetchName(p);
+  }
+  EXPECT_EQ(BackwardPrefetchName(BackwardPrefetch::kBackwardPre), "pre");
+}
+
+TEST(BackwardPrefetchTest, UnknownNameNamesTheFlag) {
+  EXPECT_THAT(ParseBackwardPrefetch("early"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--fsdp_backward_prefetch must be pre, post or none, "
+                       "got 'early'"));
+}
+
+TEST(ValidateFsdpOptionsTest, HybridNeedsAGroupSizeDividingTheWorld) {
+  StrategyOptions options;
+  options.kind = StrategyKind::kFsdp;
+  options.fsdp.sharding = ShardingStrategy::kHybridShard;
+  EXPECT_THAT(
+      ValidateFsdpOptions(options, 4),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--fsdp_hybrid_shard_group_size must be set")));
+  options.fsdp.hybrid_shard_group_size = 3;
+  EXPECT_THAT(ValidateFsdpOptions(options, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not divide the world size 4")));
+  options.fsdp.hybrid_shard_group_size = 2;
+  EXPECT_THAT(ValidateFsdpOptions(options, 4), IsOk());
+}
+
+TEST(ValidateFsdpOptionsTest, GroupSizeWithoutHybridIsRejected) {
+  StrategyOptions options;
+  options.fsdp.hybrid_shard_group_size = 2;
+  EXPECT_THAT(ValidateFsdpOptions(options, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is only used with --fsdp_sharding=hybrid")));
+}
+
+TEST(ValidateFsdpOptionsTest, NegativeLimitsAreRejected) {
+  StrategyOptions options;
+  options.fsdp.reductions_in_flight = -1;
+  EXPECT_THAT(ValidateFsdpOptions(options, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--fsdp_reductions_in_flight must be >= 0")));
+  options.fsdp.reductions_in_flight = 0;
+  options.fsdp.limit_all_gathers = -1;
+  EXPECT_THAT(ValidateFsdpOptions(options, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--fsdp_limit_all_gathers must be >= 0")));
+}
+
+}  // namespace
+}  // namespace strata::strategies
