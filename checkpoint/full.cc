@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/exchange.h"
+#include "comm/exchange.h"
 #include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/plan.h"
@@ -529,7 +529,7 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
     file.reset();
     ::unlink(tmp.c_str());
   }
-  return AgreeOnStatus(group, local);
+  return comm::AgreeOnStatus(group, local);
 }
 
 namespace {
@@ -572,9 +572,9 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
                                   const ReadOptions& options,
                                   comm::Group* group, const FullOptions& full) {
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> model_names,
-                          AllGatherNames(group, Names(live.model)));
+                          comm::AllGatherNames(group, Names(live.model)));
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> optimizer_names,
-                          AllGatherNames(group, Names(live.optimizer)));
+                          comm::AllGatherNames(group, Names(live.optimizer)));
   std::vector<at::Tensor> model_staged, optimizer_staged;
   absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
     STRATA_ASSIGN_OR_RETURN(OpenedFull opened, OpenFull(path));
@@ -606,7 +606,7 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
     }
     return ContentsFromRoot(root);
   }();
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, result.status()));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (options.load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
   return result;

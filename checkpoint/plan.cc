@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "checkpoint/exchange.h"
+#include "comm/exchange.h"
 #include "checkpoint/metadata.pb.h"
 
 namespace strata::checkpoint {
@@ -135,7 +135,7 @@ absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
     }
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> bytes,
-                          AllGatherBytes(group, mine.SerializeAsString()));
+                          comm::AllGatherBytes(group, mine.SerializeAsString()));
   std::vector<proto::RankRuns> all(bytes.size());
   for (size_t r = 0; r < bytes.size(); ++r) {
     if (!all[r].ParseFromString(bytes[r])) {

@@ -21,7 +21,7 @@
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/exchange.h"
+#include "comm/exchange.h"
 #include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
@@ -255,7 +255,7 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
   const int world = group == nullptr ? 1 : group->size();
   STRATA_ASSIGN_OR_RETURN(SavePlan plan,
                           MakeSavePlan(group, state, options.split_bytes));
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(
       group, rank == 0 ? PrepareStagingDir(dir) : absl::OkStatus()));
 
   // This rank's pieces, in plan order.
@@ -298,10 +298,10 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
     return absl::OkStatus();
   }();
   const double write_s = absl::ToDoubleSeconds(absl::Now() - start);
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, written));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, written));
   const double agree_s = absl::ToDoubleSeconds(absl::Now() - start);
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_chunks,
-                          AllGatherBytes(group, mine.SerializeAsString()));
+                          comm::AllGatherBytes(group, mine.SerializeAsString()));
 
   absl::Status committed = absl::OkStatus();
   if (rank == 0) {
@@ -337,7 +337,7 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
   VLOG(1) << "rank " << rank << ": sharded save of " << dir << ": data written "
           << write_s << " s, all ranks written " << agree_s << " s, committed "
           << absl::ToDoubleSeconds(absl::Now() - start) << " s";
-  return AgreeOnStatus(group, committed);
+  return comm::AgreeOnStatus(group, committed);
 }
 
 absl::StatusOr<Contents> LoadSharded(const std::string& dir,
@@ -347,9 +347,9 @@ absl::StatusOr<Contents> LoadSharded(const std::string& dir,
   std::vector<at::Tensor> model_staged, optimizer_staged;
   const absl::Time start = absl::Now();
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> model_names,
-                          AllGatherNames(group, Names(live.model)));
+                          comm::AllGatherNames(group, Names(live.model)));
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> optimizer_names,
-                          AllGatherNames(group, Names(live.optimizer)));
+                          comm::AllGatherNames(group, Names(live.optimizer)));
   absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
     STRATA_ASSIGN_OR_RETURN(proto::Metadata md, ReadMetadataFile(dir));
     if (md.format() != kShardedFormat) {
@@ -380,7 +380,7 @@ absl::StatusOr<Contents> LoadSharded(const std::string& dir,
     return ContentsFromProto(md);
   }();
   const double read_s = absl::ToDoubleSeconds(absl::Now() - start);
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, result.status()));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (options.load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
   VLOG(1) << "sharded load of " << dir << ": staged (read, verified) " << read_s

@@ -27,11 +27,11 @@
 #include "absl/time/time.h"
 #include "base/matmul_peak.h"
 #include "base/status.h"
-#include "checkpoint/training.h"
 #include "data/file_sources.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
 #include "data/token_source.h"
+#include "launch/training_checkpoint.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
@@ -211,9 +211,9 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
 
 namespace {
 
-// The checkpoint options of a run (checkpoint/training.h).
-checkpoint::TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
-  checkpoint::TrainingCheckpointOptions c;
+// The checkpoint options of a run (launch/training_checkpoint.h).
+TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
+  TrainingCheckpointOptions c;
   c.format = o.ckpt_format;
   c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
   c.save_every = o.save_every;
@@ -314,7 +314,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                      o.seq_len, o.model, config->seq_len));
   }
   STRATA_RETURN_IF_ERROR(
-      checkpoint::ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
+      ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
   return absl::OkStatus();
 }
 
@@ -406,12 +406,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<data::DistributedSampler> sampler,
       data::DistributedSampler::Create(d.train.get(), sampler_options));
-  checkpoint::TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
+  TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
   ckpt_options.schedule = schedule_options;
   STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<checkpoint::TrainingCheckpoints> checkpoints,
-      checkpoint::TrainingCheckpoints::Create(ckpt_options, strategy.get(),
-                                              sampler.get(), group));
+      std::unique_ptr<TrainingCheckpoints> checkpoints,
+      TrainingCheckpoints::Create(ckpt_options, strategy.get(), sampler.get(),
+                                  group));
 
   const int64_t local_batch = o.global_batch / world_size;
   const int64_t micro = o.micro_batch == 0 ? local_batch : o.micro_batch;

@@ -322,7 +322,7 @@ TEST(TrainTest, DataVocabularyLargerThanModelIsRejected) {
               HasSubstr("--vocab_size: the data's token ids go up to 255"));
 }
 
-// --- Checkpoints and resume (checkpoint/training.h) -------------------------
+// --- Checkpoints and resume (launch/training_checkpoint.h) ------------------
 
 using launch::testing::RunfilePath;
 using launch::testing::RunResult;
