@@ -16,8 +16,8 @@
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/metadata.pb.h"
-#include "checkpoint/plan.h"
-#include "models/torch_file.h"
+#include "checkpoint/save_plan.h"
+#include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -138,7 +138,7 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
           dir, md.meta().world_size(), md.meta().strategy(), world, strategy));
     }
     const std::string path = dir + "/" + RankFile(rank);
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value, serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));
@@ -206,7 +206,7 @@ absl::StatusOr<std::pair<TensorState, Contents>> ReadLocalCheckpoint(
   TensorState state;
   for (const std::string& file : md.files()) {
     const std::string path = dir + "/" + file;
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value, serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));
