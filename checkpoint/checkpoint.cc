@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "base/status.h"
-#include "comm/exchange.h"
-#include "checkpoint/full.h"
 #include "base/file_io.h"
+#include "base/status.h"
+#include "checkpoint/full.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
+#include "comm/exchange.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -138,8 +138,7 @@ TensorState CollectState(strategies::Strategy& strategy,
   }
   std::stable_sort(
       state.model.begin(), state.model.end(),
-      [&](const ShardedTensor& a,
-          const ShardedTensor& b) {
+      [&](const ShardedTensor& a, const ShardedTensor& b) {
         auto pa = position.find(a.name), pb = position.find(b.name);
         const size_t ia = pa == position.end() ? position.size() : pa->second;
         const size_t ib = pb == position.end() ? position.size() : pb->second;
@@ -364,7 +363,7 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
     if (s.ok()) {
       const int rank = group_ == nullptr ? 0 : group_->rank();
       s = comm::AgreeOnStatus(group_, rank == 0 ? Publish(root, path, keep_last)
-                                          : absl::OkStatus());
+                                                : absl::OkStatus());
     }
     status_ = s;
   });

@@ -9,14 +9,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
-#include "comm/exchange.h"
-#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/metadata.pb.h"
 #include "checkpoint/save_plan.h"
+#include "comm/exchange.h"
 #include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
@@ -138,7 +138,8 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
           dir, md.meta().world_size(), md.meta().strategy(), world, strategy));
     }
     const std::string path = dir + "/" + RankFile(rank);
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, serialization::ReadTorchFile(path));
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+                            serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));
@@ -206,7 +207,8 @@ absl::StatusOr<std::pair<TensorState, Contents>> ReadLocalCheckpoint(
   TensorState state;
   for (const std::string& file : md.files()) {
     const std::string path = dir + "/" + file;
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, serialization::ReadTorchFile(path));
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+                            serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));

@@ -54,11 +54,14 @@ absl::StatusOr<SavePlan> PlanSave(const std::vector<proto::RankRuns>& all,
                                   int64_t split_bytes);
 
 // DescribeRuns, all-gathered, then PlanSave. A collective over `group` (null:
-// one process). `state` is this rank's;
-// `split_bytes`: replicated ranges of at least this many bytes are split
-// between their holders. Errors (the same on every rank): ranks disagree on
-// a tensor's shape or dtype (naming it and both ranks), elements that no
-// rank holds (naming the tensor and range).
+// one process); `state` is this rank's. A range held by k ranks is split
+// into min(k, its bytes / `split_bytes`) near-equal parts, one per holder in
+// rank order; a range too small to split goes to one holder, rotating over
+// tensors (tensor i's first range to its (i mod k)-th holder). Errors (the
+// same on every rank, InvalidArgument): ranks disagree on a tensor's shape or
+// dtype (naming it and both ranks), elements that no rank holds (naming the
+// tensor and range); Internal for a run that is not a contiguous CPU tensor
+// inside its global shape.
 absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
                                       const TensorState& state,
                                       int64_t split_bytes = int64_t{1} << 20);

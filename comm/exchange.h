@@ -1,5 +1,5 @@
-// Small cross-rank exchanges (used by the checkpoint formats): every rank's bytes
-// to every rank, and agreeing on success so that no rank goes on (to a
+// Small cross-rank exchanges (used by the checkpoint formats): every rank's
+// bytes to every rank, and agreeing on success so that no rank goes on (to a
 // collective, or to changing its live state) while another failed.
 //
 // Every function is a collective over `group` (each rank calls it in the same

@@ -202,9 +202,10 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
   options.output_dir = TempDir("fsdp_vs_single_fsdp");
   const std::vector<double> losses = TrainOnTwoRanks(options);
   EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
-  auto fsdp_model = serialization::ReadTorchFile(options.output_dir + "/model.pt");
-  auto single_model =
-      serialization::ReadTorchFile(TempDir("fsdp_vs_single_single") + "/model.pt");
+  auto fsdp_model =
+      serialization::ReadTorchFile(options.output_dir + "/model.pt");
+  auto single_model = serialization::ReadTorchFile(
+      TempDir("fsdp_vs_single_single") + "/model.pt");
   ASSERT_TRUE(fsdp_model.ok()) << fsdp_model.status();
   ASSERT_TRUE(single_model.ok()) << single_model.status();
   const auto fsdp_dict = fsdp_model->toGenericDict();

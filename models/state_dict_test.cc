@@ -1,5 +1,4 @@
 #include "models/state_dict.h"
-#include "serialization/torch_file.h"
 
 #include <ATen/ATen.h>
 #include <dirent.h>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "serialization/torch_file.h"
 
 namespace strata::models {
 namespace {
