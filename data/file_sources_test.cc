@@ -264,7 +264,7 @@ TEST(WriteTokenBinTest, UnwritableDirectoryIsAnError) {
   absl::Status status = WriteTokenBin({1}, path, TokenBinDtype::kUint16);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(status.message()),
-              StartsWith(absl::StrCat("cannot create ", path, ".tmp.")));
+              StartsWith(absl::StrCat("cannot create '", path, ".tmp.")));
 }
 
 TEST(TextFileToTokenBinTest, EachByteBecomesOneToken) {

@@ -6,6 +6,8 @@ path, so most wrappers only carry link flags; LibTorch's C++ API headers live
 in a directory of their own and get a repository so that they can be declared.
 """
 
+load("//third_party:cuda_repository.bzl", "local_cuda_repository")
+
 def strata_system_libs():
     native.new_local_repository(
         name = "libtorch_api",
@@ -13,10 +15,6 @@ def strata_system_libs():
         build_file = "//third_party:libtorch_api.BUILD",
     )
 
-    # CUDA toolkit and NCCL; only targets built with --config=cuda use it, and
-    # Bazel reads it only then (machines without /usr/local/cuda are fine).
-    native.new_local_repository(
-        name = "local_cuda",
-        path = "/usr/local/cuda",
-        build_file = "//third_party:local_cuda.BUILD",
-    )
+    # CUDA toolkit and NCCL, optional: an empty stand-in on machines without
+    # the toolkit (see cuda_repository.bzl).
+    local_cuda_repository(name = "local_cuda")

@@ -29,6 +29,8 @@ fi
 PACKAGES=(
   # Build system and toolchain.
   bazel-bootstrap g++ git ca-certificates
+  # The format check (tools/check_format.sh) of the test suite.
+  clang-format
   # LibTorch 1.13.1 (CPU) with c10d, and the Gloo library it is built on.
   libtorch-dev libgloo-dev
   # fp32 GEMM: without the OpenBLAS backend LibTorch falls back to reference BLAS (~40x slower).

@@ -8,7 +8,11 @@ cases in each test's XML. A test whose XML is missing or empty (it crashed or
 timed out first) counts as one failed case; so does a target that failed to
 build, and a failing Bazel run in which nothing else failed.
 
-Usage: count_tests.py BEP_JSON_FILE BAZEL_EXIT_CODE
+Repository checks that are not GoogleTest cases (tools/repo_checks.sh: sizes,
+layering, links, format, the CPU-only analysis) come in CHECKS_FILE, one line
+"<name>\t<passed|failed>" each, and count one case each.
+
+Usage: count_tests.py BEP_JSON_FILE BAZEL_EXIT_CODE [CHECKS_FILE]
 Exit status: 0 iff nothing failed.
 """
 import json
@@ -75,6 +79,23 @@ def main():
         print(f"count_tests: {label} did not build; counting one failure",
               file=sys.stderr)
         failed += 1
+    if len(sys.argv) > 3:
+        try:
+            with open(sys.argv[3]) as f:
+                for line in f:
+                    name, _, result = line.strip().partition("\t")
+                    if not name:
+                        continue
+                    if result == "passed":
+                        passed += 1
+                    else:
+                        print(f"count_tests: check {name} failed",
+                              file=sys.stderr)
+                        failed += 1
+        except OSError as e:
+            print(f"count_tests: cannot read {sys.argv[3]}: {e}; counting one "
+                  "failure", file=sys.stderr)
+            failed += 1
     if bazel_rc != 0 and failed == 0:
         print(f"count_tests: bazel test exited with {bazel_rc} but no test "
               "failed (a build error?); counting one failure", file=sys.stderr)

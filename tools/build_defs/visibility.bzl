@@ -1,0 +1,42 @@
+"""Who may depend on each package: the layers of docs/ARCHITECTURE.md.
+
+Every BUILD file sets `package(default_visibility = <PACKAGE>_USERS)`: a
+package's targets are visible to itself and to the layers above it only, so a
+dependency that points up the layers fails to build, naming both targets.
+(tools/check_layering.py checks the finer rule that the checkpoint FORMAT
+libraries do not reach strategies/, which package-level visibility cannot
+express.) A target private to its package says
+`visibility = ["//visibility:private"]`.
+"""
+
+def _pkgs(*names):
+    return ["//%s:__subpackages__" % n for n in names]
+
+# The top: binaries and benchmarks. launch/'s self-launch helper and launcher
+# are used by the benchmark binaries.
+LAUNCH_USERS = _pkgs("launch", "benchmarks")
+
+# checkpoint/ (formats and the Strategy-level API).
+CHECKPOINT_USERS = _pkgs("checkpoint") + LAUNCH_USERS
+
+# strategies/ (checkpoint.{h,cc}, the Strategy-level checkpoint API, is the
+# one checkpoint target that may use it; tools/check_layering.py checks that).
+STRATEGIES_USERS = _pkgs("strategies") + CHECKPOINT_USERS
+
+# optim/ (flat parameters, optimizers, schedules).
+OPTIM_USERS = _pkgs("optim") + STRATEGIES_USERS
+
+# comm/ (process groups, rendezvous, cross-rank exchanges).
+COMM_USERS = _pkgs("comm") + OPTIM_USERS
+
+# models/ and data/: used by the strategies (models through the unit
+# protocol; data by the parity-test helpers), checkpoints and binaries.
+MODELS_USERS = _pkgs("models") + STRATEGIES_USERS
+DATA_USERS = _pkgs("data") + STRATEGIES_USERS
+
+# serialization/ (PyTorch pickle/zip files): models' state dicts and the
+# checkpoint formats.
+SERIALIZATION_USERS = _pkgs("serialization", "models", "data") + STRATEGIES_USERS
+
+# base/: everyone.
+BASE_USERS = ["//:__subpackages__"]
