@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "base/status.h"
-#include "checkpoint/exchange.h"
-#include "checkpoint/full.h"
 #include "base/file_io.h"
+#include "base/status.h"
+#include "checkpoint/full.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
+#include "comm/exchange.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -138,8 +138,7 @@ TensorState CollectState(strategies::Strategy& strategy,
   }
   std::stable_sort(
       state.model.begin(), state.model.end(),
-      [&](const ShardedTensor& a,
-          const ShardedTensor& b) {
+      [&](const ShardedTensor& a, const ShardedTensor& b) {
         auto pa = position.find(a.name), pb = position.find(b.name);
         const size_t ia = pa == position.end() ? position.size() : pa->second;
         const size_t ib = pb == position.end() ? position.size() : pb->second;
@@ -221,7 +220,7 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
     // the same on every rank (same file), so no rank enters a collective
     // alone.
     absl::StatusOr<proto::Metadata> md = ReadMetadataFile(path);
-    STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, md.status()));
+    STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, md.status()));
     if (md->format() == kLocalFormat) {
       contents =
           LoadLocal(path, live, strategy.name(), options.load_optimizer, group);
@@ -233,7 +232,7 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
     full.parameter_order = ParameterOrder(strategy);
     contents = LoadFull(path, live, read, group, full);
   } else {
-    return AgreeOnStatus(
+    return comm::AgreeOnStatus(
         group, absl::NotFoundError(absl::StrCat(
                    "'", path,
                    "' is not a Strata checkpoint: no such file or directory")));
@@ -251,7 +250,7 @@ absl::StatusOr<Contents> Resume(const std::string& path,
   std::string resolved = path;
   if (path == "auto") {
     absl::StatusOr<std::string> latest = FindLatest(root);
-    STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, latest.status()));
+    STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, latest.status()));
     resolved = *latest;
   }
   LoadOptions options;
@@ -302,7 +301,7 @@ absl::Status SaveCheckpointToRoot(const std::string& root, int64_t step,
   STRATA_RETURN_IF_ERROR(
       SaveCheckpoint(path, strategy, group, std::move(contents), options));
   const int rank = group == nullptr ? 0 : group->rank();
-  return AgreeOnStatus(
+  return comm::AgreeOnStatus(
       group, rank == 0 ? Publish(root, path, keep_last) : absl::OkStatus());
 }
 
@@ -363,8 +362,8 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
         SaveState(path, staging_, prepared, name, order, group_, options);
     if (s.ok()) {
       const int rank = group_ == nullptr ? 0 : group_->rank();
-      s = AgreeOnStatus(group_, rank == 0 ? Publish(root, path, keep_last)
-                                          : absl::OkStatus());
+      s = comm::AgreeOnStatus(group_, rank == 0 ? Publish(root, path, keep_last)
+                                                : absl::OkStatus());
     }
     status_ = s;
   });

@@ -14,7 +14,21 @@
 //            what it needs.
 //
 // Every function taking a `group` is a collective over it (null: one
-// process); each rank passes its own strategy.
+// process); each rank passes its own strategy. Errors are the same on every
+// rank, and a failed load leaves every rank's state as it was.
+//
+// Example (every rank; see checkpoint/README.md for the formats and paths):
+//
+//   SaveOptions save;
+//   save.format = Format::kSharded;
+//   Contents contents;
+//   contents.meta.step = step;
+//   STRATA_RETURN_IF_ERROR(SaveCheckpointToRoot(root, step, /*keep_last=*/3,
+//                                               strategy, group, contents,
+//                                               save));
+//   // Later, under any strategy and world size:
+//   STRATA_ASSIGN_OR_RETURN(Contents resumed,
+//                           Resume("auto", strategy, group, true, true, root));
 #ifndef STRATA_CHECKPOINT_CHECKPOINT_H_
 #define STRATA_CHECKPOINT_CHECKPOINT_H_
 

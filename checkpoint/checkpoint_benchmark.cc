@@ -154,134 +154,128 @@ std::unique_ptr<strategies::Strategy> Build(comm::Group* group, uint64_t seed) {
   return *std::move(strategy);
 }
 
-int Main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : "/tmp/strata_ckpt_bench";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  at::set_num_threads(1);
+// CRC-32C speed on 256 MiB.
+void MeasureCrc32c() {
+  std::vector<char> data(int64_t{256} << 20, 7);
+  uint32_t crc = 0;
+  const double s = Seconds([&] { crc = Crc32c(data.data(), data.size()); });
+  std::printf("crc32c (%s): %.2f GB/s (checksum %08x)\n",
+              Crc32cIsHardware() ? "sse4.2, 3 streams" : "table",
+              data.size() / s / 1e9, crc);
+}
 
-  // CRC-32C speed on 256 MiB.
-  {
-    std::vector<char> data(int64_t{256} << 20, 7);
-    uint32_t crc = 0;
-    const double s = Seconds([&] { crc = Crc32c(data.data(), data.size()); });
-    std::printf("crc32c (%s): %.2f GB/s (checksum %08x)\n",
-                Crc32cIsHardware() ? "sse4.2, 3 streams" : "table",
-                data.size() / s / 1e9, crc);
-  }
+// The state's size: parameters once plus the optimizer's two fp32 moments
+// (the step counter's 8 bytes aside).
+int64_t StateBytes() {
+  auto config = models::ConfigByName("gpt-100m");
+  CHECK(config.ok());
+  return models::NumParameters(*config) * 4 * 3;
+}
 
-  // The state's size: parameters once plus the optimizer's two fp32
-  // moments (the step counter's 8 bytes aside).
-  int64_t state_bytes = 0;
-  {
-    auto config = models::ConfigByName("gpt-100m");
-    CHECK(config.ok());
-    state_bytes = models::NumParameters(*config) * 4 * 3;
-  }
-  // Per repetition: raw write, raw read, then each format's save and load.
-  // Interleaved, so that every ratio compares measurements taken close in
-  // time (the disk is shared and its speed drifts); medians over the
-  // repetitions.
-  const std::vector<Format> formats = {Format::kSharded, Format::kFull,
-                                       Format::kLocal};
+const std::vector<Format>& Formats() {
+  static const auto* const kFormats =
+      new std::vector<Format>{Format::kSharded, Format::kFull, Format::kLocal};
+  return *kFormats;
+}
+
+// What the ranks measured (written by rank 0).
+struct Results {
   std::vector<double> raw_write_s, raw_read_s;
   std::map<std::string, std::vector<double>> save_s, load_s;
   std::map<std::string, int64_t> disk_bytes;
   std::map<std::string, int64_t> peak_extra_bytes;
   int64_t largest_tensor_bytes = 0;
   std::vector<double> stall_s, stage_s, copy_s;
-  absl::Status formed = comm::testing::RunOnRanks(kRanks, [&](comm::Group&
-                                                                  group) {
-    auto saver = Build(&group, 1);
-    auto loader = Build(&group, 2);
-    if (group.rank() == 0) {
-      for (const auto& run : saver->ModelState()) {
-        largest_tensor_bytes =
-            std::max(largest_tensor_bytes, run.local.numel() * 4);
-      }
-    }
-    for (int rep = 0; rep < kRepetitions; ++rep) {
-      CHECK(group.Barrier().ok());
-      if (group.rank() == 0) {
-        double w = 0, r = 0;
-        RawDisk(dir + "/raw.bin", state_bytes, &w, &r);
-        raw_write_s.push_back(w);
-        raw_read_s.push_back(r);
-      }
-      for (Format format : formats) {
-        const std::string name = FormatName(format);
-        const std::string path =
-            absl::StrCat(dir, "/", name, format == Format::kFull ? ".pth" : "");
-        SaveOptions options;
-        options.format = format;
-        CHECK(group.Barrier().ok());
-        // Peak resident memory of the process during the save (both ranks
-        // are threads of it): reset the high-water mark first.
-        const int64_t rss_before = group.rank() == 0 ? ResetPeakRss() : 0;
-        CHECK(group.Barrier().ok());
-        const double save = Seconds([&] {
-          CHECK(SaveCheckpoint(path, *saver, &group, Contents(), options).ok());
-        });
-        CHECK(group.Barrier().ok());
-        if (group.rank() == 0) {
-          peak_extra_bytes[name] = std::max(
-              peak_extra_bytes[name], StatusKb("VmHWM") * 1024 - rss_before);
-        }
-        CHECK(group.Barrier().ok());
-        if (group.rank() == 0) DropCache(path);
-        CHECK(group.Barrier().ok());
-        const double load = Seconds([&] {
-          auto c = LoadCheckpoint(path, *loader, &group);
-          CHECK(c.ok()) << c.status();
-        });
-        CHECK(group.Barrier().ok());
-        if (group.rank() == 0) {
-          save_s[name].push_back(save);
-          load_s[name].push_back(load);
-          disk_bytes[name] = BytesUnder(path);
-          std::filesystem::remove_all(path);
-        }
-      }
-    }
-    // Asynchronous saves: the stall is SaveToRoot's time (the staging copy
-    // and bookkeeping); the first save allocates the staging buffers, later
-    // ones reuse them. The baseline: the same runs copied in memory into
-    // preallocated (warm) buffers, on both ranks at once as the staging
-    // copies are.
-    auto ckpt_group = group.Split(0, "ckpt");
-    CHECK(ckpt_group.ok());
-    TensorState state = CollectState(*saver, SaveOptions());
-    std::vector<at::Tensor> copies;
-    for (auto* runs : {&state.model, &state.optimizer}) {
-      for (auto& run : *runs) copies.push_back(at::empty_like(run.local));
-    }
-    AsyncCheckpointer async(ckpt_group->get());
-    for (int i = 0; i <= kRepetitions; ++i) {
-      CHECK(group.Barrier().ok());
-      const double copy = Seconds([&] {
-        size_t k = 0;
-        for (auto* runs : {&state.model, &state.optimizer}) {
-          for (auto& run : *runs) copies[k++].copy_(run.local);
-        }
-      });
-      CHECK(group.Barrier().ok());
-      const double stall = Seconds([&] {
-        CHECK(async.SaveToRoot(dir + "/async", i + 1, 1, *saver, Contents())
-                  .ok());
-      });
-      const double stage = async.last_stage_s();
-      CHECK(async.Wait().ok());
-      if (group.rank() == 0 && i > 0) {
-        copy_s.push_back(copy);
-        stall_s.push_back(stall);
-        stage_s.push_back(stage);
-      }
-    }
-  });
-  CHECK(formed.ok()) << formed;
+};
 
-  const double raw_write = state_bytes / Median(raw_write_s) / 1e6;
-  const double raw_read = state_bytes / Median(raw_read_s) / 1e6;
+// One repetition of each format's save (with rank 0's peak extra memory)
+// and cold load, after a raw write and read of the same size.
+void MeasureFormats(comm::Group& group, strategies::Strategy& saver,
+                    strategies::Strategy& loader, const std::string& dir,
+                    int64_t state_bytes, Results& r) {
+  CHECK(group.Barrier().ok());
+  if (group.rank() == 0) {
+    double w = 0, rd = 0;
+    RawDisk(dir + "/raw.bin", state_bytes, &w, &rd);
+    r.raw_write_s.push_back(w);
+    r.raw_read_s.push_back(rd);
+  }
+  for (Format format : Formats()) {
+    const std::string name = FormatName(format);
+    const std::string path =
+        absl::StrCat(dir, "/", name, format == Format::kFull ? ".pth" : "");
+    SaveOptions options;
+    options.format = format;
+    CHECK(group.Barrier().ok());
+    // Peak resident memory of the process during the save (both ranks are
+    // threads of it): reset the high-water mark first.
+    const int64_t rss_before = group.rank() == 0 ? ResetPeakRss() : 0;
+    CHECK(group.Barrier().ok());
+    const double save = Seconds([&] {
+      CHECK(SaveCheckpoint(path, saver, &group, Contents(), options).ok());
+    });
+    CHECK(group.Barrier().ok());
+    if (group.rank() == 0) {
+      r.peak_extra_bytes[name] = std::max(
+          r.peak_extra_bytes[name], StatusKb("VmHWM") * 1024 - rss_before);
+    }
+    CHECK(group.Barrier().ok());
+    if (group.rank() == 0) DropCache(path);
+    CHECK(group.Barrier().ok());
+    const double load = Seconds([&] {
+      auto c = LoadCheckpoint(path, loader, &group);
+      CHECK(c.ok()) << c.status();
+    });
+    CHECK(group.Barrier().ok());
+    if (group.rank() == 0) {
+      r.save_s[name].push_back(save);
+      r.load_s[name].push_back(load);
+      r.disk_bytes[name] = BytesUnder(path);
+      std::filesystem::remove_all(path);
+    }
+  }
+}
+
+// Asynchronous saves: the stall is SaveToRoot's time (the staging copy and
+// bookkeeping); the first save allocates the staging buffers, later ones
+// reuse them. The baseline: the same runs copied in memory into
+// preallocated (warm) buffers, on both ranks at once as the staging copies
+// are.
+void MeasureAsync(comm::Group& group, strategies::Strategy& saver,
+                  const std::string& dir, Results& r) {
+  auto ckpt_group = group.Split(0, "ckpt");
+  CHECK(ckpt_group.ok());
+  TensorState state = CollectState(saver, SaveOptions());
+  std::vector<at::Tensor> copies;
+  for (auto* runs : {&state.model, &state.optimizer}) {
+    for (auto& run : *runs) copies.push_back(at::empty_like(run.local));
+  }
+  AsyncCheckpointer async(ckpt_group->get());
+  for (int i = 0; i <= kRepetitions; ++i) {
+    CHECK(group.Barrier().ok());
+    const double copy = Seconds([&] {
+      size_t k = 0;
+      for (auto* runs : {&state.model, &state.optimizer}) {
+        for (auto& run : *runs) copies[k++].copy_(run.local);
+      }
+    });
+    CHECK(group.Barrier().ok());
+    const double stall = Seconds([&] {
+      CHECK(async.SaveToRoot(dir + "/async", i + 1, 1, saver, Contents()).ok());
+    });
+    const double stage = async.last_stage_s();
+    CHECK(async.Wait().ok());
+    if (group.rank() == 0 && i > 0) {
+      r.copy_s.push_back(copy);
+      r.stall_s.push_back(stall);
+      r.stage_s.push_back(stage);
+    }
+  }
+}
+
+void Report(const Results& r, int64_t state_bytes) {
+  const double raw_write = state_bytes / Median(r.raw_write_s) / 1e6;
+  const double raw_read = state_bytes / Median(r.raw_read_s) / 1e6;
   std::printf(
       "gpt-100m under zero2 at %d ranks: state %.1f MB (parameters "
       "once + AdamW moments); medians of %d interleaved repetitions\n",
@@ -290,34 +284,66 @@ int Main(int argc, char** argv) {
       "raw disk, one stream, same size: write+fsync %.0f MB/s, cold "
       "read %.0f MB/s (per repetition: write",
       raw_write, raw_read);
-  for (double t : raw_write_s) std::printf(" %.0f", state_bytes / t / 1e6);
+  for (double t : r.raw_write_s) std::printf(" %.0f", state_bytes / t / 1e6);
   std::printf("; read");
-  for (double t : raw_read_s) std::printf(" %.0f", state_bytes / t / 1e6);
+  for (double t : r.raw_read_s) std::printf(" %.0f", state_bytes / t / 1e6);
   std::printf(")\n");
   std::printf("%-8s %10s %12s %9s %12s %9s\n", "format", "MB on disk",
               "save MB/s", "vs raw", "load MB/s", "vs raw");
-  for (Format format : formats) {
+  for (Format format : Formats()) {
     const std::string name = FormatName(format);
     // Throughput of the state (its unique bytes), not of what each format
     // writes (local writes replicated parameters once per rank).
-    const double save = state_bytes / Median(save_s[name]) / 1e6;
-    const double load = state_bytes / Median(load_s[name]) / 1e6;
+    const double save = state_bytes / Median(r.save_s.at(name)) / 1e6;
+    const double load = state_bytes / Median(r.load_s.at(name)) / 1e6;
     std::printf("%-8s %10.1f %12.0f %8.0f%% %12.0f %8.0f%%\n", name.c_str(),
-                disk_bytes[name] / 1e6, save, 100 * save / raw_write, load,
+                r.disk_bytes.at(name) / 1e6, save, 100 * save / raw_write, load,
                 100 * load / raw_read);
   }
   std::printf(
       "peak extra resident memory of the process during a save: "
       "sharded %.1f MB, full %.1f MB, local %.1f MB (largest tensor "
       "%.1f MB)\n",
-      peak_extra_bytes["sharded"] / 1e6, peak_extra_bytes["full"] / 1e6,
-      peak_extra_bytes["local"] / 1e6, largest_tensor_bytes / 1e6);
+      r.peak_extra_bytes.at("sharded") / 1e6,
+      r.peak_extra_bytes.at("full") / 1e6, r.peak_extra_bytes.at("local") / 1e6,
+      r.largest_tensor_bytes / 1e6);
   std::printf(
       "async save (rank 0): training stalled %.3f s (of which the "
       "staging copy %.3f s) vs %.3f s for a plain in-memory copy of "
       "the rank's state: ratio %.2f\n",
-      Median(stall_s), Median(stage_s), Median(copy_s),
-      Median(stall_s) / Median(copy_s));
+      Median(r.stall_s), Median(r.stage_s), Median(r.copy_s),
+      Median(r.stall_s) / Median(r.copy_s));
+}
+
+int Main(int argc, char** argv) {
+  const std::string dir = argc > 1 ? argv[1] : "/tmp/strata_ckpt_bench";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  at::set_num_threads(1);
+  MeasureCrc32c();
+  const int64_t state_bytes = StateBytes();
+  // Per repetition: raw write, raw read, then each format's save and load.
+  // Interleaved, so that every ratio compares measurements taken close in
+  // time (the disk is shared and its speed drifts); medians over the
+  // repetitions.
+  Results results;
+  absl::Status formed =
+      comm::testing::RunOnRanks(kRanks, [&](comm::Group& group) {
+        auto saver = Build(&group, 1);
+        auto loader = Build(&group, 2);
+        if (group.rank() == 0) {
+          for (const auto& run : saver->ModelState()) {
+            results.largest_tensor_bytes =
+                std::max(results.largest_tensor_bytes, run.local.numel() * 4);
+          }
+        }
+        for (int rep = 0; rep < kRepetitions; ++rep) {
+          MeasureFormats(group, *saver, *loader, dir, state_bytes, results);
+        }
+        MeasureAsync(group, *saver, dir, results);
+      });
+  CHECK(formed.ok()) << formed;
+  Report(results, state_bytes);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -199,9 +199,12 @@ namespace {
 // ZeRO keeps one optimizer (and step counter) per bucket and exports bucket
 // 0's: ZeroStrategy::AfterStateLoaded gives it to every bucket.
 TEST(CheckpointTest, NextStepAfterLoadIsBitwiseTheSavedRunsNextStep) {
-  for (const auto& [kind, world] : std::vector<std::pair<std::string, int>>{
-           {"single", 1}, {"ddp", 2}, {"zero1", 2}, {"zero2", 2},
-           {"fsdp", 2}}) {
+  for (const auto& [kind, world] :
+       std::vector<std::pair<std::string, int>>{{"single", 1},
+                                                {"ddp", 2},
+                                                {"zero1", 2},
+                                                {"zero2", 2},
+                                                {"fsdp", 2}}) {
     const std::string path = TempDir("next_step_" + kind) + "/ckpt";
     std::mutex mu;
     Globals continued, resumed;

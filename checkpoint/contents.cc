@@ -62,8 +62,7 @@ absl::Status CheckRuns(const std::vector<ShardedTensor>& runs) {
 }
 
 absl::StatusOr<std::vector<int>> MatchRuns(
-    const std::string& where,
-    const std::vector<ShardedTensor>& live,
+    const std::string& where, const std::vector<ShardedTensor>& live,
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
     bool revise) {

@@ -93,8 +93,7 @@ struct TensorInfo {
 // missing / unexpected keys (all listed), a key whose shapes differ (the key
 // and both shapes), a revise_keys regex that does not compile.
 absl::StatusOr<std::vector<int>> MatchRuns(
-    const std::string& where,
-    const std::vector<ShardedTensor>& live,
+    const std::string& where, const std::vector<ShardedTensor>& live,
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
     bool revise);

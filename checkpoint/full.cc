@@ -4,10 +4,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
-#include <caffe2/serialize/inline_container.h>
 #include <glog/logging.h>
-#include <stdio.h>
-#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <cstring>
 #include <filesystem>
@@ -18,13 +15,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/exchange.h"
-#include "base/file_io.h"
-#include "checkpoint/io.h"
-#include "checkpoint/plan.h"
-#include "models/torch_file.h"
+#include "checkpoint/save_plan.h"
+#include "comm/exchange.h"
+#include "serialization/pickle_writer.h"
+#include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -178,22 +175,6 @@ c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
     }
   }
   return root;
-}
-
-struct Pickled {
-  std::string data;
-  std::vector<at::Tensor> tensors;
-};
-
-Pickled Pickle(const c10::IValue& root) {
-  Pickled out;
-  torch::jit::Pickler pickler(
-      [&](const char* bytes, size_t n) { out.data.append(bytes, n); });
-  pickler.protocol();
-  pickler.pushIValue(root);
-  pickler.stop();
-  out.tensors = pickler.tensorData();
-  return out;
 }
 
 // --- Loading -----------------------------------------------------------------
@@ -392,8 +373,7 @@ absl::Status Stage(const std::string& path,
   return absl::OkStatus();
 }
 
-std::vector<std::string> Names(
-    const std::vector<ShardedTensor>& runs) {
+std::vector<std::string> Names(const std::vector<ShardedTensor>& runs) {
   std::vector<std::string> names;
   for (const auto& run : runs) names.push_back(run.name);
   return names;
@@ -413,15 +393,16 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
     }
   }
 
-  // Rank 0: the archive, its records written as tensors arrive.
-  const std::string tmp = path + ".tmp";
+  // Rank 0: the archive, its records written as tensors arrive, into a
+  // temporary file that replaces `path` (fsynced, renamed, directory
+  // fsynced) only once complete.
   absl::Status local = absl::OkStatus();
   std::vector<at::Tensor> placeholders;
   std::unordered_map<const void*, size_t> record_of;  // Storage -> record.
-  std::unique_ptr<FileWriter> file;
-  std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> writer;
+  std::unique_ptr<AtomicFileWriter> file;
+  std::unique_ptr<serialization::TorchArchiveWriter> archive;
   std::map<std::string, int64_t> checksums;
-  Pickled first;
+  serialization::Pickled first;
   if (rank == 0) {
     local = [&]() -> absl::Status {
       std::error_code ec;
@@ -431,20 +412,19 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
         // Untouched memory: pages are not resident until written.
         placeholders.push_back(at::empty(t.shape, at::TensorOptions(t.dtype)));
       }
-      STRATA_RETURN_IF_ERROR(StatusFromCall("pickling the checkpoint", [&] {
-        first = Pickle(BuildRoot(plan, contents, options, placeholders, {}));
-      }));
+      STRATA_ASSIGN_OR_RETURN(
+          first, serialization::Pickle(
+                     BuildRoot(plan, contents, options, placeholders, {})));
       for (size_t i = 0; i < first.tensors.size(); ++i) {
         record_of[first.tensors[i].storage().data()] = i;
       }
-      STRATA_ASSIGN_OR_RETURN(FileWriter w, FileWriter::Create(tmp));
-      file = std::make_unique<FileWriter>(std::move(w));
-      return StatusFromCall(absl::StrCat("writing '", tmp, "'"), [&] {
-        writer = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(
-            [&](const void* data, size_t n) -> size_t {
-              return file->Append(data, n).ok() ? n : 0;
-            });
-      });
+      STRATA_ASSIGN_OR_RETURN(file, AtomicFileWriter::Create(path));
+      STRATA_ASSIGN_OR_RETURN(archive,
+                              serialization::TorchArchiveWriter::Create(
+                                  path, [&file](const void* data, size_t n) {
+                                    return file->Append(data, n);
+                                  }));
+      return absl::OkStatus();
     }();
   }
 
@@ -475,10 +455,9 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
       const int64_t bytes = buffer.numel() * buffer.element_size();
       checksums[RecordKey(t)] = Crc32c(buffer.data_ptr(), bytes);
       const size_t record = record_of.at(placeholders[j].storage().data());
-      local = StatusFromCall(absl::StrCat("writing '", tmp, "'"), [&] {
-        writer->writeRecord(absl::StrCat("data/", record), buffer.data_ptr(),
-                            bytes);
-      });
+      local = archive->WriteStorage(
+          record, absl::string_view(static_cast<const char*>(buffer.data_ptr()),
+                                    bytes));
     }
   }
 
@@ -489,47 +468,25 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
       for (const at::Tensor& p : placeholders) {
         placeholder_storage.insert(p.storage().data());
       }
-      Pickled second;
-      STRATA_RETURN_IF_ERROR(StatusFromCall("pickling the checkpoint", [&] {
-        second =
-            Pickle(BuildRoot(plan, contents, options, placeholders, checksums));
-      }));
+      STRATA_ASSIGN_OR_RETURN(
+          const serialization::Pickled second,
+          serialization::Pickle(
+              BuildRoot(plan, contents, options, placeholders, checksums)));
       CHECK_EQ(second.tensors.size(), first.tensors.size());
-      return StatusFromCall(absl::StrCat("writing '", tmp, "'"), [&] {
-        for (size_t i = 0; i < second.tensors.size(); ++i) {
-          const at::Tensor& t = second.tensors[i];
-          if (placeholder_storage.count(t.storage().data()) > 0) continue;
-          writer->writeRecord(absl::StrCat("data/", i), t.data_ptr(),
-                              t.numel() * t.element_size());
-        }
-        writer->writeRecord("data.pkl", second.data.data(), second.data.size());
-        writer->writeEndOfFile();
-      });
+      for (size_t i = 0; i < second.tensors.size(); ++i) {
+        const at::Tensor& t = second.tensors[i];
+        if (placeholder_storage.count(t.storage().data()) > 0) continue;
+        STRATA_RETURN_IF_ERROR(
+            archive->WriteStorage(i, serialization::StorageBytes(t)));
+      }
+      STRATA_RETURN_IF_ERROR(archive->Finish(second.data));
+      return file->Commit();
     }();
-    // A writer that is not finalised writes the end of the archive in its
-    // destructor, which may throw (and so terminate) after an I/O error: on
-    // error it is leaked instead.
-    if (local.ok()) {
-      writer.reset();
-    } else {
-      (void)writer.release();
-    }
-    if (local.ok()) local = file->SyncAndClose();
-    if (local.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-      local = absl::InternalError(absl::StrCat(
-          "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno)));
-    }
-    if (local.ok()) {
-      const auto parent = std::filesystem::path(path).parent_path();
-      local = FsyncPath(parent.empty() ? "." : parent.string());
-    }
   }
-  if (rank == 0 && !local.ok()) {
-    (void)writer.release();  // See above.
-    file.reset();
-    ::unlink(tmp.c_str());
-  }
-  return AgreeOnStatus(group, local);
+  // Uncommitted (an error), the temporary file is removed.
+  archive.reset();
+  file.reset();
+  return comm::AgreeOnStatus(group, local);
 }
 
 namespace {
@@ -547,7 +504,8 @@ absl::StatusOr<OpenedFull> OpenFull(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", path, "' is a directory, not a full checkpoint (a file)"));
   }
-  STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+  STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+                          serialization::ReadTorchFile(path));
   if (!value.isGenericDict()) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
@@ -572,9 +530,9 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
                                   const ReadOptions& options,
                                   comm::Group* group, const FullOptions& full) {
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> model_names,
-                          AllGatherNames(group, Names(live.model)));
+                          comm::AllGatherNames(group, Names(live.model)));
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> optimizer_names,
-                          AllGatherNames(group, Names(live.optimizer)));
+                          comm::AllGatherNames(group, Names(live.optimizer)));
   std::vector<at::Tensor> model_staged, optimizer_staged;
   absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
     STRATA_ASSIGN_OR_RETURN(OpenedFull opened, OpenFull(path));
@@ -606,7 +564,7 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
     }
     return ContentsFromRoot(root);
   }();
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, result.status()));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (options.load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
   return result;

@@ -22,7 +22,8 @@
 // tensor, not the model. Each tensor's CRC-32C goes into meta "checksums"
 // (keys "state_dict/<name>", "optimizer/<name>"), verified on load (files
 // saved by Python have none and load unverified). The file is written under
-// a temporary name, fsynced and renamed.
+// a temporary name, fsynced, renamed and its directory fsynced
+// (AtomicFileWriter): a crash leaves the previous file or none.
 //
 // Loading reads the whole file on every rank (each rank's memory holds the
 // full state once while loading), validates everything, then copies each

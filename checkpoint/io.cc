@@ -28,8 +28,8 @@ absl::Status PrepareStagingDir(const std::string& dir) {
   const std::string staging = StagingDir(dir);
   std::filesystem::create_directories(ParentDir(dir), ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create directory '",
-                                            ParentDir(dir), "': ", ec.message()));
+    return absl::InternalError(absl::StrCat(
+        "cannot create directory '", ParentDir(dir), "': ", ec.message()));
   }
   std::filesystem::remove_all(staging, ec);
   if (ec) {

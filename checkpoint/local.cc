@@ -9,15 +9,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/exchange.h"
-#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/metadata.pb.h"
-#include "checkpoint/plan.h"
-#include "models/torch_file.h"
+#include "checkpoint/save_plan.h"
+#include "comm/exchange.h"
+#include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -54,7 +54,7 @@ absl::Status SaveLocal(const std::string& dir, const TensorState& state,
   const int world = group == nullptr ? 1 : group->size();
   STRATA_RETURN_IF_ERROR(CheckRuns(state.model));
   STRATA_RETURN_IF_ERROR(CheckRuns(state.optimizer));
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(
       group, rank == 0 ? PrepareStagingDir(dir) : absl::OkStatus()));
   absl::Status written = [&]() -> absl::Status {
     GenericDict root(c10::StringType::get(), c10::AnyType::get());
@@ -87,7 +87,7 @@ absl::Status SaveLocal(const std::string& dir, const TensorState& state,
     (void)at;
     return writer.SyncAndClose();
   }();
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, written));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, written));
   // The global description for metadata.pb (also checks the ranks agree).
   STRATA_ASSIGN_OR_RETURN(SavePlan plan, MakeSavePlan(group, state));
   absl::Status committed = absl::OkStatus();
@@ -112,7 +112,7 @@ absl::Status SaveLocal(const std::string& dir, const TensorState& state,
       return CommitStagingDir(dir);
     }();
   }
-  return AgreeOnStatus(group, committed);
+  return comm::AgreeOnStatus(group, committed);
 }
 
 absl::StatusOr<Contents> LoadLocal(const std::string& dir,
@@ -138,7 +138,8 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
           dir, md.meta().world_size(), md.meta().strategy(), world, strategy));
     }
     const std::string path = dir + "/" + RankFile(rank);
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+                            serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));
@@ -190,7 +191,7 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
     }
     return ContentsFromProto(md);
   }();
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, result.status()));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
   return result;
@@ -206,7 +207,8 @@ absl::StatusOr<std::pair<TensorState, Contents>> ReadLocalCheckpoint(
   TensorState state;
   for (const std::string& file : md.files()) {
     const std::string path = dir + "/" + file;
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value, models::ReadTorchFile(path));
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+                            serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));

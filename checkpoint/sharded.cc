@@ -19,13 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
-#include "checkpoint/exchange.h"
-#include "base/file_io.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
-#include "checkpoint/plan.h"
+#include "checkpoint/read_plan.h"
+#include "checkpoint/save_plan.h"
+#include "comm/exchange.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -91,46 +92,38 @@ class ChunkReader {
 
   // Elements [a, b) of `t` into `out`. `t` was validated.
   absl::Status Read(const proto::Tensor& t, int64_t a, int64_t b, char* out) {
-    STRATA_ASSIGN_OR_RETURN(at::ScalarType dtype, DtypeFromName(t.dtype()));
-    const int64_t item = c10::elementSize(dtype);
-    auto first = std::upper_bound(t.chunks().begin(), t.chunks().end(), a,
-                                  [](int64_t v, const proto::Chunk& c) {
-                                    return v < c.offset() + c.numel();
-                                  });
-    for (auto it = first; it != t.chunks().end() && it->offset() < b; ++it) {
-      const proto::Chunk& c = *it;
-      const int k = static_cast<int>(it - t.chunks().begin());
-      const int64_t ea = std::max(a, c.offset());
-      const int64_t eb = std::min(b, c.offset() + c.numel());
-      if (ea >= eb) continue;
-      const int64_t rb = (ea - c.offset()) * item,
-                    re = (eb - c.offset()) * item;
-      const int64_t bs = c.block_bytes();
-      const int64_t fb = rb / bs, lb = (re + bs - 1) / bs;
-      const int64_t lo = fb * bs, hi = std::min(lb * bs, c.num_bytes());
-      STRATA_ASSIGN_OR_RETURN(int fd, Fd(c.file()));
+    STRATA_ASSIGN_OR_RETURN(std::vector<ChunkRead> reads,
+                            PlanRangeReads(t, a, b));
+    return Execute(t, reads, out);
+  }
+
+  // Performs `reads` (PlanRangeReads of `t`), verifying every block read.
+  absl::Status Execute(const proto::Tensor& t,
+                       const std::vector<ChunkRead>& reads, char* out) {
+    for (const ChunkRead& r : reads) {
+      const proto::Chunk& c = t.chunks(r.chunk);
+      STRATA_ASSIGN_OR_RETURN(int fd, Fd(r.file));
       // Block-aligned ranges (whole chunks, the common case) are read
       // straight into `out`; others through a buffer.
-      const bool direct = lo == rb && hi == re;
-      char* dst = out + (ea - a) * item;
+      char* dst = out + r.out_offset;
       char* data = dst;
-      if (!direct) {
-        buffer_.resize(hi - lo);
+      if (!r.direct()) {
+        buffer_.resize(r.num_bytes);
         data = buffer_.data();
       }
-      const std::string path = dir_ + "/" + c.file();
+      const std::string path = dir_ + "/" + r.file;
       const std::string chunk_name = absl::StrFormat(
-          "tensor '%s' chunk %d (file '%s', bytes [%d, %d))", t.name(), k, path,
-          c.byte_offset(), c.byte_offset() + c.num_bytes());
-      if (absl::Status s =
-              PreadAll(fd, path, data, hi - lo, c.byte_offset() + lo);
+          "tensor '%s' chunk %d (file '%s', bytes [%d, %d))", t.name(), r.chunk,
+          path, c.byte_offset(), c.byte_offset() + c.num_bytes());
+      if (absl::Status s = PreadAll(fd, path, data, r.num_bytes, r.file_offset);
           !s.ok()) {
         return absl::Status(s.code(),
                             absl::StrCat(chunk_name, ": ", s.message()));
       }
-      for (int64_t i = fb; i < lb; ++i) {
+      const int64_t bs = c.block_bytes();
+      for (int64_t i = r.first_block; i < r.end_block; ++i) {
         const int64_t len = std::min(bs, c.num_bytes() - i * bs);
-        const uint32_t crc = Crc32c(data + (i - fb) * bs, len);
+        const uint32_t crc = Crc32c(data + (i - r.first_block) * bs, len);
         if (crc != c.block_crc32c(i)) {
           return absl::DataLossError(absl::StrFormat(
               "%s is corrupted: checksum mismatch in block %d (chunk bytes "
@@ -138,7 +131,9 @@ class ChunkReader {
               chunk_name, i, i * bs, i * bs + len, c.block_crc32c(i), crc));
         }
       }
-      if (!direct) std::memcpy(dst, buffer_.data() + (rb - lo), re - rb);
+      if (!r.direct()) {
+        std::memcpy(dst, buffer_.data() + r.skip_bytes, r.copy_bytes);
+      }
     }
     return absl::OkStatus();
   }
@@ -163,8 +158,7 @@ class ChunkReader {
   std::vector<char> buffer_;
 };
 
-std::vector<std::string> Names(
-    const std::vector<ShardedTensor>& runs) {
+std::vector<std::string> Names(const std::vector<ShardedTensor>& runs) {
   std::vector<std::string> names;
   for (const auto& run : runs) names.push_back(run.name);
   return names;
@@ -182,10 +176,10 @@ std::vector<TensorInfo> Infos(
   return infos;
 }
 
-// One read of LoadSharded: elements [a, b) of `tensor` into `out`.
+// One live run's reads in LoadSharded: its elements of `tensor` into `out`.
 struct ReadTask {
   const proto::Tensor* tensor = nullptr;
-  int64_t a = 0, b = 0;
+  std::vector<ChunkRead> reads;
   char* out = nullptr;
 };
 
@@ -194,9 +188,8 @@ struct ReadTask {
 absl::Status PlanSection(
     const std::string& dir, const proto::Metadata& md,
     const google::protobuf::RepeatedPtrField<proto::Tensor>& saved,
-    const std::vector<ShardedTensor>& live,
-    const std::vector<int>& match, std::vector<at::Tensor>& staged,
-    std::vector<ReadTask>& tasks) {
+    const std::vector<ShardedTensor>& live, const std::vector<int>& match,
+    std::vector<at::Tensor>& staged, std::vector<ReadTask>& tasks) {
   staged.assign(live.size(), at::Tensor());
   std::vector<bool> validated(saved.size(), false);
   for (size_t i = 0; i < live.size(); ++i) {
@@ -209,8 +202,11 @@ absl::Status PlanSection(
     STRATA_ASSIGN_OR_RETURN(at::ScalarType dtype, DtypeFromName(t.dtype()));
     const int64_t n = live[i].local.numel();
     staged[i] = at::empty({n}, dtype);
-    tasks.push_back({&t, live[i].offset, live[i].offset + n,
-                     static_cast<char*>(staged[i].data_ptr())});
+    STRATA_ASSIGN_OR_RETURN(
+        std::vector<ChunkRead> reads,
+        PlanRangeReads(t, live[i].offset, live[i].offset + n));
+    tasks.push_back(
+        {&t, std::move(reads), static_cast<char*>(staged[i].data_ptr())});
   }
   return absl::OkStatus();
 }
@@ -228,7 +224,7 @@ absl::Status RunReads(const std::string& dir,
     ChunkReader reader(dir);
     for (size_t k = next++; k < tasks.size(); k = next++) {
       const ReadTask& task = tasks[k];
-      absl::Status s = reader.Read(*task.tensor, task.a, task.b, task.out);
+      absl::Status s = reader.Execute(*task.tensor, task.reads, task.out);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (k < failed_task) {
@@ -255,7 +251,7 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
   const int world = group == nullptr ? 1 : group->size();
   STRATA_ASSIGN_OR_RETURN(SavePlan plan,
                           MakeSavePlan(group, state, options.split_bytes));
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(
       group, rank == 0 ? PrepareStagingDir(dir) : absl::OkStatus()));
 
   // This rank's pieces, in plan order.
@@ -298,10 +294,11 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
     return absl::OkStatus();
   }();
   const double write_s = absl::ToDoubleSeconds(absl::Now() - start);
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, written));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, written));
   const double agree_s = absl::ToDoubleSeconds(absl::Now() - start);
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_chunks,
-                          AllGatherBytes(group, mine.SerializeAsString()));
+  STRATA_ASSIGN_OR_RETURN(
+      std::vector<std::string> all_chunks,
+      comm::AllGatherBytes(group, mine.SerializeAsString()));
 
   absl::Status committed = absl::OkStatus();
   if (rank == 0) {
@@ -337,7 +334,7 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
   VLOG(1) << "rank " << rank << ": sharded save of " << dir << ": data written "
           << write_s << " s, all ranks written " << agree_s << " s, committed "
           << absl::ToDoubleSeconds(absl::Now() - start) << " s";
-  return AgreeOnStatus(group, committed);
+  return comm::AgreeOnStatus(group, committed);
 }
 
 absl::StatusOr<Contents> LoadSharded(const std::string& dir,
@@ -347,9 +344,9 @@ absl::StatusOr<Contents> LoadSharded(const std::string& dir,
   std::vector<at::Tensor> model_staged, optimizer_staged;
   const absl::Time start = absl::Now();
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> model_names,
-                          AllGatherNames(group, Names(live.model)));
+                          comm::AllGatherNames(group, Names(live.model)));
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> optimizer_names,
-                          AllGatherNames(group, Names(live.optimizer)));
+                          comm::AllGatherNames(group, Names(live.optimizer)));
   absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
     STRATA_ASSIGN_OR_RETURN(proto::Metadata md, ReadMetadataFile(dir));
     if (md.format() != kShardedFormat) {
@@ -380,7 +377,7 @@ absl::StatusOr<Contents> LoadSharded(const std::string& dir,
     return ContentsFromProto(md);
   }();
   const double read_s = absl::ToDoubleSeconds(absl::Now() - start);
-  STRATA_RETURN_IF_ERROR(AgreeOnStatus(group, result.status()));
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (options.load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
   VLOG(1) << "sharded load of " << dir << ": staged (read, verified) " << read_s

@@ -4,7 +4,7 @@
 // global shape, dtype and chunks (element offsets, file, byte range and
 // per-block CRC-32C checksums).
 //
-// Saving follows a plan all ranks agree on (plan.h): replicated state is
+// Saving follows a plan all ranks agree on (save_plan.h): replicated state is
 // written once, split between its holders. The directory appears atomically
 // (io.h's staged-directory protocol).
 //
@@ -34,7 +34,7 @@ struct WriteOptions {
   // size, the unit a reader reads and verifies.
   int64_t block_bytes = int64_t{1} << 20;
   // Replicated ranges of at least this many bytes are split between their
-  // holders (see plan.h).
+  // holders (see save_plan.h).
   int64_t split_bytes = int64_t{1} << 20;
   // Test hook (crash tests): after this rank's data file is synced and before
   // the checkpoint is committed, sleep this long.

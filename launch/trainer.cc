@@ -24,12 +24,12 @@
 #include "absl/time/time.h"
 #include "base/matmul_peak.h"
 #include "base/status.h"
-#include "checkpoint/training.h"
 #include "data/file_sources.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
 #include "data/token_source.h"
 #include "launch/progress_logger.h"
+#include "launch/training_checkpoint.h"
 #include "models/config.h"
 #include "models/dropout.h"
 #include "models/factory.h"
@@ -180,9 +180,9 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
 
 namespace {
 
-// The checkpoint options of a run (checkpoint/training.h).
-checkpoint::TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
-  checkpoint::TrainingCheckpointOptions c;
+// The checkpoint options of a run (launch/training_checkpoint.h).
+TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
+  TrainingCheckpointOptions c;
   c.format = std::string(CheckpointFormatName(o.ckpt_format));
   c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
   c.save_every = o.save_every;
@@ -269,7 +269,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                      o.seq_len, o.model, config->seq_len));
   }
   STRATA_RETURN_IF_ERROR(
-      checkpoint::ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
+      ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
   return absl::OkStatus();
 }
 
@@ -325,7 +325,7 @@ struct Run {
   std::unique_ptr<strategies::Strategy> strategy;
   data::SamplerOptions sampler_options;
   std::unique_ptr<data::DistributedSampler> sampler;
-  std::unique_ptr<checkpoint::TrainingCheckpoints> checkpoints;
+  std::unique_ptr<TrainingCheckpoints> checkpoints;
   int64_t local_batch = 0;  // Sequences per rank and step.
   int64_t micro = 0;        // Sequences per forward.
   int64_t tokens_per_step = 0;
@@ -388,12 +388,12 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   STRATA_ASSIGN_OR_RETURN(
       run->sampler, data::DistributedSampler::Create(run->data.train.get(),
                                                      run->sampler_options));
-  checkpoint::TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
+  TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
   ckpt_options.schedule = schedule_options;
   STRATA_ASSIGN_OR_RETURN(
       run->checkpoints,
-      checkpoint::TrainingCheckpoints::Create(ckpt_options, run->strategy.get(),
-                                              run->sampler.get(), run->group));
+      TrainingCheckpoints::Create(ckpt_options, run->strategy.get(),
+                                  run->sampler.get(), run->group));
   return absl::OkStatus();
 }
 

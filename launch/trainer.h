@@ -79,7 +79,7 @@ struct TrainOptions {
   int fsdp_hybrid_shard_group_size = 0;
   bool fsdp_reduce_scatter_every_micro_step = false;
   bool fsdp_deferred_init = false;
-  // Checkpoints (checkpoint/training.h), under ckpt_dir (default
+  // Checkpoints (launch/training_checkpoint.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
   CheckpointFormat ckpt_format = CheckpointFormat::kSharded;
   std::string ckpt_dir;     // "": <output_dir>/checkpoints.

@@ -21,7 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "comm/testing/multi_rank.h"
 #include "launch/testing/subprocess.h"
-#include "models/torch_file.h"
+#include "serialization/torch_file.h"
 
 namespace strata::launch {
 namespace {
@@ -202,9 +202,10 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
   options.output_dir = TempDir("fsdp_vs_single_fsdp");
   const std::vector<double> losses = TrainOnTwoRanks(options);
   EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
-  auto fsdp_model = models::ReadTorchFile(options.output_dir + "/model.pt");
-  auto single_model =
-      models::ReadTorchFile(TempDir("fsdp_vs_single_single") + "/model.pt");
+  auto fsdp_model =
+      serialization::ReadTorchFile(options.output_dir + "/model.pt");
+  auto single_model = serialization::ReadTorchFile(
+      TempDir("fsdp_vs_single_single") + "/model.pt");
   ASSERT_TRUE(fsdp_model.ok()) << fsdp_model.status();
   ASSERT_TRUE(single_model.ok()) << single_model.status();
   const auto fsdp_dict = fsdp_model->toGenericDict();
@@ -318,7 +319,7 @@ TEST(TrainTest, DataVocabularyLargerThanModelIsRejected) {
               HasSubstr("--vocab_size: the data's token ids go up to 255"));
 }
 
-// --- Checkpoints and resume (checkpoint/training.h) -------------------------
+// --- Checkpoints and resume (launch/training_checkpoint.h) ------------------
 
 using launch::testing::RunfilePath;
 using launch::testing::RunResult;
@@ -453,8 +454,8 @@ TEST(TrainTest, ShardedCheckpointResumesUnderAnotherWorldSizeAndStrategy) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_NEAR(loss(got[i]), loss(want[4 + i]), 1e-4) << "step " << 5 + i;
   }
-  auto expected = models::ReadTorchFile(a + "/model.pt");
-  auto actual = models::ReadTorchFile(b + "/model.pt");
+  auto expected = serialization::ReadTorchFile(a + "/model.pt");
+  auto actual = serialization::ReadTorchFile(b + "/model.pt");
   ASSERT_TRUE(expected.ok() && actual.ok());
   int compared = 0;
   for (const auto& kv : expected->toGenericDict()) {

@@ -27,13 +27,15 @@
 #include "absl/strings/str_cat.h"
 #include "models/config.h"
 #include "models/factory.h"
-#include "models/python_runner.h"
 #include "models/state_dict.h"
-#include "models/torch_file.h"
 #include "models/unit.h"
+#include "serialization/testing/python_runner.h"
+#include "serialization/torch_file.h"
 
 namespace strata::models {
 namespace {
+
+using serialization::testing::RunPython;
 
 constexpr double kTolerance = 1e-5;
 
@@ -72,7 +74,7 @@ at::Tensor WriteTokens(const std::string& path) {
 }
 
 at::Tensor ReadTensor(const std::string& path) {
-  absl::StatusOr<c10::IValue> value = ReadTorchFile(path);
+  absl::StatusOr<c10::IValue> value = serialization::ReadTorchFile(path);
   EXPECT_TRUE(value.ok()) << value.status();
   if (!value.ok() || !value->isTensor()) return at::Tensor();
   return value->toTensor();

@@ -15,7 +15,7 @@
 #include "base/file_io.h"
 #include "base/status.h"
 #include "models/init.h"
-#include "models/torch_file.h"
+#include "serialization/torch_file.h"
 
 namespace strata::models {
 namespace {
@@ -71,7 +71,7 @@ absl::Status SaveStateDict(
 
 absl::Status LoadStateDict(torch::nn::Module& model, const std::string& path,
                            bool strict) {
-  absl::StatusOr<c10::IValue> loaded = ReadTorchFile(path);
+  absl::StatusOr<c10::IValue> loaded = serialization::ReadTorchFile(path);
   if (!loaded.ok()) return loaded.status();
   if (!loaded->isGenericDict()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "models/torch_file.h"
+#include "serialization/torch_file.h"
 
 namespace strata::models {
 namespace {
@@ -99,7 +99,7 @@ TEST(StateDictTest, SavedFileIsADictOfContiguousCpuTensors) {
   model.register_parameter("w", flat.narrow(0, 6, 6).view({2, 3}).t());
   const std::string path = TempPath("dict.pt");
   ASSERT_TRUE(SaveStateDict(model, path).ok());
-  absl::StatusOr<c10::IValue> value = ReadTorchFile(path);
+  absl::StatusOr<c10::IValue> value = serialization::ReadTorchFile(path);
   ASSERT_TRUE(value.ok()) << value.status();
   ASSERT_TRUE(value->isGenericDict());
   ASSERT_EQ(value->toGenericDict().size(), 1);

@@ -3,8 +3,8 @@
 // ranks, e.g. DDP's parameters) are written once: large replicated ranges are
 // split evenly between the ranks holding them (so they write in parallel),
 // small ones go to one of them, rotating over tensors.
-#ifndef STRATA_CHECKPOINT_PLAN_H_
-#define STRATA_CHECKPOINT_PLAN_H_
+#ifndef STRATA_CHECKPOINT_SAVE_PLAN_H_
+#define STRATA_CHECKPOINT_SAVE_PLAN_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/contents.h"
+#include "checkpoint/metadata.pb.h"
 #include "comm/group.h"
 
 namespace strata::checkpoint {
@@ -42,15 +43,29 @@ struct SavePlan {
   std::vector<PlannedTensor> tensors;
 };
 
-// A collective over `group` (null: one process). `state` is this rank's;
-// `split_bytes`: replicated ranges of at least this many bytes are split
-// between their holders. Errors (the same on every rank): ranks disagree on
-// a tensor's shape or dtype (naming it and both ranks), elements that no
-// rank holds (naming the tensor and range).
+// What `state` holds, as exchanged between ranks: one proto::RankRuns::Run
+// per run (model runs first, then optimizer runs, each in list order).
+proto::RankRuns DescribeRuns(const TensorState& state);
+
+// The planning step of MakeSavePlan, without communication: the plan from
+// every rank's holdings (`all[r]` is rank r's DescribeRuns). Deterministic,
+// so every rank computes the same plan and the same errors (see below).
+absl::StatusOr<SavePlan> PlanSave(const std::vector<proto::RankRuns>& all,
+                                  int64_t split_bytes);
+
+// DescribeRuns, all-gathered, then PlanSave. A collective over `group` (null:
+// one process); `state` is this rank's. A range held by k ranks is split
+// into min(k, its bytes / `split_bytes`) near-equal parts, one per holder in
+// rank order; a range too small to split goes to one holder, rotating over
+// tensors (tensor i's first range to its (i mod k)-th holder). Errors (the
+// same on every rank, InvalidArgument): ranks disagree on a tensor's shape or
+// dtype (naming it and both ranks), elements that no rank holds (naming the
+// tensor and range); Internal for a run that is not a contiguous CPU tensor
+// inside its global shape.
 absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
                                       const TensorState& state,
                                       int64_t split_bytes = int64_t{1} << 20);
 
 }  // namespace strata::checkpoint
 
-#endif  // STRATA_CHECKPOINT_PLAN_H_
+#endif  // STRATA_CHECKPOINT_SAVE_PLAN_H_

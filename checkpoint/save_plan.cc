@@ -1,4 +1,4 @@
-#include "checkpoint/plan.h"
+#include "checkpoint/save_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "checkpoint/exchange.h"
 #include "checkpoint/metadata.pb.h"
+#include "comm/exchange.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -20,8 +20,10 @@ struct Holding {
   int run = 0;
 };
 
-absl::StatusOr<SavePlan> Plan(const std::vector<proto::RankRuns>& all,
-                              int64_t split_bytes) {
+}  // namespace
+
+absl::StatusOr<SavePlan> PlanSave(const std::vector<proto::RankRuns>& all,
+                                  int64_t split_bytes) {
   SavePlan plan;
   // (section, name) -> index into plan.tensors; holdings per tensor.
   std::map<std::pair<int, std::string>, size_t> index;
@@ -114,13 +116,7 @@ absl::StatusOr<SavePlan> Plan(const std::vector<proto::RankRuns>& all,
   return plan;
 }
 
-}  // namespace
-
-absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
-                                      const TensorState& state,
-                                      int64_t split_bytes) {
-  STRATA_RETURN_IF_ERROR(CheckRuns(state.model));
-  STRATA_RETURN_IF_ERROR(CheckRuns(state.optimizer));
+proto::RankRuns DescribeRuns(const TensorState& state) {
   proto::RankRuns mine;
   for (int section = 0; section < 2; ++section) {
     const auto& runs = section == 0 ? state.model : state.optimizer;
@@ -134,8 +130,18 @@ absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
       r->set_numel(run.local.numel());
     }
   }
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> bytes,
-                          AllGatherBytes(group, mine.SerializeAsString()));
+  return mine;
+}
+
+absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
+                                      const TensorState& state,
+                                      int64_t split_bytes) {
+  STRATA_RETURN_IF_ERROR(CheckRuns(state.model));
+  STRATA_RETURN_IF_ERROR(CheckRuns(state.optimizer));
+  const proto::RankRuns mine = DescribeRuns(state);
+  STRATA_ASSIGN_OR_RETURN(
+      std::vector<std::string> bytes,
+      comm::AllGatherBytes(group, mine.SerializeAsString()));
   std::vector<proto::RankRuns> all(bytes.size());
   for (size_t r = 0; r < bytes.size(); ++r) {
     if (!all[r].ParseFromString(bytes[r])) {
@@ -144,7 +150,7 @@ absl::StatusOr<SavePlan> MakeSavePlan(comm::Group* group,
     }
   }
   // Every rank computes the same plan from the same input, so errors agree.
-  return Plan(all, split_bytes);
+  return PlanSave(all, split_bytes);
 }
 
 }  // namespace strata::checkpoint

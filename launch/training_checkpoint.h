@@ -1,5 +1,5 @@
-// Checkpoints of a training loop (used by //launch:train): periodic saves
-// under a root directory with `latest` and keep_last, optional
+// Checkpoints of a training loop (launch glue used by //launch:trainer):
+// periodic saves under a root directory with `latest` and keep_last, optional
 // asynchronous saves, and exact resume — the strategy's model and optimizer
 // state plus everything else a run's future depends on:
 //   - the step (meta.step: the number of optimizer steps taken),
@@ -11,8 +11,8 @@
 // Resuming at the same world size and strategy continues bitwise as the
 // uninterrupted run; under another world size or strategy (sharded or full
 // format) it continues at the same global sample.
-#ifndef STRATA_CHECKPOINT_TRAINING_H_
-#define STRATA_CHECKPOINT_TRAINING_H_
+#ifndef STRATA_LAUNCH_TRAINING_CHECKPOINT_H_
+#define STRATA_LAUNCH_TRAINING_CHECKPOINT_H_
 
 #include <cstdint>
 #include <memory>
@@ -27,7 +27,7 @@
 #include "optim/lr_schedule.h"
 #include "strategies/strategy.h"
 
-namespace strata::checkpoint {
+namespace strata::launch {
 
 struct TrainingCheckpointOptions {
   // "full", "local" or "sharded" (--ckpt_format).
@@ -84,21 +84,21 @@ class TrainingCheckpoints {
   double last_stall_s() const { return last_stall_s_; }
 
  private:
-  TrainingCheckpoints(const TrainingCheckpointOptions& options, Format format,
-                      strategies::Strategy* strategy,
+  TrainingCheckpoints(const TrainingCheckpointOptions& options,
+                      checkpoint::Format format, strategies::Strategy* strategy,
                       data::DistributedSampler* sampler, comm::Group* group);
-  Contents Collect(int64_t steps_done) const;
+  checkpoint::Contents Collect(int64_t steps_done) const;
 
   const TrainingCheckpointOptions options_;
-  const Format format_;
+  const checkpoint::Format format_;
   strategies::Strategy* const strategy_;
   data::DistributedSampler* const sampler_;
   comm::Group* const group_;
   std::unique_ptr<comm::Group> async_group_;
-  std::unique_ptr<AsyncCheckpointer> async_;
+  std::unique_ptr<checkpoint::AsyncCheckpointer> async_;
   double last_stall_s_ = 0;
 };
 
-}  // namespace strata::checkpoint
+}  // namespace strata::launch
 
-#endif  // STRATA_CHECKPOINT_TRAINING_H_
+#endif  // STRATA_LAUNCH_TRAINING_CHECKPOINT_H_

@@ -1,4 +1,4 @@
-#include "models/python_runner.h"
+#include "serialization/testing/python_runner.h"
 
 #include <sys/wait.h>
 
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
-namespace strata::models {
+namespace strata::serialization::testing {
 namespace {
 
 std::string ShellQuote(const std::string& arg) {
@@ -50,4 +50,4 @@ absl::Status WriteTextFile(const std::string& path, const std::string& code) {
   return absl::OkStatus();
 }
 
-}  // namespace strata::models
+}  // namespace strata::serialization::testing

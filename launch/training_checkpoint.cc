@@ -1,4 +1,4 @@
-#include "checkpoint/training.h"
+#include "launch/training_checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
@@ -13,7 +13,18 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 
-namespace strata::checkpoint {
+namespace strata::launch {
+
+using checkpoint::AsyncCheckpointer;
+using checkpoint::Bytes;
+using checkpoint::CheckpointPathForStep;
+using checkpoint::Contents;
+using checkpoint::Format;
+using checkpoint::ParseFormat;
+using checkpoint::Resume;
+using checkpoint::SaveCheckpointToRoot;
+using checkpoint::SaveOptions;
+
 namespace {
 
 constexpr char kSamplerPrefix[] = "sampler.";
@@ -188,4 +199,4 @@ absl::Status TrainingCheckpoints::Finish() {
   return async_->Wait();
 }
 
-}  // namespace strata::checkpoint
+}  // namespace strata::launch

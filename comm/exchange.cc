@@ -1,4 +1,4 @@
-#include "checkpoint/exchange.h"
+#include "comm/exchange.h"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
@@ -10,10 +10,10 @@
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 
-namespace strata::checkpoint {
+namespace strata::comm {
 
 absl::StatusOr<std::vector<std::string>> AllGatherBytes(
-    comm::Group* group, const std::string& bytes) {
+    Group* group, const std::string& bytes) {
   if (group == nullptr || group->size() == 1)
     return std::vector<std::string>{bytes};
   const int n = group->size();
@@ -41,7 +41,7 @@ absl::StatusOr<std::vector<std::string>> AllGatherBytes(
 }
 
 absl::StatusOr<std::set<std::string>> AllGatherNames(
-    comm::Group* group, const std::vector<std::string>& names) {
+    Group* group, const std::vector<std::string>& names) {
   std::set<std::string> unique(names.begin(), names.end());
   std::string bytes;
   for (const std::string& name : unique) {
@@ -60,7 +60,7 @@ absl::StatusOr<std::set<std::string>> AllGatherNames(
   return out;
 }
 
-absl::Status AgreeOnStatus(comm::Group* group, const absl::Status& local) {
+absl::Status AgreeOnStatus(Group* group, const absl::Status& local) {
   if (group == nullptr || group->size() == 1) return local;
   const std::string mine =
       local.ok()
@@ -88,4 +88,4 @@ absl::Status AgreeOnStatus(comm::Group* group, const absl::Status& local) {
   return absl::Status(static_cast<absl::StatusCode>(code), message);
 }
 
-}  // namespace strata::checkpoint
+}  // namespace strata::comm

@@ -1,14 +1,14 @@
 // Test helper: runs Debian's Python (/usr/bin/python3, which has torch
 // 1.13) as a subprocess for interop tests.
-#ifndef STRATA_MODELS_PYTHON_RUNNER_H_
-#define STRATA_MODELS_PYTHON_RUNNER_H_
+#ifndef STRATA_SERIALIZATION_TESTING_PYTHON_RUNNER_H_
+#define STRATA_SERIALIZATION_TESTING_PYTHON_RUNNER_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 
-namespace strata::models {
+namespace strata::serialization::testing {
 
 // Runs `/usr/bin/python3 args...` with OMP_NUM_THREADS=1, its stdout and
 // stderr redirected to `log_path`. Fails with the exit status and the log's
@@ -19,6 +19,6 @@ absl::Status RunPython(const std::vector<std::string>& args,
 // Writes `code` to `path` (a script for RunPython).
 absl::Status WriteTextFile(const std::string& path, const std::string& code);
 
-}  // namespace strata::models
+}  // namespace strata::serialization::testing
 
-#endif  // STRATA_MODELS_PYTHON_RUNNER_H_
+#endif  // STRATA_SERIALIZATION_TESTING_PYTHON_RUNNER_H_

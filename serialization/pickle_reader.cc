@@ -1,0 +1,621 @@
+#include "serialization/pickle_reader.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/custom_class.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status.h"
+
+namespace strata::serialization {
+namespace {
+
+// A Python global (class or function) named in the pickle, e.g.
+// "torch._utils._rebuild_tensor_v2", held on the stack as a capsule.
+struct PyGlobal : public torch::CustomClassHolder {
+  explicit PyGlobal(std::string name) : name(std::move(name)) {}
+  std::string name;
+};
+
+c10::IValue MakeGlobal(std::string name) {
+  return c10::IValue::make_capsule(
+      c10::make_intrusive<PyGlobal>(std::move(name)));
+}
+
+const PyGlobal* AsGlobal(const c10::IValue& value) {
+  if (!value.isCapsule()) return nullptr;
+  return static_cast<const PyGlobal*>(value.toCapsule().get());
+}
+
+std::string Describe(const c10::IValue& value) {
+  if (const PyGlobal* global = AsGlobal(value)) return global->name;
+  return value.tagKind();
+}
+
+const std::map<std::string, at::ScalarType>& StorageTypes() {
+  static const auto* const kTypes = new std::map<std::string, at::ScalarType>{
+      {"torch.DoubleStorage", at::kDouble},
+      {"torch.FloatStorage", at::kFloat},
+      {"torch.HalfStorage", at::kHalf},
+      {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},
+      {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},
+      {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},
+      {"torch.BoolStorage", at::kBool},
+      {"torch.ComplexFloatStorage", at::kComplexFloat},
+      {"torch.ComplexDoubleStorage", at::kComplexDouble},
+  };
+  return *kTypes;
+}
+
+// Interprets one pickle. Borrows the pickle's bytes and the loader.
+class Unpickler {
+ public:
+  Unpickler(const std::string& where, absl::string_view pickle,
+            const StorageLoader& load_storage)
+      : where_(where),
+        load_storage_(load_storage),
+        data_(pickle.data()),
+        size_(pickle.size()) {}
+
+  absl::StatusOr<c10::IValue> Run() {
+    while (true) {
+      uint8_t opcode = 0;
+      STRATA_RETURN_IF_ERROR(Read(&opcode));
+      if (opcode == '.') break;  // STOP
+      STRATA_RETURN_IF_ERROR(Step(opcode));
+    }
+    if (stack_.size() != 1 || AsGlobal(stack_.back()) != nullptr) {
+      return Error(absl::StrCat("malformed pickle: ", stack_.size(),
+                                " values left at STOP"));
+    }
+    return stack_.back();
+  }
+
+ private:
+  absl::Status Error(const std::string& message) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where_, ": ", message, " (at pickle byte ", pos_, ")"));
+  }
+
+  template <typename T>
+  absl::Status Read(T* value) {
+    if (size_ - pos_ < sizeof(T)) return Error("truncated pickle");
+    std::memcpy(value, data_ + pos_, sizeof(T));  // little-endian host
+    pos_ += sizeof(T);
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadBytes(uint64_t n, std::string* out) {
+    if (size_ - pos_ < n) return Error("truncated pickle");
+    out->assign(data_ + pos_, n);
+    pos_ += n;
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadLine(std::string* out) {
+    const void* end = std::memchr(data_ + pos_, '\n', size_ - pos_);
+    if (end == nullptr) return Error("truncated pickle");
+    const size_t n = static_cast<const char*>(end) - (data_ + pos_);
+    out->assign(data_ + pos_, n);
+    pos_ += n + 1;
+    return absl::OkStatus();
+  }
+
+  absl::Status Pop(c10::IValue* value) {
+    if (stack_.empty() || (!marks_.empty() && marks_.back() == stack_.size())) {
+      return Error("malformed pickle: stack underflow");
+    }
+    *value = std::move(stack_.back());
+    stack_.pop_back();
+    return absl::OkStatus();
+  }
+
+  // Pops everything above the last mark.
+  absl::Status PopMark(std::vector<c10::IValue>* items) {
+    if (marks_.empty()) return Error("malformed pickle: no mark");
+    const size_t start = marks_.back();
+    marks_.pop_back();
+    if (start > stack_.size()) return Error("malformed pickle: bad mark");
+    items->assign(std::make_move_iterator(stack_.begin() + start),
+                  std::make_move_iterator(stack_.end()));
+    stack_.resize(start);
+    return absl::OkStatus();
+  }
+
+  absl::Status Top(c10::IValue** value) {
+    if (stack_.empty()) return Error("malformed pickle: stack underflow");
+    *value = &stack_.back();
+    return absl::OkStatus();
+  }
+
+  absl::Status Memo(uint64_t id) {
+    if (stack_.empty()) return Error("malformed pickle: memo of nothing");
+    memo_[id] = stack_.back();
+    return absl::OkStatus();
+  }
+
+  absl::Status Recall(uint64_t id) {
+    auto it = memo_.find(id);
+    if (it == memo_.end()) {
+      return Error(absl::StrCat("malformed pickle: no memo entry ", id));
+    }
+    stack_.push_back(it->second);
+    return absl::OkStatus();
+  }
+
+  absl::Status SetItems(c10::IValue& target, std::vector<c10::IValue>& items) {
+    if (!target.isGenericDict()) {
+      return Error(absl::StrCat("cannot set items of ", Describe(target)));
+    }
+    if (items.size() % 2 != 0) return Error("malformed pickle: odd SETITEMS");
+    c10::impl::GenericDict dict = target.toGenericDict();
+    for (size_t i = 0; i < items.size(); i += 2) {
+      if (!items[i].isString() && !items[i].isInt() && !items[i].isBool() &&
+          !items[i].isDouble()) {
+        return Error(
+            absl::StrCat("unsupported dict key of type ", Describe(items[i])));
+      }
+      dict.insert_or_assign(std::move(items[i]), std::move(items[i + 1]));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Append(c10::IValue& target, std::vector<c10::IValue>& items) {
+    if (!target.isList()) {
+      return Error(absl::StrCat("cannot append to ", Describe(target)));
+    }
+    c10::List<c10::IValue> list = target.toList();
+    for (c10::IValue& item : items) list.push_back(std::move(item));
+    return absl::OkStatus();
+  }
+
+  static c10::IValue Tuple(std::vector<c10::IValue> items) {
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+
+  absl::Status PushInt(int64_t value) {
+    stack_.emplace_back(value);
+    return absl::OkStatus();
+  }
+
+  // Executes one opcode: the interpreter's switch (one case per opcode).
+  absl::Status Step(uint8_t opcode);
+
+  absl::Status PushString(uint64_t n) {
+    std::string value;
+    STRATA_RETURN_IF_ERROR(ReadBytes(n, &value));
+    stack_.emplace_back(std::move(value));
+    return absl::OkStatus();
+  }
+
+  // ('storage', storage type, key, location, numel) -> a 1-D tensor viewing
+  // the whole storage (shared by every tensor that names the same key).
+  absl::Status LoadStorage(const c10::IValue& id, c10::IValue* out) {
+    const std::vector<c10::IValue> fields =
+        id.isTuple() ? id.toTupleRef().elements().vec()
+                     : std::vector<c10::IValue>();
+    if (fields.size() != 5 || !fields[0].isString() ||
+        fields[0].toStringRef() != "storage" || !fields[2].isString() ||
+        !fields[4].isInt()) {
+      return Error("unsupported persistent id (expected a tensor storage)");
+    }
+    const PyGlobal* type = AsGlobal(fields[1]);
+    auto dtype = type == nullptr ? StorageTypes().end()
+                                 : StorageTypes().find(type->name);
+    if (dtype == StorageTypes().end()) {
+      return Error(
+          absl::StrCat("unsupported storage type ", Describe(fields[1])));
+    }
+    const std::string& key = fields[2].toStringRef();
+    if (auto it = storages_.find(key); it != storages_.end()) {
+      *out = it->second;
+      return absl::OkStatus();
+    }
+    const int64_t numel = fields[4].toInt();
+    if (numel < 0) return Error("negative storage size");
+    at::Tensor tensor;
+    if (numel == 0) {
+      tensor = at::empty({0}, at::TensorOptions().dtype(dtype->second));
+    } else {
+      absl::StatusOr<at::Tensor> loaded =
+          load_storage_(key, dtype->second, numel);
+      if (!loaded.ok()) return Error(std::string(loaded.status().message()));
+      tensor = *std::move(loaded);
+      if (!tensor.defined() || tensor.dim() != 1 || tensor.numel() != numel ||
+          tensor.scalar_type() != dtype->second) {
+        return Error(absl::StrCat("storage '", key, "' of ", numel, " ",
+                                  c10::toString(dtype->second),
+                                  " elements was loaded as another tensor"));
+      }
+    }
+    storages_.emplace(key, tensor);
+    *out = tensor;
+    return absl::OkStatus();
+  }
+
+  absl::Status IntTuple(const c10::IValue& value, const char* what,
+                        std::vector<int64_t>* out) {
+    if (!value.isTuple())
+      return Error(absl::StrCat("tensor ", what, " is not a tuple"));
+    out->clear();
+    for (const c10::IValue& item : value.toTupleRef().elements()) {
+      if (!item.isInt())
+        return Error(absl::StrCat("tensor ", what, " is not integral"));
+      out->push_back(item.toInt());
+    }
+    return absl::OkStatus();
+  }
+
+  // torch._utils._rebuild_tensor_v2(storage, storage_offset, size, stride,
+  // requires_grad, backward_hooks[, metadata]).
+  absl::Status RebuildTensor(const std::vector<c10::IValue>& args,
+                             c10::IValue* out) {
+    if (args.size() < 4 || !args[0].isTensor() || !args[1].isInt()) {
+      return Error("malformed _rebuild_tensor_v2 arguments");
+    }
+    const at::Tensor storage = args[0].toTensor();
+    const int64_t offset = args[1].toInt();
+    std::vector<int64_t> sizes, strides;
+    STRATA_RETURN_IF_ERROR(IntTuple(args[2], "size", &sizes));
+    STRATA_RETURN_IF_ERROR(IntTuple(args[3], "stride", &strides));
+    if (sizes.size() != strides.size()) {
+      return Error("tensor size and stride have different lengths");
+    }
+    // The last element addressed must lie inside the storage.
+    int64_t extent = offset;
+    bool empty = false;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < 0 || strides[i] < 0)
+        return Error("negative tensor size or stride");
+      if (sizes[i] == 0) empty = true;
+      extent += (sizes[i] - 1) * strides[i];
+    }
+    if (offset < 0 || (!empty && extent >= storage.numel())) {
+      return Error(absl::StrCat("tensor of size ",
+                                c10::str(at::IntArrayRef(sizes)), " at offset ",
+                                offset, " does not fit its storage of ",
+                                storage.numel(), " elements"));
+    }
+    *out = at::empty({0}, storage.options())
+               .set_(storage.storage(), offset, sizes, strides);
+    return absl::OkStatus();
+  }
+
+  absl::Status Call(const std::string& name,
+                    const std::vector<c10::IValue>& args, c10::IValue* out) {
+    if (name == "torch._utils._rebuild_tensor_v2") {
+      return RebuildTensor(args, out);
+    }
+    if (name == "collections.OrderedDict") {
+      c10::IValue dict =
+          c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
+      if (!args.empty()) {
+        if (args.size() != 1 || !args[0].isList()) {
+          return Error("unsupported OrderedDict arguments");
+        }
+        std::vector<c10::IValue> items;
+        for (const c10::IValue& pair : args[0].toListRef()) {
+          if (!pair.isTuple() || pair.toTupleRef().elements().size() != 2) {
+            return Error("unsupported OrderedDict arguments");
+          }
+          items.push_back(pair.toTupleRef().elements()[0]);
+          items.push_back(pair.toTupleRef().elements()[1]);
+        }
+        STRATA_RETURN_IF_ERROR(SetItems(dict, items));
+      }
+      *out = std::move(dict);
+      return absl::OkStatus();
+    }
+    if (name == "torch._utils._rebuild_parameter" ||
+        name == "torch._utils._rebuild_parameter_with_state" ||
+        name == "torch.jit._pickle.restore_type_tag" ||
+        name == "torch.jit._pickle.build_intlist" ||
+        name == "torch.jit._pickle.build_tensorlist" ||
+        name == "torch.jit._pickle.build_doublelist" ||
+        name == "torch.jit._pickle.build_boollist" || name == "torch.Size") {
+      // The wrapped value is the first argument.
+      if (args.empty()) return Error(absl::StrCat("no arguments to ", name));
+      *out = args[0];
+      return absl::OkStatus();
+    }
+    if (name == "torch.device") {
+      if (args.empty() || !args[0].isString()) {
+        return Error("malformed torch.device arguments");
+      }
+      std::string device = args[0].toStringRef();
+      if (args.size() > 1 && args[1].isInt()) {
+        device = absl::StrCat(device, ":", args[1].toInt());
+      }
+      *out = c10::Device(device);
+      return absl::OkStatus();
+    }
+    return Error(absl::StrCat(
+        "unsupported Python object '", name,
+        "' (readable: tensors, dicts, lists, tuples, strings, numbers)"));
+  }
+
+  const std::string& where_;
+  const StorageLoader& load_storage_;
+  const char* const data_;
+  const size_t size_;
+  size_t pos_ = 0;
+  std::vector<c10::IValue> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint64_t, c10::IValue> memo_;
+  std::unordered_map<std::string, c10::IValue> storages_;
+};
+
+absl::Status Unpickler::Step(uint8_t opcode) {
+  switch (opcode) {
+    case 0x80: {  // PROTO
+      uint8_t protocol = 0;
+      STRATA_RETURN_IF_ERROR(Read(&protocol));
+      if (protocol < 2 || protocol > 4) {
+        return Error(absl::StrCat("unsupported pickle protocol ",
+                                  static_cast<int>(protocol)));
+      }
+      return absl::OkStatus();
+    }
+    case 0x95: {  // FRAME
+      uint64_t frame_size = 0;
+      return Read(&frame_size);
+    }
+    case '(':  // MARK
+      marks_.push_back(stack_.size());
+      return absl::OkStatus();
+    case '0': {  // POP
+      c10::IValue ignored;
+      return Pop(&ignored);
+    }
+    case '1': {  // POP_MARK
+      std::vector<c10::IValue> ignored;
+      return PopMark(&ignored);
+    }
+    case '2': {  // DUP
+      c10::IValue* top = nullptr;
+      STRATA_RETURN_IF_ERROR(Top(&top));
+      stack_.push_back(*top);
+      return absl::OkStatus();
+    }
+    case 'N':  // NONE
+      stack_.emplace_back();
+      return absl::OkStatus();
+    case 0x88:  // NEWTRUE
+      stack_.emplace_back(true);
+      return absl::OkStatus();
+    case 0x89:  // NEWFALSE
+      stack_.emplace_back(false);
+      return absl::OkStatus();
+    case 'K': {  // BININT1
+      uint8_t value = 0;
+      STRATA_RETURN_IF_ERROR(Read(&value));
+      return PushInt(value);
+    }
+    case 'M': {  // BININT2
+      uint16_t value = 0;
+      STRATA_RETURN_IF_ERROR(Read(&value));
+      return PushInt(value);
+    }
+    case 'J': {  // BININT
+      int32_t value = 0;
+      STRATA_RETURN_IF_ERROR(Read(&value));
+      return PushInt(value);
+    }
+    case 0x8a: {  // LONG1: little-endian two's complement
+      uint8_t n = 0;
+      STRATA_RETURN_IF_ERROR(Read(&n));
+      if (n > 8) return Error("integer wider than 64 bits");
+      std::string bytes;
+      STRATA_RETURN_IF_ERROR(ReadBytes(n, &bytes));
+      uint64_t value = 0;
+      for (int i = n - 1; i >= 0; --i) {
+        value = (value << 8) | static_cast<uint8_t>(bytes[i]);
+      }
+      if (n > 0 && n < 8 && (static_cast<uint8_t>(bytes[n - 1]) & 0x80)) {
+        value |= ~uint64_t{0} << (8 * n);  // sign-extend
+      }
+      return PushInt(static_cast<int64_t>(value));
+    }
+    case 'G': {  // BINFLOAT: big-endian double
+      std::string bytes;
+      STRATA_RETURN_IF_ERROR(ReadBytes(8, &bytes));
+      uint64_t bits = 0;
+      for (char c : bytes) bits = (bits << 8) | static_cast<uint8_t>(c);
+      double value = 0;
+      std::memcpy(&value, &bits, sizeof(value));
+      stack_.emplace_back(value);
+      return absl::OkStatus();
+    }
+    case 'X': {  // BINUNICODE
+      uint32_t n = 0;
+      STRATA_RETURN_IF_ERROR(Read(&n));
+      return PushString(n);
+    }
+    case 0x8c: {  // SHORT_BINUNICODE
+      uint8_t n = 0;
+      STRATA_RETURN_IF_ERROR(Read(&n));
+      return PushString(n);
+    }
+    case 0x8d: {  // BINUNICODE8
+      uint64_t n = 0;
+      STRATA_RETURN_IF_ERROR(Read(&n));
+      return PushString(n);
+    }
+    case ')':  // EMPTY_TUPLE
+      stack_.push_back(Tuple({}));
+      return absl::OkStatus();
+    case 't': {  // TUPLE
+      std::vector<c10::IValue> items;
+      STRATA_RETURN_IF_ERROR(PopMark(&items));
+      stack_.push_back(Tuple(std::move(items)));
+      return absl::OkStatus();
+    }
+    case 0x85:    // TUPLE1
+    case 0x86:    // TUPLE2
+    case 0x87: {  // TUPLE3
+      std::vector<c10::IValue> items(opcode - 0x84);
+      for (auto it = items.rbegin(); it != items.rend(); ++it) {
+        STRATA_RETURN_IF_ERROR(Pop(&*it));
+      }
+      stack_.push_back(Tuple(std::move(items)));
+      return absl::OkStatus();
+    }
+    case ']':  // EMPTY_LIST
+      stack_.emplace_back(c10::impl::GenericList(c10::AnyType::get()));
+      return absl::OkStatus();
+    case 'l': {  // LIST
+      std::vector<c10::IValue> items;
+      STRATA_RETURN_IF_ERROR(PopMark(&items));
+      c10::IValue list = c10::impl::GenericList(c10::AnyType::get());
+      STRATA_RETURN_IF_ERROR(Append(list, items));
+      stack_.push_back(std::move(list));
+      return absl::OkStatus();
+    }
+    case 'a': {  // APPEND
+      std::vector<c10::IValue> items(1);
+      STRATA_RETURN_IF_ERROR(Pop(&items[0]));
+      c10::IValue* list = nullptr;
+      STRATA_RETURN_IF_ERROR(Top(&list));
+      return Append(*list, items);
+    }
+    case 'e': {  // APPENDS
+      std::vector<c10::IValue> items;
+      STRATA_RETURN_IF_ERROR(PopMark(&items));
+      c10::IValue* list = nullptr;
+      STRATA_RETURN_IF_ERROR(Top(&list));
+      return Append(*list, items);
+    }
+    case '}':  // EMPTY_DICT
+      stack_.emplace_back(
+          c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get()));
+      return absl::OkStatus();
+    case 'd': {  // DICT
+      std::vector<c10::IValue> items;
+      STRATA_RETURN_IF_ERROR(PopMark(&items));
+      c10::IValue dict =
+          c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
+      STRATA_RETURN_IF_ERROR(SetItems(dict, items));
+      stack_.push_back(std::move(dict));
+      return absl::OkStatus();
+    }
+    case 's': {  // SETITEM
+      std::vector<c10::IValue> items(2);
+      STRATA_RETURN_IF_ERROR(Pop(&items[1]));
+      STRATA_RETURN_IF_ERROR(Pop(&items[0]));
+      c10::IValue* dict = nullptr;
+      STRATA_RETURN_IF_ERROR(Top(&dict));
+      return SetItems(*dict, items);
+    }
+    case 'u': {  // SETITEMS
+      std::vector<c10::IValue> items;
+      STRATA_RETURN_IF_ERROR(PopMark(&items));
+      c10::IValue* dict = nullptr;
+      STRATA_RETURN_IF_ERROR(Top(&dict));
+      return SetItems(*dict, items);
+    }
+    case 'q': {  // BINPUT
+      uint8_t id = 0;
+      STRATA_RETURN_IF_ERROR(Read(&id));
+      return Memo(id);
+    }
+    case 'r': {  // LONG_BINPUT
+      uint32_t id = 0;
+      STRATA_RETURN_IF_ERROR(Read(&id));
+      return Memo(id);
+    }
+    case 0x94:  // MEMOIZE
+      return Memo(memo_.size());
+    case 'h': {  // BINGET
+      uint8_t id = 0;
+      STRATA_RETURN_IF_ERROR(Read(&id));
+      return Recall(id);
+    }
+    case 'j': {  // LONG_BINGET
+      uint32_t id = 0;
+      STRATA_RETURN_IF_ERROR(Read(&id));
+      return Recall(id);
+    }
+    case 'c': {  // GLOBAL
+      std::string module, name;
+      STRATA_RETURN_IF_ERROR(ReadLine(&module));
+      STRATA_RETURN_IF_ERROR(ReadLine(&name));
+      // Protocol 2 spells builtins the Python 2 way.
+      if (module == "__builtin__") module = "builtins";
+      stack_.push_back(MakeGlobal(absl::StrCat(module, ".", name)));
+      return absl::OkStatus();
+    }
+    case 0x93: {  // STACK_GLOBAL
+      c10::IValue module, name;
+      STRATA_RETURN_IF_ERROR(Pop(&name));
+      STRATA_RETURN_IF_ERROR(Pop(&module));
+      if (!module.isString() || !name.isString()) {
+        return Error("malformed pickle: STACK_GLOBAL of non-strings");
+      }
+      stack_.push_back(MakeGlobal(
+          absl::StrCat(module.toStringRef(), ".", name.toStringRef())));
+      return absl::OkStatus();
+    }
+    case 'R':     // REDUCE
+    case 0x81: {  // NEWOBJ
+      c10::IValue callable, args;
+      STRATA_RETURN_IF_ERROR(Pop(&args));
+      STRATA_RETURN_IF_ERROR(Pop(&callable));
+      const PyGlobal* global = AsGlobal(callable);
+      if (global == nullptr || !args.isTuple()) {
+        return Error(
+            absl::StrCat("malformed pickle: call of ", Describe(callable)));
+      }
+      c10::IValue result;
+      STRATA_RETURN_IF_ERROR(
+          Call(global->name, args.toTupleRef().elements().vec(), &result));
+      stack_.push_back(std::move(result));
+      return absl::OkStatus();
+    }
+    case 'b': {  // BUILD
+      c10::IValue state;
+      STRATA_RETURN_IF_ERROR(Pop(&state));
+      c10::IValue* object = nullptr;
+      STRATA_RETURN_IF_ERROR(Top(&object));
+      // An OrderedDict's attributes (a state dict's `_metadata`).
+      if (object->isGenericDict()) return absl::OkStatus();
+      return Error(
+          absl::StrCat("cannot restore the state of ", Describe(*object)));
+    }
+    case 'Q': {  // BINPERSID
+      c10::IValue id;
+      STRATA_RETURN_IF_ERROR(Pop(&id));
+      c10::IValue storage;
+      STRATA_RETURN_IF_ERROR(LoadStorage(id, &storage));
+      stack_.push_back(std::move(storage));
+      return absl::OkStatus();
+    }
+    default:
+      return Error(absl::StrFormat(
+          "unsupported pickle opcode 0x%02x (not written by torch.save of "
+          "tensors, dicts, lists and numbers)",
+          opcode));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<c10::IValue> ReadPickle(absl::string_view pickle,
+                                       const std::string& where,
+                                       const StorageLoader& load_storage) {
+  return Unpickler(where, pickle, load_storage).Run();
+}
+
+}  // namespace strata::serialization
