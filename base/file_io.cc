@@ -132,8 +132,7 @@ absl::Status AtomicFileWriter::Commit() {
   return FsyncPath(ParentDir(path_));
 }
 
-absl::Status WriteFileAtomic(const std::string& path,
-                             absl::string_view bytes) {
+absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes) {
   absl::StatusOr<std::unique_ptr<AtomicFileWriter>> writer =
       AtomicFileWriter::Create(path);
   if (!writer.ok()) return writer.status();

@@ -9,10 +9,13 @@
 #include <fstream>
 #include <string>
 
+#include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace strata {
 namespace {
+
+using ::strata::testing::IsOk;
 
 std::string Fresh(const std::string& name) {
   const char* root = std::getenv("TEST_TMPDIR");
@@ -34,19 +37,19 @@ int CountFiles(const std::string& dir) {
 
 TEST(FileIoTest, WriteFileAtomicReplacesAndLeavesNoTemporary) {
   const std::string dir = Fresh("atomic");
-  ASSERT_TRUE(WriteFileAtomic(dir + "/latest", "step_1\n").ok());
-  ASSERT_TRUE(WriteFileAtomic(dir + "/latest", "step_2\n").ok());
+  ASSERT_THAT(WriteFileAtomic(dir + "/latest", "step_1\n"), IsOk());
+  ASSERT_THAT(WriteFileAtomic(dir + "/latest", "step_2\n"), IsOk());
   EXPECT_EQ(*ReadWholeFile(dir + "/latest"), "step_2\n");
   EXPECT_EQ(CountFiles(dir), 1);
 }
 
 TEST(FileIoTest, AtomicWriterWithoutCommitLeavesTheOldFile) {
   const std::string dir = Fresh("abandoned");
-  ASSERT_TRUE(WriteFileAtomic(dir + "/model.pt", "old").ok());
+  ASSERT_THAT(WriteFileAtomic(dir + "/model.pt", "old"), IsOk());
   {
     auto writer = AtomicFileWriter::Create(dir + "/model.pt");
-    ASSERT_TRUE(writer.ok());
-    ASSERT_TRUE((*writer)->Append("new bytes", 9).ok());
+    ASSERT_THAT(writer, IsOk());
+    ASSERT_THAT((*writer)->Append("new bytes", 9), IsOk());
   }  // Destroyed before Commit(), as when a save fails half-way.
   EXPECT_EQ(*ReadWholeFile(dir + "/model.pt"), "old");
   EXPECT_EQ(CountFiles(dir), 1);
@@ -55,11 +58,11 @@ TEST(FileIoTest, AtomicWriterWithoutCommitLeavesTheOldFile) {
 TEST(FileIoTest, AtomicWriterStreamsChunksIntoOneFile) {
   const std::string dir = Fresh("streamed");
   auto writer = AtomicFileWriter::Create(dir + "/tokens.bin");
-  ASSERT_TRUE(writer.ok());
-  ASSERT_TRUE((*writer)->Append("abc", 3).ok());
-  ASSERT_TRUE((*writer)->Append("def", 3).ok());
+  ASSERT_THAT(writer, IsOk());
+  ASSERT_THAT((*writer)->Append("abc", 3), IsOk());
+  ASSERT_THAT((*writer)->Append("def", 3), IsOk());
   EXPECT_FALSE(std::filesystem::exists(dir + "/tokens.bin"));
-  ASSERT_TRUE((*writer)->Commit().ok());
+  ASSERT_THAT((*writer)->Commit(), IsOk());
   EXPECT_EQ(*ReadWholeFile(dir + "/tokens.bin"), "abcdef");
   EXPECT_EQ((*writer)->Commit().code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -96,7 +99,7 @@ TEST(FileIoTest, ShortReadIsReportedAsTruncation) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   char buffer[8];
-  EXPECT_TRUE(PreadAll(fd, path, buffer, 8, 2).ok());
+  EXPECT_THAT(PreadAll(fd, path, buffer, 8, 2), IsOk());
   const absl::Status s = PreadAll(fd, path, buffer, 8, 5);
   ::close(fd);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);

@@ -3,8 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -12,7 +16,7 @@ constexpr const char* kKeys[] = {"a", "b"};
 
 TEST(NamedStateMapTest, ReturnsValuesByKey) {
   auto map = NamedStateMap<double>("s", {{"b", 2.0}, {"a", 1.0}}, kKeys);
-  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_THAT(map, IsOk());
   EXPECT_EQ(map->at("a"), 1.0);
   EXPECT_EQ(map->at("b"), 2.0);
 }

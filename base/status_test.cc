@@ -6,15 +6,19 @@
 
 #include <stdexcept>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(StatusFromCallTest, ReturnsOkWhenNothingThrows) {
   int calls = 0;
-  EXPECT_TRUE(StatusFromCall("ctx", [&] { ++calls; }).ok());
+  EXPECT_THAT(StatusFromCall("ctx", [&] { ++calls; }), IsOk());
   EXPECT_EQ(calls, 1);
 }
 
@@ -37,7 +41,7 @@ TEST(AnnotateTest, PrefixesMessageAndKeepsCode) {
   absl::Status s = Annotate(absl::NotFoundError("no file"), "reading /a");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "reading /a: no file");
-  EXPECT_TRUE(Annotate(absl::OkStatus(), "x").ok());
+  EXPECT_THAT(Annotate(absl::OkStatus(), "x"), IsOk());
 }
 
 absl::StatusOr<int> Half(int x) {
@@ -53,7 +57,7 @@ absl::Status Quarter(int x, int* out) {
 
 TEST(MacrosTest, AssignOrReturnPropagatesErrors) {
   int out = 0;
-  EXPECT_TRUE(Quarter(8, &out).ok());
+  EXPECT_THAT(Quarter(8, &out), IsOk());
   EXPECT_EQ(out, 2);
   EXPECT_EQ(Quarter(6, &out).code(), absl::StatusCode::kInvalidArgument);
 }

@@ -12,8 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata {
 namespace {
+
+using ::strata::testing::IsOk;
 
 // Every test uses tags of its own, so figures start at zero and no other
 // test's tensors interfere. Byte counts are what LibTorch asks the allocator
@@ -21,12 +25,12 @@ namespace {
 // its 64-byte header are not counted).
 class TrackingAllocatorTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(TrackingAllocator::Install().ok()); }
+  void SetUp() override { ASSERT_THAT(TrackingAllocator::Install(), IsOk()); }
 };
 
 TEST_F(TrackingAllocatorTest, InstallIsIdempotentAndBecomesTheCpuAllocator) {
   c10::Allocator* installed = c10::GetCPUAllocator();
-  ASSERT_TRUE(TrackingAllocator::Install().ok());
+  ASSERT_THAT(TrackingAllocator::Install(), IsOk());
   EXPECT_TRUE(TrackingAllocator::installed());
   EXPECT_EQ(c10::GetCPUAllocator(), installed);
   EXPECT_NE(c10::GetCPUAllocator(), c10::GetDefaultCPUAllocator());
@@ -146,7 +150,7 @@ TEST_F(TrackingAllocatorTest, FreeOnAnotherThreadCreditsTheChargedTag) {
 
 TEST_F(TrackingAllocatorTest, StorageResetAndReallocationAreCounted) {
   // FSDP's way of freeing gathered parameters and re-allocating them in the
-  // same storage (DESIGN.md, "Freeing gathered parameters").
+  // same storage (docs/ARCHITECTURE.md, "Freeing gathered parameters").
   MemoryTagScope scope("storage");
   at::Tensor t = at::empty({256}, at::kFloat);
   at::Tensor view = t.narrow(0, 128, 128);

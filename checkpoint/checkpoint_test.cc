@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/test_util.h"
 #include "comm/group.h"
@@ -16,6 +17,8 @@
 
 namespace strata::checkpoint {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -46,13 +49,13 @@ TEST(CheckpointTest, EveryFormatRoundTripsThroughTheApi) {
     options.format = format;
     options.extra = {{"answer", int64_t{42}}};
     options.callback = [](Contents& c) { c.extra.push_back({"cb", 1.5}); };
-    ASSERT_TRUE(
-        SaveCheckpoint(path, *saved, nullptr, WithStep(2), options).ok())
+    ASSERT_THAT(SaveCheckpoint(path, *saved, nullptr, WithStep(2), options),
+                IsOk())
         << what;
     auto loaded = MakeStrategy("single", nullptr, 11, 0);
     ASSERT_NE(loaded, nullptr);
     auto contents = LoadCheckpoint(path, *loaded, nullptr);
-    ASSERT_TRUE(contents.ok()) << what << ": " << contents.status();
+    ASSERT_THAT(contents, IsOk());
     ExpectSnapshotsEqual(Snapshot(StateOf(*loaded)), Snapshot(StateOf(*saved)),
                          what);
     EXPECT_EQ(contents->meta.step, 2) << what;
@@ -81,7 +84,8 @@ TEST(CheckpointTest, ExcludeFrozenParametersLeavesThemOut) {
   SaveOptions options;
   options.exclude_frozen_parameters = true;
   const std::string path = root + "/ckpt";
-  ASSERT_TRUE(SaveCheckpoint(path, *saved, nullptr, WithStep(2), options).ok());
+  ASSERT_THAT(SaveCheckpoint(path, *saved, nullptr, WithStep(2), options),
+              IsOk());
   auto loaded = MakeStrategy("single", nullptr, 11, 0);
   ASSERT_NE(loaded, nullptr);
   const absl::Status strict = LoadCheckpoint(path, *loaded, nullptr).status();
@@ -90,7 +94,7 @@ TEST(CheckpointTest, ExcludeFrozenParametersLeavesThemOut) {
       << strict;
   LoadOptions lenient;
   lenient.strict = false;
-  ASSERT_TRUE(LoadCheckpoint(path, *loaded, nullptr, lenient).ok());
+  ASSERT_THAT(LoadCheckpoint(path, *loaded, nullptr, lenient), IsOk());
   for (const auto& run : StateOf(*loaded).model) {
     const at::Tensor want =
         Snapshot(StateOf(*saved)).at("model/" + run.name + "@0");
@@ -103,9 +107,9 @@ TEST(CheckpointTest, KeepLastPrunesAndLatestPointsToTheNewest) {
   auto strategy = MakeStrategy("single", nullptr, 7, 0);
   ASSERT_NE(strategy, nullptr);
   for (int step = 1; step <= 4; ++step) {
-    ASSERT_TRUE(
-        SaveCheckpointToRoot(root, step, 2, *strategy, nullptr, WithStep(step))
-            .ok());
+    ASSERT_THAT(
+        SaveCheckpointToRoot(root, step, 2, *strategy, nullptr, WithStep(step)),
+        IsOk());
   }
   EXPECT_FALSE(std::filesystem::exists(
       CheckpointPathForStep(root, 1, Format::kSharded)));
@@ -125,8 +129,8 @@ TEST(CheckpointTest, FindLatestFallsBackToTheNewestCompleteCheckpoint) {
   const std::string root = TempDir("fallback");
   auto strategy = MakeStrategy("single", nullptr, 7, 0);
   ASSERT_NE(strategy, nullptr);
-  ASSERT_TRUE(
-      SaveCheckpointToRoot(root, 5, 0, *strategy, nullptr, WithStep(5)).ok());
+  ASSERT_THAT(SaveCheckpointToRoot(root, 5, 0, *strategy, nullptr, WithStep(5)),
+              IsOk());
   // A save that died before its commit, and a pointer to nowhere.
   std::filesystem::create_directories(root + "/step_00000007.tmp");
   std::filesystem::create_directories(root + "/step_00000009");
@@ -142,13 +146,13 @@ TEST(CheckpointTest, ResumeAutoLoadsTheLatestAndCanSkipTheScheduler) {
   const std::string root = TempDir("resume_auto");
   auto saved = MakeStrategy("single", nullptr, 7, 2);
   ASSERT_NE(saved, nullptr);
-  ASSERT_TRUE(
-      SaveCheckpointToRoot(root, 2, 0, *saved, nullptr, WithStep(2)).ok());
+  ASSERT_THAT(SaveCheckpointToRoot(root, 2, 0, *saved, nullptr, WithStep(2)),
+              IsOk());
   auto resumed = MakeStrategy("single", nullptr, 11, 0);
   ASSERT_NE(resumed, nullptr);
   auto contents = Resume("auto", *resumed, nullptr, true,
                          /*resume_param_scheduler=*/false, root);
-  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_THAT(contents, IsOk());
   EXPECT_EQ(contents->meta.step, 2);
   EXPECT_TRUE(contents->param_scheduler.empty());
   ExpectSnapshotsEqual(Snapshot(StateOf(*resumed)), Snapshot(StateOf(*saved)),
@@ -165,22 +169,23 @@ TEST(CheckpointTest, AsyncSaveWritesTheStateOfItsStepWhileTrainingContinues) {
   ASSERT_TRUE(
       RunOnRanks(2, [&](Group& group) {
         auto ckpt_group = group.Split(0, "ckpt");
-        ASSERT_TRUE(ckpt_group.ok()) << ckpt_group.status();
+        ASSERT_THAT(ckpt_group, IsOk());
         auto strategy = MakeStrategy("zero2", &group, 7, 1);
         ASSERT_NE(strategy, nullptr);
         AsyncCheckpointer saver(ckpt_group->get());
-        ASSERT_TRUE(saver.SaveToRoot(root, 1, 0, *strategy, WithStep(1)).ok());
+        ASSERT_THAT(saver.SaveToRoot(root, 1, 0, *strategy, WithStep(1)),
+                    IsOk());
         AddRuns(StateOf(*strategy), at_save, mu);
         // Training continues while the save is written.
-        ASSERT_TRUE(strategies::testing::Train(*strategy, group.rank(), 2, 1,
-                                               nullptr, 2)
-                        .ok());
-        ASSERT_TRUE(saver.Wait().ok());
+        ASSERT_THAT(strategies::testing::Train(*strategy, group.rank(), 2, 1,
+                                               nullptr, 2),
+                    IsOk());
+        ASSERT_THAT(saver.Wait(), IsOk());
         EXPECT_GE(saver.last_stage_s(), 0);
         auto fresh = MakeStrategy("ddp", &group, 11, 0);
         ASSERT_NE(fresh, nullptr);
         auto contents = Resume("auto", *fresh, &group, true, true, root);
-        ASSERT_TRUE(contents.ok()) << contents.status();
+        ASSERT_THAT(contents, IsOk());
         EXPECT_EQ(contents->meta.step, 1);
         AddRuns(StateOf(*fresh), loaded, mu);
       }).ok());
@@ -214,17 +219,17 @@ TEST(CheckpointTest, NextStepAfterLoadIsBitwiseTheSavedRunsNextStep) {
           const int rank = g == nullptr ? 0 : g->rank();
           auto saved = MakeStrategy(kind, g, 7, 2);
           ASSERT_NE(saved, nullptr);
-          ASSERT_TRUE(SaveCheckpoint(path, *saved, g, WithStep(2)).ok());
+          ASSERT_THAT(SaveCheckpoint(path, *saved, g, WithStep(2)), IsOk());
           auto loaded = MakeStrategy(kind, g, 11, 0);
           ASSERT_NE(loaded, nullptr);
-          ASSERT_TRUE(LoadCheckpoint(path, *loaded, g).ok());
+          ASSERT_THAT(LoadCheckpoint(path, *loaded, g), IsOk());
           // One more step each, on the same batch.
-          ASSERT_TRUE(
-              strategies::testing::Train(*saved, rank, world, 1, nullptr, 1)
-                  .ok());
-          ASSERT_TRUE(
-              strategies::testing::Train(*loaded, rank, world, 1, nullptr, 1)
-                  .ok());
+          ASSERT_THAT(
+              strategies::testing::Train(*saved, rank, world, 1, nullptr, 1),
+              IsOk());
+          ASSERT_THAT(
+              strategies::testing::Train(*loaded, rank, world, 1, nullptr, 1),
+              IsOk());
           AddRuns(StateOf(*saved), continued, mu);
           AddRuns(StateOf(*loaded), resumed, mu);
         }).ok());

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/test_util.h"
 #include "comm/group.h"
@@ -18,6 +19,8 @@
 
 namespace strata::checkpoint {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -62,9 +65,9 @@ Globals SaveAt(const std::string& kind, int world, const std::string& path) {
     const TensorState state = StateOf(*strategy);
     AddRuns(state, saved, mu);
     absl::Status s = SaveFull(path, state, SomeContents(), g, Options());
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_THAT(s, IsOk());
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   return saved;
 }
 
@@ -78,15 +81,15 @@ Globals LoadAt(const std::string& kind, int world, const std::string& path,
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     absl::StatusOr<Contents> contents = LoadFull(path, state, options, g);
-    ASSERT_TRUE(contents.ok()) << contents.status();
-    ASSERT_TRUE(strategy->AfterStateLoaded().ok());
+    ASSERT_THAT(contents, IsOk());
+    ASSERT_THAT(strategy->AfterStateLoaded(), IsOk());
     EXPECT_EQ(contents->meta.step, 2);
     EXPECT_EQ(contents->meta.strategy, "zero2");
     EXPECT_EQ(contents->param_scheduler, SomeContents().param_scheduler);
     EXPECT_EQ(contents->extra, SomeContents().extra);
     AddRuns(state, loaded, mu);
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   return loaded;
 }
 
@@ -165,7 +168,7 @@ print("ok")
   ASSERT_EQ(RunPython(script, path + " " + out, dir + "/python.log"), 0)
       << ReadText(dir + "/python.log");
   auto read = serialization::ReadTorchFile(out);
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_THAT(read, IsOk());
   auto root = read->toGenericDict();
   int compared = 0;
   for (const auto& kv : root.at("state_dict").toGenericDict()) {
@@ -206,7 +209,7 @@ torch.save(sd, sys.argv[2])
   auto strategy = MakeStrategy("single", nullptr, 11, 0);
   ASSERT_NE(strategy, nullptr);
   auto contents = LoadFull(python_sd, StateOf(*strategy), options, nullptr);
-  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_THAT(contents, IsOk());
   for (const auto& run : StateOf(*strategy).model) {
     // x * 2 is exact in float.
     EXPECT_TRUE(

@@ -6,10 +6,13 @@
 #include <string>
 
 #include "base/file_io.h"
+#include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace strata::checkpoint {
 namespace {
+
+using ::strata::testing::IsOk;
 
 std::string Fresh(const std::string& name) {
   const char* root = std::getenv("TEST_TMPDIR");
@@ -22,19 +25,19 @@ std::string Fresh(const std::string& name) {
 
 TEST(IoTest, StagedDirectoryAppearsWholeAndReplacesTheOldOne) {
   const std::string dir = Fresh("staged") + "/ckpt";
-  ASSERT_TRUE(PrepareStagingDir(dir).ok());
+  ASSERT_THAT(PrepareStagingDir(dir), IsOk());
   std::ofstream(StagingDir(dir) + "/a") << "first";
   EXPECT_FALSE(std::filesystem::exists(dir));  // Not before the commit.
-  ASSERT_TRUE(CommitStagingDir(dir).ok());
+  ASSERT_THAT(CommitStagingDir(dir), IsOk());
   EXPECT_EQ(*ReadWholeFile(dir + "/a"), "first");
   // A second save: a stale staging directory is cleared first, and the
   // commit swaps the new directory in and removes the old one.
   std::filesystem::create_directories(StagingDir(dir));
   std::ofstream(StagingDir(dir) + "/stale") << "x";
-  ASSERT_TRUE(PrepareStagingDir(dir).ok());
+  ASSERT_THAT(PrepareStagingDir(dir), IsOk());
   EXPECT_FALSE(std::filesystem::exists(StagingDir(dir) + "/stale"));
   std::ofstream(StagingDir(dir) + "/b") << "second";
-  ASSERT_TRUE(CommitStagingDir(dir).ok());
+  ASSERT_THAT(CommitStagingDir(dir), IsOk());
   EXPECT_FALSE(std::filesystem::exists(dir + "/a"));
   EXPECT_EQ(*ReadWholeFile(dir + "/b"), "second");
   EXPECT_FALSE(std::filesystem::exists(StagingDir(dir)));

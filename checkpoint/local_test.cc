@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/test_util.h"
 #include "comm/group.h"
@@ -15,6 +16,8 @@
 
 namespace strata::checkpoint {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -45,9 +48,9 @@ Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
     const TensorState state = StateOf(*strategy);
     AddRuns(state, saved, mu);
     absl::Status s = SaveLocal(dir, state, SomeContents(), kind, g);
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_THAT(s, IsOk());
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   return saved;
 }
 
@@ -74,7 +77,7 @@ Globals LoadAt(const std::string& kind, int world, const std::string& dir,
     EXPECT_EQ(contents->meta.world_size, world);
     AddRuns(state, loaded, mu);
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   return loaded;
 }
 
@@ -93,7 +96,7 @@ TEST(LocalTest, RoundTripPerStrategy) {
     }
     absl::Status error;
     ExpectGlobalsEqual(LoadAt(kind, world, dir, &error), saved, kind);
-    EXPECT_TRUE(error.ok()) << error;
+    EXPECT_THAT(error, IsOk());
   }
 }
 

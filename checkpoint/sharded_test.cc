@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/test_util.h"
@@ -20,6 +21,8 @@
 
 namespace strata::checkpoint {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -58,9 +61,9 @@ Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
     const TensorState state = StateOf(*strategy);
     AddRuns(state, saved, mu);
     absl::Status s = SaveSharded(dir, state, SomeContents(), g);
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_THAT(s, IsOk());
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   return saved;
 }
 
@@ -75,13 +78,13 @@ Globals LoadAt(const std::string& kind, int world, const std::string& dir) {
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     absl::StatusOr<Contents> contents = LoadSharded(dir, state, {}, g);
-    ASSERT_TRUE(contents.ok()) << contents.status();
-    ASSERT_TRUE(strategy->AfterStateLoaded().ok());
+    ASSERT_THAT(contents, IsOk());
+    ASSERT_THAT(strategy->AfterStateLoaded(), IsOk());
     EXPECT_EQ(contents->meta.step, 3);
     EXPECT_EQ(contents->extra, SomeContents().extra);
     AddRuns(state, loaded, mu);
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   return loaded;
 }
 
@@ -103,10 +106,10 @@ TEST(ShardedTest, ContentsRoundTrip) {
   const std::string dir = TempDir("contents") + "/ckpt";
   auto strategy = MakeStrategy("single", nullptr, 7, 0);
   ASSERT_NE(strategy, nullptr);
-  ASSERT_TRUE(
-      SaveSharded(dir, StateOf(*strategy), SomeContents(), nullptr).ok());
+  ASSERT_THAT(SaveSharded(dir, StateOf(*strategy), SomeContents(), nullptr),
+              IsOk());
   auto contents = LoadSharded(dir, StateOf(*strategy), {}, nullptr);
-  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_THAT(contents, IsOk());
   const Contents want = SomeContents();
   EXPECT_EQ(contents->meta.seed, 7u);
   EXPECT_EQ(contents->meta.strategy, "test");
@@ -160,7 +163,7 @@ TEST(ShardedTest, ReplicatedStateIsWrittenOnceSplitBetweenRanks) {
   const std::string dir = TempDir("split") + "/ckpt";
   SaveAt("ddp", 2, dir);
   auto md = ReadMetadataFile(dir);
-  ASSERT_TRUE(md.ok()) << md.status();
+  ASSERT_THAT(md, IsOk());
   int64_t bytes[2] = {0, 0};
   int64_t total = 0;
   for (const auto* section : {&md->model(), &md->optimizer()}) {
@@ -205,8 +208,8 @@ class ShardedBadInputTest : public ::testing::Test {
         "/ckpt";
     auto saved = MakeStrategy("single", nullptr, 7, 2);
     ASSERT_NE(saved, nullptr);
-    ASSERT_TRUE(
-        SaveSharded(dir_, StateOf(*saved), SomeContents(), nullptr).ok());
+    ASSERT_THAT(SaveSharded(dir_, StateOf(*saved), SomeContents(), nullptr),
+                IsOk());
     live_ = MakeStrategy("single", nullptr, 11, 0);
     ASSERT_NE(live_, nullptr);
     before_ = Snapshot(StateOf(*live_));
@@ -223,7 +226,7 @@ class ShardedBadInputTest : public ::testing::Test {
   // The first chunk of the model's first tensor.
   proto::Chunk FirstChunk() {
     auto md = ReadMetadataFile(dir_);
-    EXPECT_TRUE(md.ok()) << md.status();
+    EXPECT_THAT(md, IsOk());
     return md->model(0).chunks(0);
   }
 
@@ -246,7 +249,7 @@ TEST_F(ShardedBadInputTest, TruncatedDataFileNamesTheChunk) {
 TEST_F(ShardedBadInputTest, FlippedBitNamesTheChunk) {
   const proto::Chunk chunk = FirstChunk();
   auto md = ReadMetadataFile(dir_);
-  ASSERT_TRUE(md.ok());
+  ASSERT_THAT(md, IsOk());
   const std::string name = md->model(0).name();
   {
     std::fstream f(dir_ + "/" + chunk.file(),
@@ -278,7 +281,7 @@ TEST_F(ShardedBadInputTest, WrongModelConfigNamesKeyAndBothShapes) {
       strategies::StrategyOptions(), strategies::testing::Build(config, 3),
       nullptr, strategies::testing::Optimizer(),
       strategies::testing::Schedule());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   const auto before = Snapshot(StateOf(**created));
   const absl::Status s =
       LoadSharded(dir_, StateOf(**created), {}, nullptr).status();
@@ -309,12 +312,12 @@ TEST_F(ShardedBadInputTest, NonStrictSkipsUnmatchedKeysAndReviseKeysMaps) {
   options.strict = false;
   options.load_optimizer = false;
   options.revise_keys = {{"^", "module."}};
-  ASSERT_TRUE(Load(options).ok());
+  ASSERT_THAT(Load(options), IsOk());
   ExpectUntouched();  // No model key matched: nothing changed.
   options.revise_keys = {{"^", "module."}, {"^module\\.", ""}};
-  ASSERT_TRUE(Load(options).ok());
+  ASSERT_THAT(Load(options), IsOk());
   auto md = ReadMetadataFile(dir_);
-  ASSERT_TRUE(md.ok());
+  ASSERT_THAT(md, IsOk());
   EXPECT_FALSE(
       at::equal(StateOf(*live_).model[0].local, before_.begin()->second));
 }
@@ -363,7 +366,7 @@ TEST(ShardedMultiRankTest, OneRankFailingFailsAllAndChangesNoRank) {
     EXPECT_NE(s.message().find("rank1.data"), std::string::npos) << s;
     ExpectSnapshotsEqual(Snapshot(StateOf(*strategy)), before, "live state");
   });
-  ASSERT_TRUE(formed.ok()) << formed;
+  ASSERT_THAT(formed, IsOk());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/test_util.h"
@@ -17,6 +18,8 @@
 
 namespace strata::checkpoint {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -47,18 +50,18 @@ ToolResult Tool(const std::string& args) {
 Globals Save(Format format, const std::string& path) {
   Globals saved;
   std::mutex mu;
-  EXPECT_TRUE(
-      RunOnRanks(2, [&](Group& group) {
-        auto strategy = MakeStrategy("zero2", &group, 7, 2);
-        ASSERT_NE(strategy, nullptr);
-        AddRuns(StateOf(*strategy), saved, mu);
-        SaveOptions options;
-        options.format = format;
-        Contents contents;
-        contents.meta.step = 2;
-        ASSERT_TRUE(
-            SaveCheckpoint(path, *strategy, &group, contents, options).ok());
-      }).ok());
+  EXPECT_TRUE(RunOnRanks(2, [&](Group& group) {
+                auto strategy = MakeStrategy("zero2", &group, 7, 2);
+                ASSERT_NE(strategy, nullptr);
+                AddRuns(StateOf(*strategy), saved, mu);
+                SaveOptions options;
+                options.format = format;
+                Contents contents;
+                contents.meta.step = 2;
+                ASSERT_THAT(
+                    SaveCheckpoint(path, *strategy, &group, contents, options),
+                    IsOk());
+              }).ok());
   return saved;
 }
 
@@ -70,7 +73,7 @@ Globals LoadInto(const std::string& kind, int world, const std::string& path) {
                 auto strategy = MakeStrategy(kind, g, 11, 0);
                 ASSERT_NE(strategy, nullptr);
                 auto contents = LoadCheckpoint(path, *strategy, g);
-                ASSERT_TRUE(contents.ok()) << contents.status();
+                ASSERT_THAT(contents, IsOk());
                 EXPECT_EQ(contents->meta.step, 2);
                 AddRuns(StateOf(*strategy), loaded, mu);
               }).ok());
@@ -99,7 +102,7 @@ TEST(StrataCkptTest, VerifyPassesThenNamesTheCorruptedChunk) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("OK: "), std::string::npos) << r.output;
   auto md = ReadMetadataFile(path);
-  ASSERT_TRUE(md.ok());
+  ASSERT_THAT(md, IsOk());
   const proto::Chunk& c = md->optimizer(0).chunks(0);
   {
     std::fstream f(path + "/" + c.file(),

@@ -6,8 +6,12 @@
 #include <map>
 #include <string>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::comm {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -28,7 +32,7 @@ std::string ErrorOf(std::map<std::string, std::string> vars) {
 
 TEST(RendezvousInfoFromEnvTest, EmptyEnvironmentIsSingleProcess) {
   auto info = RendezvousInfoFromEnv(FakeEnv({}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->source, "single-process");
   EXPECT_EQ(info->rank, 0);
   EXPECT_EQ(info->world_size, 1);
@@ -42,7 +46,7 @@ TEST(RendezvousInfoFromEnvTest, ReadsTorchrunVariables) {
                                              {"MASTER_ADDR", "node7"},
                                              {"MASTER_PORT", "1234"},
                                              {"GLOO_SOCKET_IFNAME", "eth1"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->source, "torchrun");
   EXPECT_EQ(info->rank, 5);
   EXPECT_EQ(info->world_size, 8);
@@ -56,7 +60,7 @@ TEST(RendezvousInfoFromEnvTest, ReadsTorchrunVariables) {
 TEST(RendezvousInfoFromEnvTest, SingleNodeTorchrunDefaultsToLoopback) {
   auto info =
       RendezvousInfoFromEnv(FakeEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->master_addr, "127.0.0.1");
   EXPECT_EQ(info->master_port, 29500);
   EXPECT_EQ(info->local_rank, 1);
@@ -68,10 +72,10 @@ TEST(RendezvousInfoFromEnvTest, TorchrunAgentStoreMakesRankZeroAClient) {
       FakeEnv({{"RANK", "0"},
                {"WORLD_SIZE", "2"},
                {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_TRUE(info->store_served_externally);
   info = RendezvousInfoFromEnv(FakeEnv({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_FALSE(info->store_served_externally);
 }
 
@@ -130,7 +134,7 @@ TEST(RendezvousInfoFromEnvTest, ReadsSlurmWithNodelist) {
                                      {"SLURM_NODEID", "1"},
                                      {"SLURM_JOB_ID", "123456"},
                                      {"SLURM_JOB_NODELIST", "gpu[07-08]"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->source, "slurm");
   EXPECT_EQ(info->rank, 3);
   EXPECT_EQ(info->world_size, 4);
@@ -146,7 +150,7 @@ TEST(RendezvousInfoFromEnvTest, SlurmMasterAddrOverridesNodelist) {
                                              {"SLURM_JOB_NODELIST", "a,b"},
                                              {"MASTER_ADDR", "login1"},
                                              {"MASTER_PORT", "4000"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->master_addr, "login1");
   EXPECT_EQ(info->master_port, 4000);
 }
@@ -162,7 +166,7 @@ TEST(RendezvousInfoFromEnvTest, ReadsOpenMpi) {
                                      {"OMPI_COMM_WORLD_SIZE", "2"},
                                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->source, "openmpi");
   EXPECT_EQ(info->rank, 1);
   EXPECT_EQ(info->world_size, 2);

@@ -32,8 +32,8 @@
 //   if (!world.ok()) return world.status();
 //   GroupOptions options;
 //   options.timeout = absl::Minutes(5);
-//   absl::StatusOr<std::unique_ptr<Group>> group = ConnectWorld(*world, options);
-//   if (!group.ok()) return group.status();
+//   absl::StatusOr<std::unique_ptr<Group>> group = ConnectWorld(*world,
+//   options); if (!group.ok()) return group.status();
 //
 //   at::Tensor loss = at::full({1}, local_loss, at::kDouble);
 //   STRATA_RETURN_IF_ERROR((*group)->AllReduce(loss, ReduceOp::kAverage));

@@ -13,10 +13,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
 
 namespace strata::comm {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::strata::comm::testing::RunOnRanks;
 using ::strata::comm::testing::TestGroupOptions;
@@ -83,7 +86,7 @@ TEST_P(CollectiveTest, AllReduceMatchesReferenceForEveryOp) {
                     world_size(),
                     [&](Group& group) {
                       at::Tensor t = RankData(group.rank(), numel(), dtype());
-                      ASSERT_TRUE(group.AllReduce(t, op).ok());
+                      ASSERT_THAT(group.AllReduce(t, op), IsOk());
                       EXPECT_TRUE(at::equal(t, expected))
                           << ReduceOpName(op) << " rank " << group.rank();
                     },
@@ -98,7 +101,7 @@ TEST_P(CollectiveTest, BroadcastCopiesRootFromEveryRoot) {
                   [&](Group& group) {
                     for (int root = 0; root < group.size(); ++root) {
                       at::Tensor t = RankData(group.rank(), numel(), dtype());
-                      ASSERT_TRUE(group.Broadcast(t, root).ok());
+                      ASSERT_THAT(group.Broadcast(t, root), IsOk());
                       EXPECT_TRUE(
                           at::equal(t, RankData(root, numel(), dtype())));
                     }
@@ -118,9 +121,9 @@ TEST_P(CollectiveTest, AllGatherConcatenatesRanksInOrder) {
           world_size(),
           [&](Group& group) {
             at::Tensor out = at::full({numel() * group.size()}, 99, dtype());
-            ASSERT_TRUE(
-                group.AllGather(RankData(group.rank(), numel(), dtype()), out)
-                    .ok());
+            ASSERT_THAT(
+                group.AllGather(RankData(group.rank(), numel(), dtype()), out),
+                IsOk());
             EXPECT_TRUE(at::equal(out, expected));
           },
           Options())
@@ -140,7 +143,7 @@ TEST_P(CollectiveTest, AllGatherVHandlesUnevenAndEmptyBlocks) {
                     at::Tensor out = at::full({expected.numel()}, 99, dtype());
                     at::Tensor in =
                         RankData(group.rank(), counts[group.rank()], dtype());
-                    ASSERT_TRUE(group.AllGatherV(in, out, counts).ok());
+                    ASSERT_THAT(group.AllGatherV(in, out, counts), IsOk());
                     EXPECT_TRUE(at::equal(out, expected));
                   },
                   Options())
@@ -157,7 +160,7 @@ TEST_P(CollectiveTest, ReduceScatterGivesEachRankItsReducedBlock) {
             [&](Group& group) {
               at::Tensor in = RankData(group.rank(), total, dtype());
               at::Tensor out = at::full({numel()}, 99, dtype());
-              ASSERT_TRUE(group.ReduceScatter(in, out, op).ok());
+              ASSERT_THAT(group.ReduceScatter(in, out, op), IsOk());
               EXPECT_TRUE(at::equal(
                   out, expected.narrow(0, numel() * group.rank(), numel())))
                   << ReduceOpName(op) << " rank " << group.rank();
@@ -182,7 +185,7 @@ TEST_P(CollectiveTest, ReduceScatterVHandlesUnevenAndEmptyBlocks) {
                 std::accumulate(counts.begin(), counts.begin() + r, int64_t{0});
             at::Tensor in = RankData(r, total, dtype());
             at::Tensor out = at::full({counts[r]}, 99, dtype());
-            ASSERT_TRUE(group.ReduceScatterV(in, out, counts).ok());
+            ASSERT_THAT(group.ReduceScatterV(in, out, counts), IsOk());
             EXPECT_TRUE(at::equal(out, expected.narrow(0, offset, counts[r])));
           },
           Options())
@@ -214,9 +217,9 @@ TEST(GroupTest, AsyncCollectivesCompleteInOrder) {
                 auto w2 = group.ReduceScatterAsync(rs_in, rs_out);
                 auto w3 = group.AllGatherAsync(
                     at::full({5}, group.rank(), at::kFloat), ag_out);
-                ASSERT_TRUE(w3->Wait().ok());
-                ASSERT_TRUE(w1->Wait().ok());
-                ASSERT_TRUE(w2->Wait().ok());
+                ASSERT_THAT(w3->Wait(), IsOk());
+                ASSERT_THAT(w1->Wait(), IsOk());
+                ASSERT_THAT(w2->Wait(), IsOk());
                 EXPECT_TRUE(at::equal(a, at::full({4096}, 6.0, at::kFloat)));
                 EXPECT_TRUE(at::equal(rs_out, at::full({1000}, n * 1.0)));
                 EXPECT_TRUE(at::equal(
@@ -227,20 +230,20 @@ TEST(GroupTest, AsyncCollectivesCompleteInOrder) {
 TEST(GroupTest, SendRecvMovesTensorBetweenRanks) {
   ASSERT_TRUE(RunOnRanks(2, [](Group& group) {
                 if (group.rank() == 0) {
-                  EXPECT_TRUE(
-                      group.Send(at::arange(10).to(at::kFloat), 1, 7).ok());
+                  EXPECT_THAT(group.Send(at::arange(10).to(at::kFloat), 1, 7),
+                              IsOk());
                 } else {
                   at::Tensor t = at::zeros({10}, at::kFloat);
-                  EXPECT_TRUE(group.Recv(t, 0, 7).ok());
+                  EXPECT_THAT(group.Recv(t, 0, 7), IsOk());
                   EXPECT_TRUE(at::equal(t, at::arange(10).to(at::kFloat)));
                 }
               }).ok());
 }
 
 TEST(GroupTest, BarrierSucceeds) {
-  ASSERT_TRUE(RunOnRanks(3, [](Group& group) {
-                EXPECT_TRUE(group.Barrier().ok());
-              }).ok());
+  ASSERT_THAT(
+      RunOnRanks(3, [](Group& group) { EXPECT_THAT(group.Barrier(), IsOk()); }),
+      IsOk());
 }
 
 TEST(GroupTest, SplitFormsHybridShardAndReplicateGroups) {
@@ -249,19 +252,19 @@ TEST(GroupTest, SplitFormsHybridShardAndReplicateGroups) {
       RunOnRanks(4, [](Group& group) {
         const int r = group.rank();
         auto shard = group.Split(r / 2, "shard");
-        ASSERT_TRUE(shard.ok()) << shard.status();
+        ASSERT_THAT(shard, IsOk());
         auto replicate = group.Split(r % 2, "replicate");
-        ASSERT_TRUE(replicate.ok()) << replicate.status();
+        ASSERT_THAT(replicate, IsOk());
         EXPECT_EQ((*shard)->size(), 2);
         EXPECT_EQ((*shard)->rank(), r % 2);
         EXPECT_EQ((*shard)->name(), absl::StrCat("world/shard", r / 2));
         EXPECT_EQ((*replicate)->rank(), r / 2);
         at::Tensor t = at::full({3}, static_cast<double>(r), at::kDouble);
-        ASSERT_TRUE((*shard)->AllReduce(t).ok());
+        ASSERT_THAT((*shard)->AllReduce(t), IsOk());
         const double shard_sum = r / 2 == 0 ? 0 + 1 : 2 + 3;
         EXPECT_TRUE(at::equal(t, at::full({3}, shard_sum, at::kDouble)));
         at::Tensor u = at::full({3}, static_cast<double>(r), at::kDouble);
-        ASSERT_TRUE((*replicate)->AllReduce(u).ok());
+        ASSERT_THAT((*replicate)->AllReduce(u), IsOk());
         const double replicate_sum = r % 2 == 0 ? 0 + 2 : 1 + 3;
         EXPECT_TRUE(at::equal(u, at::full({3}, replicate_sum, at::kDouble)));
       }).ok());

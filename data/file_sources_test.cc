@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 
 namespace strata::data {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -67,7 +70,7 @@ std::vector<std::string> FilesIn(const std::string& dir) {
 TEST(OpenByteTextTest, EveryByteIsItsTokenId) {
   const std::string path = WriteFile("text.txt", std::string("Hi\n\xff\0", 5));
   auto source = OpenByteText(path);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ((*source)->vocab_size(), 256);
   EXPECT_EQ(AllTokens(**source), (std::vector<int64_t>{72, 105, 10, 255, 0}));
   EXPECT_EQ((*source)->Describe(), absl::StrCat("bytes(", path, ", 5 tokens)"));
@@ -75,7 +78,7 @@ TEST(OpenByteTextTest, EveryByteIsItsTokenId) {
 
 TEST(OpenByteTextTest, ReadsAnInteriorRange) {
   auto source = OpenByteText(WriteFile("abc.txt", "abcdef"));
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   std::vector<int64_t> out(3);
   (*source)->Read(2, 3, out.data());
   EXPECT_EQ(out, (std::vector<int64_t>{'c', 'd', 'e'}));
@@ -114,7 +117,7 @@ TEST(OpenTokenBinTest, ReadsLittleEndianUint16) {
   const std::string path =
       WriteFile("u16.bin", std::string("\x02\x01\xff\xff\x07\x00", 6));
   auto source = OpenTokenBin(path, TokenBinDtype::kUint16, 65536);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ((*source)->num_tokens(), 3);
   EXPECT_EQ((*source)->vocab_size(), 65536);
   EXPECT_EQ(AllTokens(**source), (std::vector<int64_t>{258, 65535, 7}));
@@ -125,14 +128,14 @@ TEST(OpenTokenBinTest, ReadsLittleEndianUint32) {
   const std::string path =
       WriteFile("u32.bin", std::string("\x04\x03\x02\x01\x05\x00\x00\x00", 8));
   auto source = OpenTokenBin(path, TokenBinDtype::kUint32, 16909061);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ(AllTokens(**source), (std::vector<int64_t>{16909060, 5}));
 }
 
 TEST(OpenTokenBinTest, DescribeNamesPathDtypeVocabAndCount) {
   const std::string path = WriteFile("d.bin", std::string("\x01\x00", 2));
   auto source = OpenTokenBin(path, TokenBinDtype::kUint16, 50304);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ(
       (*source)->Describe(),
       absl::StrCat("token_bin(", path, ", uint16, vocab=50304, 1 tokens)"));
@@ -205,11 +208,11 @@ TEST(OpenTokenBinTest, VocabBelowOneIsRejected) {
 TEST(WriteTokenBinTest, RoundTripsUint16) {
   const std::string path = TempPath("rt16.bin");
   const std::vector<int64_t> tokens = {0, 1, 258, 65535, 42};
-  ASSERT_TRUE(WriteTokenBin(tokens, path, TokenBinDtype::kUint16).ok());
+  ASSERT_THAT(WriteTokenBin(tokens, path, TokenBinDtype::kUint16), IsOk());
   EXPECT_EQ(ReadFile(path),
             std::string("\x00\x00\x01\x00\x02\x01\xff\xff\x2a\x00", 10));
   auto source = OpenTokenBin(path, TokenBinDtype::kUint16, 65536);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ(AllTokens(**source), tokens);
 }
 
@@ -218,9 +221,9 @@ TEST(WriteTokenBinTest, RoundTripsUint32AcrossWriteChunks) {
   std::vector<int64_t> tokens(200000);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = i * 17 + 65536;
   const std::string path = TempPath("rt32.bin");
-  ASSERT_TRUE(WriteTokenBin(tokens, path, TokenBinDtype::kUint32).ok());
+  ASSERT_THAT(WriteTokenBin(tokens, path, TokenBinDtype::kUint32), IsOk());
   auto source = OpenTokenBin(path, TokenBinDtype::kUint32, 17 * 200000 + 65536);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ(AllTokens(**source), tokens);
 }
 
@@ -253,8 +256,8 @@ TEST(WriteTokenBinTest, ReplacesAnExistingFileAndLeavesNoTemporary) {
   const std::string dir = TempPath("replace_dir");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   const std::string path = dir + "/out.bin";
-  ASSERT_TRUE(WriteTokenBin({1, 2, 3}, path, TokenBinDtype::kUint16).ok());
-  ASSERT_TRUE(WriteTokenBin({9}, path, TokenBinDtype::kUint16).ok());
+  ASSERT_THAT(WriteTokenBin({1, 2, 3}, path, TokenBinDtype::kUint16), IsOk());
+  ASSERT_THAT(WriteTokenBin({9}, path, TokenBinDtype::kUint16), IsOk());
   EXPECT_EQ(ReadFile(path), std::string("\x09\x00", 2));
   EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"out.bin"});
 }
@@ -270,9 +273,9 @@ TEST(WriteTokenBinTest, UnwritableDirectoryIsAnError) {
 TEST(TextFileToTokenBinTest, EachByteBecomesOneToken) {
   const std::string text = WriteFile("in.txt", std::string("ab\xc3\xa9", 4));
   const std::string bin = TempPath("out.bin");
-  ASSERT_TRUE(TextFileToTokenBin(text, bin, TokenBinDtype::kUint16).ok());
+  ASSERT_THAT(TextFileToTokenBin(text, bin, TokenBinDtype::kUint16), IsOk());
   auto source = OpenTokenBin(bin, TokenBinDtype::kUint16, 256);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ(AllTokens(**source), (std::vector<int64_t>{97, 98, 0xc3, 0xa9}));
 }
 
@@ -281,11 +284,11 @@ TEST(TextFileToTokenBinTest, MatchesByteTextSourceForUint32) {
   for (int i = 0; i < 150000; ++i) contents.push_back(static_cast<char>(i * 7));
   const std::string text = WriteFile("long.txt", contents);
   const std::string bin = TempPath("long.bin");
-  ASSERT_TRUE(TextFileToTokenBin(text, bin, TokenBinDtype::kUint32).ok());
+  ASSERT_THAT(TextFileToTokenBin(text, bin, TokenBinDtype::kUint32), IsOk());
   auto from_bin = OpenTokenBin(bin, TokenBinDtype::kUint32, 256);
   auto from_text = OpenByteText(text);
-  ASSERT_TRUE(from_bin.ok()) << from_bin.status();
-  ASSERT_TRUE(from_text.ok()) << from_text.status();
+  ASSERT_THAT(from_bin, IsOk());
+  ASSERT_THAT(from_text, IsOk());
   EXPECT_EQ(AllTokens(**from_bin), AllTokens(**from_text));
 }
 

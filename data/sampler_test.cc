@@ -11,10 +11,13 @@
 #include <numeric>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "data/token_source.h"
 
 namespace strata::data {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -216,7 +219,7 @@ TEST(DistributedSamplerTest, ResumedSamplerContinuesIdentically) {
   auto original = MakeSampler(source.get(), Options(4));
   for (int step = 0; step < 3; ++step) Next(*original);
   auto resumed = MakeSampler(source.get(), Options(4));
-  ASSERT_TRUE(resumed->LoadState(original->State()).ok());
+  ASSERT_THAT(resumed->LoadState(original->State()), IsOk());
   EXPECT_EQ(resumed->position(), 12);
   for (int step = 0; step < 6; ++step) {
     EXPECT_TRUE(at::equal(Next(*resumed), Next(*original))) << "step " << step;
@@ -238,7 +241,7 @@ TEST(DistributedSamplerTest, ResumesAtAnotherWorldSize) {
   std::vector<std::unique_ptr<DistributedSampler>> after;
   for (int r = 0; r < 3; ++r) {
     after.push_back(MakeSampler(source.get(), Options(6)));
-    ASSERT_TRUE(after[r]->LoadState(before[r % 2]->State()).ok());
+    ASSERT_THAT(after[r]->LoadState(before[r % 2]->State()), IsOk());
   }
   for (int step = 0; step < 4; ++step) {
     std::vector<at::Tensor> parts;
@@ -335,7 +338,7 @@ TEST(DistributedSamplerTest, LoadStateRejectsEachMismatchNamingBothValues) {
 TEST(DistributedSamplerTest, LoadStateAcceptsAMatchingState) {
   auto source = Counting(kTokens);
   auto sampler = MakeSampler(source.get(), Options(6));
-  ASSERT_TRUE(sampler->LoadState(StateWith("position", 18)).ok());
+  ASSERT_THAT(sampler->LoadState(StateWith("position", 18)), IsOk());
   EXPECT_EQ(sampler->position(), 18);
 }
 

@@ -5,14 +5,18 @@
 
 #include <vector>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::data {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
 TEST(InMemoryTokenSourceTest, ReadsARange) {
   auto source = InMemoryTokenSource::Create({5, 6, 7, 8, 9}, 10, "digits");
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ((*source)->num_tokens(), 5);
   EXPECT_EQ((*source)->vocab_size(), 10);
   std::vector<int64_t> out(3, -1);
@@ -22,13 +26,13 @@ TEST(InMemoryTokenSourceTest, ReadsARange) {
 
 TEST(InMemoryTokenSourceTest, EmptyReadAtEndIsAllowed) {
   auto source = InMemoryTokenSource::Create({1, 2}, 3, "t");
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   (*source)->Read(2, 0, nullptr);
 }
 
 TEST(InMemoryTokenSourceTest, DescribeNamesTheSourceAndCount) {
   auto source = InMemoryTokenSource::Create({1, 2, 0}, 3, "unit");
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   EXPECT_EQ((*source)->Describe(), "memory(unit, 3 tokens)");
 }
 
@@ -57,7 +61,7 @@ TEST(InMemoryTokenSourceTest, VocabularyBelowOneIsRejected) {
 
 TEST(TokenSourceDeathTest, ReadPastTheEndNamesTheRangeAndSource) {
   auto source = InMemoryTokenSource::Create({1, 2, 3}, 4, "short");
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   std::vector<int64_t> out(4);
   EXPECT_DEATH((*source)->Read(1, 3, out.data()),
                "Read of tokens \\[1, 4\\) from memory\\(short, 3 tokens\\), "
@@ -66,7 +70,7 @@ TEST(TokenSourceDeathTest, ReadPastTheEndNamesTheRangeAndSource) {
 
 TEST(TokenSourceDeathTest, NegativeStartFails) {
   auto source = InMemoryTokenSource::Create({1, 2, 3}, 4, "s");
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_THAT(source, IsOk());
   std::vector<int64_t> out(1);
   EXPECT_DEATH((*source)->Read(-1, 1, out.data()),
                "Read of tokens \\[-1, 0\\)");

@@ -63,12 +63,20 @@ std::vector<double> Field(const std::string& metrics_path,
 // metrics line per step.
 std::vector<std::string> Args(const std::string& out,
                               std::vector<std::string> more) {
-  std::vector<std::string> args = {
-      RunfilePath("launch/train"), "--steps=8", "--warmup_steps=1",
-      "--seq_len=32", "--markov_tokens=20000", "--global_batch=4",
-      "--micro_batch=1", "--log_interval=1", "--eval_interval=0",
-      "--dropout=0.1", "--lr=1e-4", "--min_lr=1e-5", "--save_every=4",
-      absl::StrCat("--output_dir=", out)};
+  std::vector<std::string> args = {RunfilePath("launch/train"),
+                                   "--steps=8",
+                                   "--warmup_steps=1",
+                                   "--seq_len=32",
+                                   "--markov_tokens=20000",
+                                   "--global_batch=4",
+                                   "--micro_batch=1",
+                                   "--log_interval=1",
+                                   "--eval_interval=0",
+                                   "--dropout=0.1",
+                                   "--lr=1e-4",
+                                   "--min_lr=1e-5",
+                                   "--save_every=4",
+                                   absl::StrCat("--output_dir=", out)};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -136,8 +144,7 @@ TEST(DropoutInvarianceTest, TwoRankResumeIsBitwiseExactUnderEveryStrategy) {
         EXPECT_EQ(got[i], want[4 + i]) << strategy << " " << key;
       }
     }
-    EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt"))
-        << strategy;
+    EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt")) << strategy;
   }
 }
 

@@ -28,12 +28,15 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/testing/status_matchers.h"
 #include "launch/testing/subprocess.h"
 
 extern char** environ;
 
 namespace strata::launch {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
@@ -173,7 +176,7 @@ TEST(LauncherEnvironmentTest, ExtraEnvReachesEveryRank) {
   options.extra_env = {{"STRATA_LAUNCH_TEST", "hello world"}};
   options.command = {TestProgram(), "check_env", "STRATA_LAUNCH_TEST",
                      "hello world"};
-  EXPECT_TRUE(Launch(options).ok());
+  EXPECT_THAT(Launch(options), IsOk());
 }
 
 TEST(LauncherEnvironmentTest, ExtraEnvOverridesTheThreadLimit) {
@@ -181,7 +184,7 @@ TEST(LauncherEnvironmentTest, ExtraEnvOverridesTheThreadLimit) {
   options.num_threads_per_rank = 1;
   options.extra_env = {{"OMP_NUM_THREADS", "7"}};
   options.command = {TestProgram(), "check_env", "OMP_NUM_THREADS", "7"};
-  EXPECT_TRUE(Launch(options).ok());
+  EXPECT_THAT(Launch(options), IsOk());
 }
 
 // ---------------------------------------------------------------------------
@@ -375,7 +378,7 @@ TEST(LauncherFailureTest, LaunchReturnsOkWhenEveryRankExitsZero) {
   options.nproc_per_node = 2;
   options.command = {TestProgram(), "exit", "0"};
   const absl::Status status = Launch(options);
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(status, IsOk());
   EXPECT_EQ(ExitCodeFromStatus(status), 0);
 }
 

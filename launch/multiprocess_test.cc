@@ -170,9 +170,8 @@ TEST(MultiProcessTest, TrainNprocRunsFsdpOnTwoRanksThroughTheLauncher) {
   RunResult r = testing::Run(
       {RunfilePath("launch/train"), "--nproc=2", "--strategy=fsdp",
        "--fsdp_forward_prefetch", "--fsdp_deferred_init", "--steps=20",
-       "--warmup_steps=2",
-       "--global_batch=8", "--seq_len=32", "--markov_tokens=20000",
-       "--log_interval=10", "--eval_interval=10",
+       "--warmup_steps=2", "--global_batch=8", "--seq_len=32",
+       "--markov_tokens=20000", "--log_interval=10", "--eval_interval=10",
        absl::StrCat("--output_dir=", out)},
       {}, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -1,13 +1,11 @@
 #include "launch/trainer.h"
 
+#include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <ATen/ATen.h>
 
 #include <cmath>
 #include <csignal>
@@ -19,12 +17,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
 #include "launch/testing/subprocess.h"
 #include "serialization/torch_file.h"
 
 namespace strata::launch {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -72,7 +73,7 @@ TEST(TrainTest, ShortDefaultExperimentApproachesTheEntropyFloor) {
   options.eval_interval = 0;
   options.output_dir = TempDir("short_default");
   auto result = Train(options);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(result, IsOk());
   ASSERT_TRUE(std::isfinite(result->entropy_floor_nats));
   EXPECT_GT(result->entropy_floor_nats, 0.5);
   EXPECT_LT(result->final_eval_loss - result->entropy_floor_nats, 0.15)
@@ -87,7 +88,7 @@ TEST(TrainTest, WritesOneMetricsRecordPerLogInterval) {
   options.log_interval = 2;
   options.global_batch = 4;
   auto result = Train(options);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(result, IsOk());
   std::vector<std::string> lines = ReadLines(result->metrics_path);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_THAT(lines[0], HasSubstr("\"step\": 2,"));
@@ -106,11 +107,11 @@ TEST(TrainTest, GradientAccumulationMatchesOneBigBatch) {
   options.log_interval = 1;
   options.global_batch = 8;
   auto big = Train(options);
-  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_THAT(big, IsOk());
   options.micro_batch = 2;
   options.output_dir = TempDir("accum_micro");
   auto micro = Train(options);
-  ASSERT_TRUE(micro.ok()) << micro.status();
+  ASSERT_THAT(micro, IsOk());
   EXPECT_NEAR(big->final_train_loss, micro->final_train_loss, 1e-5);
 }
 
@@ -126,7 +127,7 @@ std::vector<double> LoggedLosses(const std::string& model) {
   options.log_interval = 1;
   options.global_batch = 4;
   auto result = Train(options);
-  EXPECT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(result, IsOk());
   std::vector<double> losses;
   if (!result.ok()) return losses;
   for (const std::string& line : ReadLines(result->metrics_path)) {
@@ -167,7 +168,7 @@ std::vector<double> TrainOnTwoRanks(const TrainOptions& options) {
   std::vector<double> losses(2, 0.0);
   EXPECT_TRUE(comm::testing::RunOnRanks(2, [&](comm::Group& group) {
                 auto result = Train(options, &group);
-                ASSERT_TRUE(result.ok()) << result.status();
+                ASSERT_THAT(result, IsOk());
                 losses[group.rank()] = result->final_train_loss;
               }).ok());
   return losses;
@@ -180,7 +181,7 @@ TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   TrainOptions options = SmallRun("ddp_vs_single_single", 4);
   options.global_batch = 8;
   auto single = Train(options);
-  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_THAT(single, IsOk());
   options.strategy = "ddp";
   options.output_dir = TempDir("ddp_vs_single_ddp");
   const std::vector<double> losses = TrainOnTwoRanks(options);
@@ -195,7 +196,7 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
   TrainOptions options = SmallRun("fsdp_vs_single_single", 4);
   options.global_batch = 8;
   auto single = Train(options);
-  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_THAT(single, IsOk());
   options.strategy = "fsdp";
   options.fsdp_deferred_init = true;
   options.fsdp_forward_prefetch = true;
@@ -206,8 +207,8 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
       serialization::ReadTorchFile(options.output_dir + "/model.pt");
   auto single_model = serialization::ReadTorchFile(
       TempDir("fsdp_vs_single_single") + "/model.pt");
-  ASSERT_TRUE(fsdp_model.ok()) << fsdp_model.status();
-  ASSERT_TRUE(single_model.ok()) << single_model.status();
+  ASSERT_THAT(fsdp_model, IsOk());
+  ASSERT_THAT(single_model, IsOk());
   const auto fsdp_dict = fsdp_model->toGenericDict();
   const auto single_dict = single_model->toGenericDict();
   ASSERT_EQ(fsdp_dict.size(), single_dict.size());
@@ -225,10 +226,10 @@ TEST(TrainTest, DropoutRunsAreReproducibleFromTheirFlags) {
   TrainOptions options = SmallRun("dropout_a", 3);
   options.dropout = 0.1;
   auto a = Train(options);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_THAT(a, IsOk());
   options.output_dir = TempDir("dropout_b");
   auto b = Train(options);
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ(a->final_train_loss, b->final_train_loss);
 }
 
@@ -342,10 +343,17 @@ TEST(TrainTest, ResumeAutoWithoutACheckpointIsAnError) {
 // a checkpoint every 4, one metrics line per step, dropout on (so that the
 // generator state matters).
 std::vector<std::string> TrainArgs(const std::string& out) {
-  return {RunfilePath("launch/train"), "--steps=8", "--warmup_steps=1",
-          "--seq_len=32", "--markov_tokens=20000", "--global_batch=4",
-          "--log_interval=1", "--eval_interval=0", "--dropout=0.1",
-          "--save_every=4", absl::StrCat("--output_dir=", out)};
+  return {RunfilePath("launch/train"),
+          "--steps=8",
+          "--warmup_steps=1",
+          "--seq_len=32",
+          "--markov_tokens=20000",
+          "--global_batch=4",
+          "--log_interval=1",
+          "--eval_interval=0",
+          "--dropout=0.1",
+          "--save_every=4",
+          absl::StrCat("--output_dir=", out)};
 }
 
 std::vector<std::string> With(std::vector<std::string> args,
@@ -387,9 +395,10 @@ std::vector<std::string> LossFields(const std::string& metrics_path) {
 // it trains on: the checkpoint holds exactly the state of its step.
 TEST(TrainTest, ResumeInAFreshProcessIsBitwiseExact) {
   for (const auto& [format, async] :
-       std::vector<std::pair<std::string, bool>>{
-           {"sharded", false}, {"full", false}, {"local", false},
-           {"sharded", true}}) {
+       std::vector<std::pair<std::string, bool>>{{"sharded", false},
+                                                 {"full", false},
+                                                 {"local", false},
+                                                 {"sharded", true}}) {
     const std::string a = TempDir(absl::StrCat("exact_a_", format, async));
     const std::string b = TempDir(absl::StrCat("exact_b_", format, async));
     const std::string flag = "--ckpt_format=" + format;
@@ -442,8 +451,8 @@ TEST(TrainTest, ShardedCheckpointResumesUnderAnotherWorldSizeAndStrategy) {
   auto loss = [](const std::string& line) {
     const size_t at = line.find("\"loss\": ");
     double v = NAN;
-    EXPECT_TRUE(absl::SimpleAtod(
-        line.substr(at + 8, line.find(',', at) - at - 8), &v))
+    EXPECT_TRUE(
+        absl::SimpleAtod(line.substr(at + 8, line.find(',', at) - at - 8), &v))
         << line;
     return v;
   };
@@ -456,7 +465,8 @@ TEST(TrainTest, ShardedCheckpointResumesUnderAnotherWorldSizeAndStrategy) {
   }
   auto expected = serialization::ReadTorchFile(a + "/model.pt");
   auto actual = serialization::ReadTorchFile(b + "/model.pt");
-  ASSERT_TRUE(expected.ok() && actual.ok());
+  ASSERT_THAT(expected, IsOk());
+  ASSERT_THAT(actual, IsOk());
   int compared = 0;
   for (const auto& kv : expected->toGenericDict()) {
     const at::Tensor want_t = kv.value().toTensor();
@@ -511,7 +521,8 @@ TEST(TrainTest, SigkillDuringASaveLeavesThePreviousCheckpointLoadable) {
   while (!std::filesystem::exists(partial) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  ASSERT_TRUE(std::filesystem::exists(partial)) << "the step-8 save never began";
+  ASSERT_TRUE(std::filesystem::exists(partial))
+      << "the step-8 save never began";
   rank1.Signal(SIGKILL);
   RunResult killed = rank1.Finish();
   EXPECT_EQ(killed.exit_code, -1);  // Killed by the signal.
@@ -529,7 +540,8 @@ TEST(TrainTest, SigkillDuringASaveLeavesThePreviousCheckpointLoadable) {
   RunResult r1 = again1.Finish();
   ASSERT_EQ(r0.exit_code, 0) << r0.err;
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
-  EXPECT_THAT(r0.err, HasSubstr("resumed from " + ckpt + "/step_00000004 at step 4"));
+  EXPECT_THAT(r0.err,
+              HasSubstr("resumed from " + ckpt + "/step_00000004 at step 4"));
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000008/metadata.pb"));
   EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000008\n");
 }

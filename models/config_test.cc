@@ -5,14 +5,18 @@
 
 #include <string>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::models {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
 ModelConfig Named(const std::string& name) {
   absl::StatusOr<ModelConfig> config = ConfigByName(name);
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   return config.ok() ? *config : ModelConfig();
 }
 
@@ -20,8 +24,8 @@ TEST(ConfigTest, EveryNamedConfigIsValid) {
   EXPECT_EQ(ConfigNames().size(), 10);
   for (const std::string& name : ConfigNames()) {
     absl::StatusOr<ModelConfig> config = ConfigByName(name);
-    ASSERT_TRUE(config.ok()) << name << ": " << config.status();
-    EXPECT_TRUE(ValidateConfig(*config).ok())
+    ASSERT_THAT(config, IsOk());
+    EXPECT_THAT(ValidateConfig(*config), IsOk())
         << name << ": " << ValidateConfig(*config);
   }
 }

@@ -42,8 +42,8 @@ inline float ToUniform(uint32_t word) {
 
 // Fills mask[0, n) for one sample: mask[e] = (uniform(e) >= p) * scale.
 template <typename T>
-void FillRow(T* mask, int64_t n, std::array<uint32_t, 2> key,
-             int64_t sample_id, float p, float scale) {
+void FillRow(T* mask, int64_t n, std::array<uint32_t, 2> key, int64_t sample_id,
+             float p, float scale) {
   const uint64_t sample = static_cast<uint64_t>(sample_id);
   const T kept = static_cast<T>(scale);
   const T dropped = static_cast<T>(0.0f);
@@ -114,7 +114,8 @@ at::Tensor CounterDropout(const at::Tensor& x, double p, uint64_t site,
   const float pf = static_cast<float>(p);
   const float scale = static_cast<float>(1.0 / (1.0 - p));
   at::Tensor mask = at::empty(x.sizes(), x.options().requires_grad(false));
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, per_row));
+  const int64_t grain =
+      std::max<int64_t>(1, 32768 / std::max<int64_t>(1, per_row));
   auto fill = [&](auto* data) {
     at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {

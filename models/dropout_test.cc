@@ -39,12 +39,11 @@ TEST(CounterDropoutTest, RowsDependOnlyOnTheirGlobalSampleIndex) {
   // The batch of samples 0..3 on one rank, and the same samples split over
   // two "ranks" in another order: every sample's mask is the same.
   const at::Tensor ones = at::ones({4, 5, 6});
-  const at::Tensor whole =
-      CounterDropout(ones, 0.25, 7, Context({0, 1, 2, 3}));
-  const at::Tensor rank0 = CounterDropout(ones.narrow(0, 0, 2), 0.25, 7,
-                                          Context({3, 1}));
-  const at::Tensor rank1 = CounterDropout(ones.narrow(0, 0, 2), 0.25, 7,
-                                          Context({2, 0}));
+  const at::Tensor whole = CounterDropout(ones, 0.25, 7, Context({0, 1, 2, 3}));
+  const at::Tensor rank0 =
+      CounterDropout(ones.narrow(0, 0, 2), 0.25, 7, Context({3, 1}));
+  const at::Tensor rank1 =
+      CounterDropout(ones.narrow(0, 0, 2), 0.25, 7, Context({2, 0}));
   EXPECT_TRUE(at::equal(rank0[0], whole[3]));
   EXPECT_TRUE(at::equal(rank0[1], whole[1]));
   EXPECT_TRUE(at::equal(rank1[0], whole[2]));
@@ -60,8 +59,10 @@ TEST(CounterDropoutTest, SameInputsGiveBitwiseTheSameOutput) {
 TEST(CounterDropoutTest, StepsSitesAndSeedsGiveDifferentMasks) {
   const at::Tensor ones = at::ones({2, 256});
   const at::Tensor base = CounterDropout(ones, 0.5, 1, Context({0, 1}, 0));
-  EXPECT_FALSE(at::equal(base, CounterDropout(ones, 0.5, 1, Context({0, 1}, 1))));
-  EXPECT_FALSE(at::equal(base, CounterDropout(ones, 0.5, 2, Context({0, 1}, 0))));
+  EXPECT_FALSE(
+      at::equal(base, CounterDropout(ones, 0.5, 1, Context({0, 1}, 1))));
+  EXPECT_FALSE(
+      at::equal(base, CounterDropout(ones, 0.5, 2, Context({0, 1}, 0))));
   DropoutContext other_seed = Context({0, 1}, 0);
   other_seed.seed = 99;
   EXPECT_FALSE(at::equal(base, CounterDropout(ones, 0.5, 1, other_seed)));
@@ -71,9 +72,9 @@ TEST(CounterDropoutTest, KeepsAboutOneMinusPScaledByItsInverse) {
   // n = 2^20 Bernoulli(0.9) draws: the kept fraction's standard deviation is
   // sqrt(0.9 * 0.1 / n) = 2.9e-4; 6 sigma = 1.8e-3.
   const double p = 0.1;
-  const at::Tensor out = CounterDropout(at::ones({16, 65536}), p, 3,
-                                        Context({0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                                 10, 11, 12, 13, 14, 15}));
+  const at::Tensor out = CounterDropout(
+      at::ones({16, 65536}), p, 3,
+      Context({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
   const double kept = out.ne(0).to(at::kDouble).mean().item<double>();
   EXPECT_NEAR(kept, 1 - p, 1.8e-3);
   const at::Tensor values = out.masked_select(out.ne(0));
@@ -101,8 +102,8 @@ TEST(CounterDropoutTest, GradientIsTheMaskScaled) {
 }
 
 TEST(CounterDropoutTest, Bf16KeepsTheDtype) {
-  const at::Tensor out = CounterDropout(at::ones({2, 8}, at::kBFloat16), 0.2,
-                                        1, Context({0, 1}));
+  const at::Tensor out =
+      CounterDropout(at::ones({2, 8}, at::kBFloat16), 0.2, 1, Context({0, 1}));
   EXPECT_EQ(out.scalar_type(), at::kBFloat16);
 }
 
@@ -124,9 +125,12 @@ TEST(DropoutTest, IdentityWhenNotTrainingOrZeroProbability) {
 }
 
 TEST(DropoutSiteKeyTest, DistinguishesUnitsAndSites) {
-  EXPECT_NE(DropoutSiteKey("blocks.0", "attn"), DropoutSiteKey("blocks.1", "attn"));
-  EXPECT_NE(DropoutSiteKey("blocks.0", "attn"), DropoutSiteKey("blocks.0", "mlp"));
-  EXPECT_EQ(DropoutSiteKey("blocks.0", "attn"), DropoutSiteKey("blocks.0", "attn"));
+  EXPECT_NE(DropoutSiteKey("blocks.0", "attn"),
+            DropoutSiteKey("blocks.1", "attn"));
+  EXPECT_NE(DropoutSiteKey("blocks.0", "attn"),
+            DropoutSiteKey("blocks.0", "mlp"));
+  EXPECT_EQ(DropoutSiteKey("blocks.0", "attn"),
+            DropoutSiteKey("blocks.0", "attn"));
 }
 
 }  // namespace

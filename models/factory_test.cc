@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "models/config.h"
 #include "models/init.h"
 #include "models/unit.h"
@@ -16,18 +17,20 @@
 namespace strata::models {
 namespace {
 
+using ::strata::testing::IsOk;
+
 using ::testing::HasSubstr;
 
 std::shared_ptr<UnitModel> Build(const std::string& name, uint64_t seed,
                                  bool deferred) {
   absl::StatusOr<ModelConfig> config = ConfigByName(name);
-  EXPECT_TRUE(config.ok());
+  EXPECT_THAT(config, IsOk());
   BuildOptions options;
   options.seed = seed;
   options.deferred = deferred;
   absl::StatusOr<std::shared_ptr<UnitModel>> model =
       BuildModel(*config, options);
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   return *model;
 }
 
@@ -60,7 +63,7 @@ TEST_P(FactoryTest, DeferredBuildHasOnlyMetaParameters) {
 
 TEST_P(FactoryTest, DeferredThenMaterializeIsBitwiseTheDirectBuild) {
   std::shared_ptr<UnitModel> deferred = Build(GetParam(), 5, true);
-  ASSERT_TRUE(Materialize(*deferred, BuildOptions{5, false}).ok());
+  ASSERT_THAT(Materialize(*deferred, BuildOptions{5, false}), IsOk());
   EXPECT_TRUE(SameParameters(*deferred, *Build(GetParam(), 5, false)));
 }
 
@@ -95,7 +98,7 @@ TEST_P(FactoryTest, MaterializeOneUnitLeavesOthersOnMeta) {
 
 TEST_P(FactoryTest, MaterializedModelRunsForward) {
   std::shared_ptr<UnitModel> model = Build(GetParam(), 0, true);
-  ASSERT_TRUE(Materialize(*model, BuildOptions()).ok());
+  ASSERT_THAT(Materialize(*model, BuildOptions()), IsOk());
   EXPECT_EQ(model->Forward(at::zeros({1, 3}, at::kLong)).sizes(),
             at::IntArrayRef({1, 3, 256}));
 }

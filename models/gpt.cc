@@ -62,8 +62,8 @@ class GptBlock : public torch::nn::Module {
   at::Tensor Forward(const at::Tensor& x, bool train,
                      const DropoutContext* context) const {
     at::Tensor h =
-        x + Dropout(Attention(ln_1_->Forward(x), {dropout_, train, context,
-                                                  attn_site_}),
+        x + Dropout(Attention(ln_1_->Forward(x),
+                              {dropout_, train, context, attn_site_}),
                     {dropout_, train, context, resid_attn_site_});
     return h + Dropout(mlp_proj_->Forward(
                            at::gelu(fc_->Forward(ln_2_->Forward(h)), "tanh")),
@@ -78,8 +78,8 @@ class GptBlock : public torch::nn::Module {
     auto heads = [&](const at::Tensor& y) {
       return y.view({b, t, num_heads_, d}).transpose(1, 2);
     };
-    const at::Tensor y = CausalAttention(heads(qkv[0]), heads(qkv[1]),
-                                         heads(qkv[2]), dropout);
+    const at::Tensor y =
+        CausalAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout);
     return attn_proj_->Forward(y.transpose(1, 2).reshape({b, t, c}));
   }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "models/config.h"
 #include "models/init.h"
 #include "models/unit.h"
@@ -20,13 +21,15 @@
 namespace strata::models {
 namespace {
 
+using ::strata::testing::IsOk;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
 ModelConfig TinyConfig() {
   absl::StatusOr<ModelConfig> config = ConfigByName("gpt-tiny");
-  EXPECT_TRUE(config.ok());
+  EXPECT_THAT(config, IsOk());
   return *config;
 }
 
@@ -36,7 +39,7 @@ std::shared_ptr<Gpt> TinyGpt(uint64_t seed = 0, bool deferred = false) {
   options.deferred = deferred;
   absl::StatusOr<std::shared_ptr<Gpt>> model =
       Gpt::Create(TinyConfig(), options);
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   return *model;
 }
 
@@ -189,7 +192,7 @@ TEST(GptTest, ForwardOnDeferredModelFailsClearly) {
 
 TEST(GptTest, CreateRejectsOtherFamily) {
   absl::StatusOr<ModelConfig> llama = ConfigByName("llama-tiny");
-  ASSERT_TRUE(llama.ok());
+  ASSERT_THAT(llama, IsOk());
   absl::StatusOr<std::shared_ptr<Gpt>> model =
       Gpt::Create(*llama, BuildOptions());
   EXPECT_FALSE(model.ok());
@@ -206,7 +209,7 @@ TEST(GptTest, DropoutOnlyInTraining) {
   config.dropout = 0.1;
   absl::StatusOr<std::shared_ptr<Gpt>> model =
       Gpt::Create(config, BuildOptions());
-  ASSERT_TRUE(model.ok());
+  ASSERT_THAT(model, IsOk());
   const at::Tensor tokens = RandomTokens(1, 8, 256, 6);
   EXPECT_FALSE(at::equal((*model)->Forward(tokens), (*model)->Forward(tokens)));
   (*model)->eval();
@@ -218,7 +221,7 @@ std::shared_ptr<Gpt> TinyGptWithDropout() {
   config.dropout = 0.1;
   absl::StatusOr<std::shared_ptr<Gpt>> model =
       Gpt::Create(config, BuildOptions());
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   return *model;
 }
 
@@ -242,11 +245,9 @@ TEST(GptTest, DropoutWithContextIsAFunctionOfTheSampleNotItsRank) {
   model->SetDropoutContext(Context({10, 11, 12, 13}, 2));
   const at::Tensor whole = model->Forward(tokens);
   model->SetDropoutContext(Context({13, 11}, 2));
-  const at::Tensor first = model->Forward(
-      at::stack({tokens[3], tokens[1]}));
+  const at::Tensor first = model->Forward(at::stack({tokens[3], tokens[1]}));
   model->SetDropoutContext(Context({10, 12}, 2));
-  const at::Tensor second = model->Forward(
-      at::stack({tokens[0], tokens[2]}));
+  const at::Tensor second = model->Forward(at::stack({tokens[0], tokens[2]}));
   EXPECT_TRUE(at::allclose(first[0], whole[3], 1e-5, 1e-5));
   EXPECT_TRUE(at::allclose(first[1], whole[1], 1e-5, 1e-5));
   EXPECT_TRUE(at::allclose(second[0], whole[0], 1e-5, 1e-5));

@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "base/fnv.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/fnv.h"
 #include "glog/logging.h"
 
 namespace strata::models {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
@@ -34,6 +35,8 @@
 
 namespace strata::models {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using serialization::testing::RunPython;
 
@@ -75,7 +78,7 @@ at::Tensor WriteTokens(const std::string& path) {
 
 at::Tensor ReadTensor(const std::string& path) {
   absl::StatusOr<c10::IValue> value = serialization::ReadTorchFile(path);
-  EXPECT_TRUE(value.ok()) << value.status();
+  EXPECT_THAT(value, IsOk());
   if (!value.ok() || !value->isTensor()) return at::Tensor();
   return value->toTensor();
 }
@@ -85,7 +88,7 @@ std::shared_ptr<UnitModel> Build(uint64_t seed) {
   options.seed = seed;
   absl::StatusOr<std::shared_ptr<UnitModel>> model =
       BuildModel(TinyConfig(), options);
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   (*model)->eval();
   return *model;
 }
@@ -96,13 +99,13 @@ TEST(InteropTest, PythonLoadsStrataStateDictAndMatchesLogits) {
   const std::string logits_path = TempPath("a_logits.pt");
   const at::Tensor tokens = WriteTokens(tokens_path);
   std::shared_ptr<UnitModel> model = Build(1234);
-  ASSERT_TRUE(SaveStateDict(*model, state_path).ok());
+  ASSERT_THAT(SaveStateDict(*model, state_path), IsOk());
 
   const absl::Status ran =
       RunPython({ScriptPath(), "forward", ConfigJson(TinyConfig()), state_path,
                  tokens_path, logits_path},
                 TempPath("a_python.log"));
-  ASSERT_TRUE(ran.ok()) << ran;
+  ASSERT_THAT(ran, IsOk());
 
   const at::Tensor python_logits = ReadTensor(logits_path);
   at::NoGradGuard no_grad;
@@ -123,11 +126,11 @@ TEST(InteropTest, StrataLoadsPythonStateDictAndMatchesLogits) {
       RunPython({ScriptPath(), "init", ConfigJson(TinyConfig()), "7",
                  tokens_path, state_path, logits_path},
                 TempPath("b_python.log"));
-  ASSERT_TRUE(ran.ok()) << ran;
+  ASSERT_THAT(ran, IsOk());
 
   std::shared_ptr<UnitModel> model = Build(0);
   const absl::Status loaded = LoadStateDict(*model, state_path, true);
-  ASSERT_TRUE(loaded.ok()) << loaded;
+  ASSERT_THAT(loaded, IsOk());
 
   const at::Tensor python_logits = ReadTensor(logits_path);
   at::NoGradGuard no_grad;

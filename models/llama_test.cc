@@ -13,12 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "models/config.h"
 #include "models/init.h"
 #include "models/unit.h"
 
 namespace strata::models {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -27,7 +30,7 @@ using ::testing::Pair;
 
 ModelConfig TinyConfig() {
   absl::StatusOr<ModelConfig> config = ConfigByName("llama-tiny");
-  EXPECT_TRUE(config.ok());
+  EXPECT_THAT(config, IsOk());
   return *config;
 }
 
@@ -37,7 +40,7 @@ std::shared_ptr<Llama> Build(const ModelConfig& config, uint64_t seed = 0,
   options.seed = seed;
   options.deferred = deferred;
   absl::StatusOr<std::shared_ptr<Llama>> model = Llama::Create(config, options);
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   return *model;
 }
 

@@ -13,10 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "serialization/torch_file.h"
 
 namespace strata::models {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -83,10 +86,10 @@ TEST(NamedStateTensorsTest, ParametersThenBuffersWithFullNames) {
 
 TEST(StateDictTest, SaveThenLoadRoundTrips) {
   const std::string path = TempPath("round_trip.pt");
-  ASSERT_TRUE(SaveStateDict(Small(3), path).ok());
+  ASSERT_THAT(SaveStateDict(Small(3), path), IsOk());
   Small model(0);
   const absl::Status status = LoadStateDict(model, path, /*strict=*/true);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_THAT(status, IsOk());
   EXPECT_TRUE(Unchanged(model, 3));
   EXPECT_EQ(model.Get("layer.count").item<int64_t>(), 3);
 }
@@ -98,9 +101,9 @@ TEST(StateDictTest, SavedFileIsADictOfContiguousCpuTensors) {
   torch::nn::Module model;
   model.register_parameter("w", flat.narrow(0, 6, 6).view({2, 3}).t());
   const std::string path = TempPath("dict.pt");
-  ASSERT_TRUE(SaveStateDict(model, path).ok());
+  ASSERT_THAT(SaveStateDict(model, path), IsOk());
   absl::StatusOr<c10::IValue> value = serialization::ReadTorchFile(path);
-  ASSERT_TRUE(value.ok()) << value.status();
+  ASSERT_THAT(value, IsOk());
   ASSERT_TRUE(value->isGenericDict());
   ASSERT_EQ(value->toGenericDict().size(), 1);
   const at::Tensor w = value->toGenericDict().at("w").toTensor();
@@ -114,8 +117,8 @@ TEST(StateDictTest, SaveReplacesAtomicallyAndLeavesNoTemporaries) {
   const std::string dir = TempPath("atomic");
   ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
   const std::string path = dir + "/model.pt";
-  ASSERT_TRUE(SaveStateDict(Small(1), path).ok());
-  ASSERT_TRUE(SaveStateDict(Small(5), path).ok());
+  ASSERT_THAT(SaveStateDict(Small(1), path), IsOk());
+  ASSERT_THAT(SaveStateDict(Small(5), path), IsOk());
   std::vector<std::string> files;
   DIR* listing = opendir(dir.c_str());
   ASSERT_NE(listing, nullptr);
@@ -126,7 +129,7 @@ TEST(StateDictTest, SaveReplacesAtomicallyAndLeavesNoTemporaries) {
   closedir(listing);
   EXPECT_THAT(files, ElementsAre("model.pt"));
   Small model(0);
-  ASSERT_TRUE(LoadStateDict(model, path, true).ok());
+  ASSERT_THAT(LoadStateDict(model, path, true), IsOk());
   EXPECT_TRUE(Unchanged(model, 5));
 }
 
@@ -196,7 +199,7 @@ TEST(StateDictTest, NonStrictIgnoresMissingAndUnexpectedKeys) {
   const std::string path = TempPath("non_strict.pt");
   WriteDict(path, dict);
   Small model(0);
-  ASSERT_TRUE(LoadStateDict(model, path, false).ok());
+  ASSERT_THAT(LoadStateDict(model, path, false), IsOk());
   EXPECT_TRUE(at::equal(model.Get("layer.weight"), at::full({2, 3}, 4.0)));
   EXPECT_TRUE(at::equal(model.Get("layer.bias"), at::zeros({2})));
 }
@@ -222,7 +225,7 @@ TEST(StateDictTest, ConvertsDtypeToTheParameters) {
   const std::string path = TempPath("dtypes.pt");
   WriteDict(path, dict);
   Small model(0);
-  ASSERT_TRUE(LoadStateDict(model, path, true).ok());
+  ASSERT_THAT(LoadStateDict(model, path, true), IsOk());
   EXPECT_EQ(model.Get("layer.weight").scalar_type(), at::kFloat);
   EXPECT_TRUE(at::equal(model.Get("layer.weight"), at::full({2, 3}, 1.5)));
   EXPECT_TRUE(at::equal(model.Get("layer.bias"), at::full({2}, 2.5)));
@@ -247,7 +250,7 @@ TEST(StateDictTest, LoadIntoMetaParametersMaterialisesThem) {
   dict.insert("w", at::full({2, 2}, 7.0));
   const std::string path = TempPath("meta_load.pt");
   WriteDict(path, dict);
-  ASSERT_TRUE(LoadStateDict(model, path, true).ok());
+  ASSERT_THAT(LoadStateDict(model, path, true), IsOk());
   EXPECT_FALSE(w.is_meta());
   EXPECT_TRUE(w.requires_grad());
   EXPECT_TRUE(at::equal(w, at::full({2, 2}, 7.0)));

@@ -10,10 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "optim/testing/buffers.h"
 
 namespace strata::optim {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::strata::optim::testing::RandomParts;
 using ::strata::optim::testing::Ranges;
@@ -31,7 +34,7 @@ std::unique_ptr<Optimizer> MustCreateAdamW(at::Tensor params, at::Tensor grads,
                                            const AdamWOptions& options = {}) {
   auto opt = CreateAdamW(std::move(params), std::move(grads), std::move(ranges),
                          options);
-  EXPECT_TRUE(opt.ok()) << opt.status();
+  EXPECT_THAT(opt, IsOk());
   return *std::move(opt);
 }
 
@@ -186,7 +189,7 @@ TEST(AdamWTest, StateRoundTripContinuesIdentically) {
   at::Tensor params_b = params_a.clone();
   at::Tensor grads_b = at::zeros({1000});
   std::unique_ptr<Optimizer> b = MustCreateAdamW(params_b, grads_b, ranges);
-  ASSERT_TRUE(b->LoadState(saved).ok());
+  ASSERT_THAT(b->LoadState(saved), IsOk());
   EXPECT_EQ(b->num_steps(), 5);
   for (int step = 5; step < 10; ++step) {
     grads_a.copy_(at::randn({1000}));

@@ -1,6 +1,6 @@
 // FlatParameters: a model's parameters as views into one contiguous buffer.
 //
-// The flat-parameter mechanism every strategy reuses (DESIGN.md, "Flat
+// The flat-parameter mechanism every strategy reuses (docs/ARCHITECTURE.md, "Flat
 // parameters"). Create copies the parameters' values into one flat buffer,
 // in the given order, padded with zeros to a multiple of `align_elems` (so
 // that ZeRO / FSDP can shard it evenly across ranks), and makes every

@@ -11,8 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::optim {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -47,7 +51,7 @@ std::unique_ptr<FlatParameters> Flatten(const TinyNet& net,
                                         int64_t align_elems = 1) {
   absl::StatusOr<std::unique_ptr<FlatParameters>> flat =
       FlatParameters::Create(NamedParameters(*net), align_elems);
-  EXPECT_TRUE(flat.ok()) << flat.status();
+  EXPECT_THAT(flat, IsOk());
   return *std::move(flat);
 }
 
@@ -126,7 +130,7 @@ TEST(FlatParametersTest, BackwardWritesGradientsIntoTheFlatBuffer) {
     EXPECT_EQ(flat->parameter(i).grad().data_ptr<float>(),
               flat->grads().data_ptr<float>() + e.offset);
   }
-  EXPECT_TRUE(flat->CheckGradViews().ok());
+  EXPECT_THAT(flat->CheckGradViews(), IsOk());
 }
 
 TEST(FlatParametersTest, TwoBackwardsAccumulate) {
@@ -152,7 +156,7 @@ TEST(FlatParametersTest, ZeroGradZeroesTheBufferAndKeepsTheViews) {
   Backward(net, Input(1));
   flat->ZeroGrad();
   EXPECT_TRUE(at::equal(flat->grads(), at::zeros({kTinyNetNumel})));
-  EXPECT_TRUE(flat->CheckGradViews().ok());
+  EXPECT_THAT(flat->CheckGradViews(), IsOk());
   Backward(net, Input(2));
   Backward(reference, Input(2));
   EXPECT_TRUE(at::equal(FlatGrad(*flat, 0), reference->fc1->weight.grad()));
@@ -163,7 +167,7 @@ TEST(FlatParametersTest, ModuleZeroGradInPlaceKeepsTheViews) {
   std::unique_ptr<FlatParameters> flat = Flatten(net);
   Backward(net, Input(1));
   net->zero_grad(/*set_to_none=*/false);
-  EXPECT_TRUE(flat->CheckGradViews().ok());
+  EXPECT_THAT(flat->CheckGradViews(), IsOk());
   EXPECT_TRUE(at::equal(flat->grads(), at::zeros({kTinyNetNumel})));
 }
 
@@ -215,14 +219,14 @@ TEST(FlatParametersTest, FrozenParameterGetsNoGradView) {
   EXPECT_FALSE(net->fc1->bias.grad().defined());
   Backward(net, Input(1));
   EXPECT_TRUE(at::equal(FlatGrad(*flat, 1), at::zeros({7})));
-  EXPECT_TRUE(flat->CheckGradViews().ok());
+  EXPECT_THAT(flat->CheckGradViews(), IsOk());
 }
 
 TEST(FlatParametersTest, ConvertsValuesToTheFlatDtype) {
   at::Tensor a = at::tensor({1.5, -2.25}, at::kDouble).requires_grad_();
   at::Tensor b = at::full({1, 1}, 3.0, at::kDouble).requires_grad_();
   auto flat = FlatParameters::Create({{"a", a}, {"b", b}});
-  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_THAT(flat, IsOk());
   EXPECT_EQ((*flat)->params().scalar_type(), at::kFloat);
   EXPECT_TRUE(at::equal((*flat)->params(), at::tensor({1.5f, -2.25f, 3.0f})));
   EXPECT_EQ(a.scalar_type(), at::kFloat);
@@ -239,7 +243,7 @@ TEST(FlatParametersTest, MatrixDecayRangesDecayOnlyMatricesAndMergeNeighbours) {
   at::Tensor w3 = at::ones({2, 2}).requires_grad_();
   auto flat = FlatParameters::Create(
       {{"w1", w1}, {"w2", w2}, {"bias", bias}, {"gain", gain}, {"w3", w3}});
-  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_THAT(flat, IsOk());
   std::vector<ParamRange> ranges = (*flat)->MatrixDecayRanges(0.1);
   ASSERT_EQ(ranges.size(), 3u);
   EXPECT_EQ(ranges[0].offset, 0);
@@ -256,7 +260,7 @@ TEST(FlatParametersTest, MatrixDecayRangesDecayOnlyMatricesAndMergeNeighbours) {
 TEST(FlatParametersTest, HonoursARequestedDtype) {
   at::Tensor a = at::tensor({1.5f, -2.0f}).requires_grad_();
   auto flat = FlatParameters::Create({{"a", a}}, 1, at::kBFloat16);
-  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_THAT(flat, IsOk());
   EXPECT_EQ((*flat)->params().scalar_type(), at::kBFloat16);
   EXPECT_EQ((*flat)->grads().scalar_type(), at::kBFloat16);
   EXPECT_EQ(a.grad().scalar_type(), at::kBFloat16);
@@ -268,7 +272,7 @@ TEST(FlatParametersTest, CopiesAnExistingGradient) {
   at::Tensor a = at::zeros({2}).requires_grad_();
   a.mutable_grad() = at::tensor({4.0f, 5.0f});
   auto flat = FlatParameters::Create({{"a", a}});
-  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_THAT(flat, IsOk());
   EXPECT_TRUE(at::equal((*flat)->grads(), at::tensor({4.0f, 5.0f})));
 }
 
@@ -278,7 +282,7 @@ TEST(FlatParametersTest, NonContiguousParameterIsCopiedInLogicalOrder) {
   ASSERT_FALSE(a.is_contiguous());
   const at::Tensor expected = a.detach().clone();
   auto flat = FlatParameters::Create({{"a", a}});
-  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_THAT(flat, IsOk());
   EXPECT_TRUE(at::equal(a, expected));
   EXPECT_TRUE(at::equal((*flat)->params(), at::arange(6, at::kFloat)));
 }

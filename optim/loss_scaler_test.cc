@@ -11,8 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::optim {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -28,7 +32,7 @@ LossScalerOptions Options(double init_scale, int64_t growth_interval) {
 
 std::unique_ptr<LossScaler> MustCreate(const LossScalerOptions& options) {
   auto scaler = LossScaler::Create(options);
-  EXPECT_TRUE(scaler.ok()) << scaler.status();
+  EXPECT_THAT(scaler, IsOk());
   return *std::move(scaler);
 }
 
@@ -147,7 +151,7 @@ TEST(LossScalerTest, StateRoundTripContinuesIdentically) {
   a->Update(false);
   a->Update(false);
   std::unique_ptr<LossScaler> b = MustCreate(LossScalerOptions());
-  ASSERT_TRUE(b->LoadState(a->State()).ok());
+  ASSERT_THAT(b->LoadState(a->State()), IsOk());
   EXPECT_EQ(b->scale(), 512.0);
   EXPECT_EQ(b->growth_tracker(), 2);
   EXPECT_EQ(b->options().growth_interval, 3);

@@ -9,8 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::optim {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -23,7 +27,7 @@ LrScheduleOptions Options(const std::string& kind) {
 
 std::unique_ptr<LrSchedule> MustCreate(const LrScheduleOptions& options) {
   auto schedule = LrSchedule::Create(options);
-  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  EXPECT_THAT(schedule, IsOk());
   return *std::move(schedule);
 }
 
@@ -181,7 +185,7 @@ TEST(LrScheduleTest, StateRoundTripGivesTheSameSchedule) {
   options.min_lr = 1e-5;
   std::unique_ptr<LrSchedule> schedule = MustCreate(options);
   auto restored = LrSchedule::FromState(schedule->State(41));
-  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_THAT(restored, IsOk());
   EXPECT_EQ(restored->last_step, 41);
   EXPECT_EQ(restored->schedule->options().kind, "cosine");
   for (int64_t step = 0; step < 60; ++step) {

@@ -87,7 +87,7 @@ struct ShardPlacement {
   std::vector<ParamRange> ranges;  // Over the whole flat buffer.
   int64_t shard_offset = 0;        // The shard, in the flat buffer.
   int64_t shard_numel = 0;
-  int64_t buffer_offset = 0;       // The shard, in the concatenated buffer.
+  int64_t buffer_offset = 0;  // The shard, in the concatenated buffer.
 };
 
 // The ranges of a concatenated buffer of `buffer_numel` elements: each

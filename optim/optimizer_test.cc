@@ -10,8 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata::optim {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 
@@ -54,18 +58,19 @@ std::unique_ptr<RecordingOptimizer> MakeRecording(
   at::Tensor params = at::zeros({numel});
   at::Tensor grads = at::zeros({numel});
   auto normalized = NormalizeParamRanges(std::move(ranges), numel);
-  EXPECT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_THAT(normalized, IsOk());
   return std::make_unique<RecordingOptimizer>(params, grads, *normalized);
 }
 
 TEST(ValidateFlatBuffersTest, AcceptsMatchingFloatBuffers) {
-  EXPECT_TRUE(ValidateFlatBuffers(at::zeros({10}), at::zeros({10})).ok());
+  EXPECT_THAT(ValidateFlatBuffers(at::zeros({10}), at::zeros({10})), IsOk());
 }
 
 TEST(ValidateFlatBuffersTest, AcceptsDisjointViewsOfOneStorage) {
   at::Tensor both = at::zeros({20});
-  EXPECT_TRUE(
-      ValidateFlatBuffers(both.narrow(0, 0, 10), both.narrow(0, 10, 10)).ok());
+  EXPECT_THAT(
+      ValidateFlatBuffers(both.narrow(0, 0, 10), both.narrow(0, 10, 10)),
+      IsOk());
 }
 
 TEST(ValidateFlatBuffersTest, RejectsAnUndefinedBuffer) {
@@ -114,7 +119,7 @@ TEST(ValidateFlatBuffersTest, RejectsOverlappingBuffers) {
 
 TEST(NormalizeParamRangesTest, EmptyMeansTheWholeBufferWithoutDecay) {
   auto ranges = NormalizeParamRanges({}, 10);
-  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_THAT(ranges, IsOk());
   ASSERT_EQ(ranges->size(), 1u);
   EXPECT_EQ((*ranges)[0].offset, 0);
   EXPECT_EQ((*ranges)[0].numel, 10);
@@ -124,7 +129,7 @@ TEST(NormalizeParamRangesTest, EmptyMeansTheWholeBufferWithoutDecay) {
 TEST(NormalizeParamRangesTest, KeepsContiguousRangesAndDropsEmptyOnes) {
   auto ranges =
       NormalizeParamRanges({{0, 4, 0.1}, {4, 0, 0.5}, {4, 6, 0.0}}, 10);
-  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_THAT(ranges, IsOk());
   ASSERT_EQ(ranges->size(), 2u);
   EXPECT_EQ((*ranges)[1].offset, 4);
   EXPECT_EQ((*ranges)[1].numel, 6);
@@ -132,7 +137,7 @@ TEST(NormalizeParamRangesTest, KeepsContiguousRangesAndDropsEmptyOnes) {
 }
 
 TEST(NormalizeParamRangesTest, MayLeaveOutTrailingPadding) {
-  EXPECT_TRUE(NormalizeParamRanges({{0, 4, 0.1}, {4, 3, 0.0}}, 10).ok());
+  EXPECT_THAT(NormalizeParamRanges({{0, 4, 0.1}, {4, 3, 0.0}}, 10), IsOk());
 }
 
 TEST(NormalizeParamRangesTest, RejectsAGap) {
@@ -172,7 +177,7 @@ TEST(NormalizeParamRangesTest, RejectsNegativeWeightDecay) {
 
 TEST(NormalizeParamRangesTest, EmptyRangesCoverNothing) {
   auto ranges = NormalizeParamRanges({{0, 0, 0.1}}, 10);
-  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  ASSERT_THAT(ranges, IsOk());
   EXPECT_TRUE(ranges->empty());
 }
 
@@ -194,7 +199,7 @@ TEST(SliceParamRangesTest, LeavesOutPaddingAtTheEnd) {
   ASSERT_EQ(shard.size(), 1u);
   EXPECT_EQ(shard[0].offset, 0);
   EXPECT_EQ(shard[0].numel, 2);
-  EXPECT_TRUE(NormalizeParamRanges(shard, 4).ok());
+  EXPECT_THAT(NormalizeParamRanges(shard, 4), IsOk());
 }
 
 TEST(SliceParamRangesTest, APaddingOnlyShardGetsOneEmptyRange) {
@@ -217,9 +222,8 @@ std::string Describe(const std::vector<ParamRange>& ranges) {
 
 TEST(DecayRangesTest, MatricesDecayVectorsDoNot) {
   // A [4, 2] matrix, a [2] bias, a [3] norm gain.
-  EXPECT_EQ(Describe(DecayRanges({{0, 8, 2, true}, {8, 2, 1, true},
-                                  {10, 3, 1, true}},
-                                 0.5)),
+  EXPECT_EQ(Describe(DecayRanges(
+                {{0, 8, 2, true}, {8, 2, 1, true}, {10, 3, 1, true}}, 0.5)),
             "0:8:0.500000 8:5:0");
 }
 
@@ -229,9 +233,8 @@ TEST(DecayRangesTest, MergesNeighboursWithTheSameDecay) {
 }
 
 TEST(DecayRangesTest, FrozenParametersGetFrozenRangesWithoutDecay) {
-  EXPECT_EQ(Describe(DecayRanges({{0, 4, 2, false}, {4, 2, 1, false},
-                                  {6, 4, 2, true}},
-                                 0.5)),
+  EXPECT_EQ(Describe(DecayRanges(
+                {{0, 4, 2, false}, {4, 2, 1, false}, {6, 4, 2, true}}, 0.5)),
             "0:6:0:frozen 6:4:0.500000");
 }
 
@@ -251,12 +254,11 @@ TEST(ConcatenateShardRangesTest, OneShardOfOneBuffer) {
 TEST(ConcatenateShardRangesTest, ShardsOfTwoBuffersOneAfterTheOther) {
   // Buffer A: [0, 6) decayed, shard [3, 6) at 0. Buffer B: [0, 2) not
   // decayed, [2, 8) frozen, shard [0, 4) at 3.
-  EXPECT_EQ(
-      Describe(ConcatenateShardRanges(
-          {{{{0, 6, 0.1}}, 3, 3, 0},
-           {{{0, 2, 0.0}, {2, 6, 0.0, /*frozen=*/true}}, 0, 4, 3}},
-          7)),
-      "0:3:0.100000 3:2:0 5:2:0:frozen");
+  EXPECT_EQ(Describe(ConcatenateShardRanges(
+                {{{{0, 6, 0.1}}, 3, 3, 0},
+                 {{{0, 2, 0.0}, {2, 6, 0.0, /*frozen=*/true}}, 0, 4, 3}},
+                7)),
+            "0:3:0.100000 3:2:0 5:2:0:frozen");
 }
 
 TEST(ConcatenateShardRangesTest, PaddingOnlyShardsBecomeFrozenGaps) {
@@ -314,9 +316,9 @@ TEST(OptimizerTest, NumStepsCountsSteps) {
 TEST(OptimizerTest, LoadStateCopiesEveryTensor) {
   std::unique_ptr<RecordingOptimizer> opt = MakeRecording(10, {});
   const at::Tensor visits = at::arange(10, at::kInt);
-  ASSERT_TRUE(opt->LoadState({{"step", at::scalar_tensor(7, at::kLong)},
-                              {"visits", visits}})
-                  .ok());
+  ASSERT_THAT(opt->LoadState({{"step", at::scalar_tensor(7, at::kLong)},
+                              {"visits", visits}}),
+              IsOk());
   EXPECT_EQ(opt->num_steps(), 7);
   EXPECT_TRUE(at::equal(opt->State()[0].second, visits));
 }

@@ -10,10 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "optim/testing/buffers.h"
 
 namespace strata::optim {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::strata::optim::testing::RandomParts;
 using ::strata::optim::testing::Ranges;
@@ -29,7 +32,7 @@ std::unique_ptr<Optimizer> MustCreateSgd(at::Tensor params, at::Tensor grads,
                                          const SgdOptions& options = {}) {
   auto opt = CreateSgd(std::move(params), std::move(grads), std::move(ranges),
                        options);
-  EXPECT_TRUE(opt.ok()) << opt.status();
+  EXPECT_THAT(opt, IsOk());
   return *std::move(opt);
 }
 
@@ -161,7 +164,7 @@ TEST(SgdTest, StateRoundTripContinuesIdentically) {
   at::Tensor grads_b = at::zeros({1000});
   std::unique_ptr<Optimizer> b =
       MustCreateSgd(params_b, grads_b, ranges, options);
-  ASSERT_TRUE(b->LoadState(saved).ok());
+  ASSERT_THAT(b->LoadState(saved), IsOk());
   for (int step = 5; step < 10; ++step) {
     grads_a.copy_(at::randn({1000}));
     grads_b.copy_(grads_a);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/testing/status_matchers.h"
 #include "base/tracking_allocator.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
@@ -42,6 +43,8 @@
 
 namespace strata::strategies {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::HasSubstr;
 using testing::Params;
@@ -111,7 +114,7 @@ std::shared_ptr<ActivationCheckpointing> Checkpoint(
   options.units = std::move(units);
   options.preserve_rng_state = preserve_rng_state;
   auto created = ActivationCheckpointing::Create(model, std::move(options));
-  EXPECT_TRUE(created.ok()) << created.status();
+  EXPECT_THAT(created, IsOk());
   return created.ok() ? *created : nullptr;
 }
 
@@ -272,7 +275,7 @@ TEST_F(ActivationCheckpointingTest, KeepsTheNestingOfOtherInterceptors) {
   EXPECT_EQ(inner->calls, (std::map<int, int>{{0, 1}, {1, 2}, {2, 1}, {3, 1}}));
 }
 
-// Mimics FSDP's handling of a unit's parameters (DESIGN.md, "Freeing
+// Mimics FSDP's handling of a unit's parameters (docs/ARCHITECTURE.md, "Freeing
 // gathered parameters"): after the unit's forward it releases the storage of
 // the unit's parameters (StorageImpl::reset; the values are kept aside, as
 // FSDP keeps a shard) and re-allocates and refills it from a hook on the
@@ -502,12 +505,12 @@ Params TrainSingleStrategy(std::vector<std::string> checkpoint_units,
   auto created =
       CreateStrategy(options, testing::Build(TinyConfig("gpt-tiny", 0.1), 7),
                      nullptr, testing::Optimizer(), testing::Schedule());
-  EXPECT_TRUE(created.ok()) << created.status();
+  EXPECT_THAT(created, IsOk());
   if (!created.ok()) return Params();
   at::manual_seed(21);
   absl::Status status =
       testing::Train(**created, 0, 1, /*micro_batches=*/2, norms);
-  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(status, IsOk());
   return testing::Snapshot(**created);
 }
 
@@ -562,11 +565,11 @@ void TrainOnTwoRanks(const std::string& kind, at::ScalarType param_dtype,
                 auto created = CreateStrategy(
                     options, testing::Build(TinyConfig("gpt-tiny", 0.0), 7),
                     &group, testing::Optimizer(), testing::Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 absl::Status status = testing::Train(**created, group.rank(), 2,
                                                      /*micro_batches=*/2,
                                                      &(*norms)[group.rank()]);
-                ASSERT_TRUE(status.ok()) << status;
+                ASSERT_THAT(status, IsOk());
                 (*params)[group.rank()] = testing::Snapshot(**created);
               }).ok());
 }
@@ -610,7 +613,7 @@ TEST_F(ActivationCheckpointingTest, FsdpBf16TrainingMatchesBitwise) {
 // Saved activations, counted by the tracking allocator: a gpt-tiny-like model
 // with 4 blocks, batch 8 x 128.
 TEST_F(ActivationCheckpointingTest, CheckpointingKeepsOnlyUnitOutputs) {
-  ASSERT_TRUE(TrackingAllocator::Install().ok());
+  ASSERT_THAT(TrackingAllocator::Install(), IsOk());
   models::ModelConfig config = TinyConfig("gpt-tiny", 0.0);
   config.num_layers = 4;
   const int64_t b = 8, t = 128, c = config.dim, v = config.vocab_size,

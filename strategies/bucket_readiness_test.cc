@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/status_matchers.h"
 
 namespace strata::strategies {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
@@ -115,7 +118,7 @@ std::string EntryName(size_t entry) { return absl::StrCat("p", entry); }
 
 TEST(BucketReadinessTest, CompleteStepNeedsACompletedLastMicroBatch) {
   BucketReadiness readiness({{0}}, {true});
-  ASSERT_TRUE(readiness.BeforeMicroBatch("owner", true).ok());
+  ASSERT_THAT(readiness.BeforeMicroBatch("owner", true), IsOk());
   std::vector<size_t> launched;
   absl::Status status = readiness.CompleteStep(
       "owner", false, EntryName, [&](size_t k) { launched.push_back(k); });
@@ -130,7 +133,7 @@ TEST(BucketReadinessTest, CompleteStepNamesUnusedEntriesUnlessAllowed) {
   const BucketReadiness::LaunchFn launch = [&](size_t k) {
     launched.push_back(k);
   };
-  ASSERT_TRUE(readiness.BeforeMicroBatch("owner", true).ok());
+  ASSERT_THAT(readiness.BeforeMicroBatch("owner", true), IsOk());
   readiness.MarkReady(0, launch);
   readiness.AfterBackward(true);
   absl::Status status =
@@ -139,17 +142,17 @@ TEST(BucketReadinessTest, CompleteStepNamesUnusedEntriesUnlessAllowed) {
   EXPECT_NE(status.message().find("p1, p2"), absl::string_view::npos)
       << status.message();
   EXPECT_THAT(launched, ElementsAre(0));
-  EXPECT_TRUE(readiness.CompleteStep("owner", true, EntryName, launch).ok());
+  EXPECT_THAT(readiness.CompleteStep("owner", true, EntryName, launch), IsOk());
   EXPECT_THAT(launched, ElementsAre(0, 1));
 }
 
 TEST(BucketReadinessTest, StepLifecycle) {
   BucketReadiness readiness({{0}}, {true});
-  EXPECT_TRUE(readiness.BeforeMicroBatch("owner", false).ok());
+  EXPECT_THAT(readiness.BeforeMicroBatch("owner", false), IsOk());
   EXPECT_FALSE(readiness.armed());
   readiness.AfterBackward(false);
   EXPECT_FALSE(readiness.complete());
-  EXPECT_TRUE(readiness.BeforeMicroBatch("owner", true).ok());
+  EXPECT_THAT(readiness.BeforeMicroBatch("owner", true), IsOk());
   EXPECT_TRUE(readiness.armed());
   absl::Status again = readiness.BeforeMicroBatch("owner", true);
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
@@ -160,7 +163,7 @@ TEST(BucketReadinessTest, StepLifecycle) {
   EXPECT_FALSE(readiness.BeforeMicroBatch("owner", false).ok());
   readiness.ResetStep();
   EXPECT_FALSE(readiness.complete());
-  EXPECT_TRUE(readiness.BeforeMicroBatch("owner", true).ok());
+  EXPECT_THAT(readiness.BeforeMicroBatch("owner", true), IsOk());
 }
 
 TEST(BucketReadinessTest, HooksMarkEntriesReadyDuringBackwardAndAreRemoved) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
@@ -28,6 +29,8 @@
 
 namespace strata::strategies {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -69,8 +72,8 @@ TEST(DdpTest, BucketSizeDoesNotChangeResultsBitwise) {
                   auto created = DdpStrategy::Create(
                       options[k], Build(Config("gpt-tiny"), 7), &group,
                       Optimizer(), Schedule());
-                  ASSERT_TRUE(created.ok()) << created.status();
-                  ASSERT_TRUE(Train(**created, group.rank(), 2, 2).ok());
+                  ASSERT_THAT(created, IsOk());
+                  ASSERT_THAT(Train(**created, group.rank(), 2, 2), IsOk());
                   if (group.rank() == 0) {
                     results[k] = Snapshot(**created);
                     num_buckets[k] = (*created)->buckets().size();
@@ -88,7 +91,7 @@ TEST(DdpTest, BucketsAreContiguousReverseOrderAndWithinTheirCaps) {
                 auto created = DdpStrategy::Create(
                     Ddp(/*bucket_bytes=*/64 << 10, /*first=*/8 << 10), model,
                     &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 const DdpStrategy& ddp = **created;
                 // Flat order is the reverse of registration order.
                 auto named = model->named_parameters();
@@ -117,7 +120,7 @@ TEST(DdpTest, AllReducesOverlapBackwardAndSkipAccumulationSteps) {
         auto created = DdpStrategy::Create(
             Ddp(/*bucket_bytes=*/16 << 10, /*first=*/4 << 10),
             Build(Config("gpt-tiny"), 7), &group, Optimizer(), Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
+        ASSERT_THAT(created, IsOk());
         DdpStrategy& ddp = **created;
         const int64_t num_buckets = ddp.buckets().size();
         ASSERT_GT(num_buckets, 3);
@@ -128,18 +131,19 @@ TEST(DdpTest, AllReducesOverlapBackwardAndSkipAccumulationSteps) {
           ddp.ZeroGrad();
           // Accumulation micro-steps: nothing is launched.
           for (int m = 0; m < 2; ++m) {
-            ASSERT_TRUE(
-                ddp.ForwardBackward(inputs, targets, 1.0 / 3, false).ok());
+            ASSERT_THAT(ddp.ForwardBackward(inputs, targets, 1.0 / 3, false),
+                        IsOk());
             EXPECT_EQ(ddp.buckets_launched_in_backward(), step * num_buckets);
             EXPECT_EQ(ddp.buckets_launched_at_step(), 0);
           }
           // The last micro-batch: every bucket starts from a
           // gradient hook, before backward returns.
-          ASSERT_TRUE(ddp.ForwardBackward(inputs, targets, 1.0 / 3, true).ok());
+          ASSERT_THAT(ddp.ForwardBackward(inputs, targets, 1.0 / 3, true),
+                      IsOk());
           EXPECT_EQ(ddp.buckets_launched_in_backward(),
                     (step + 1) * num_buckets);
           auto result = ddp.Step(step);
-          ASSERT_TRUE(result.ok()) << result.status();
+          ASSERT_THAT(result, IsOk());
           EXPECT_EQ(ddp.buckets_launched_at_step(), 0);
         }
       }).ok());
@@ -150,7 +154,7 @@ TEST(DdpTest, StepWithoutLastMicroBatchFails) {
                 auto created =
                     CreateStrategy(Ddp(), Build(Config("gpt-tiny"), 7), &group,
                                    Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 auto result = (*created)->Step(0);
                 EXPECT_EQ(result.status().code(),
                           absl::StatusCode::kFailedPrecondition);
@@ -173,7 +177,7 @@ TEST(DdpTest, BroadcastsRankZerosWeights) {
                 auto created = CreateStrategy(
                     Ddp(), Build(Config("llama-tiny"), 7 + group.rank()),
                     &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 ExpectEqual(Snapshot(**created), rank0,
                             absl::StrCat("rank ", group.rank()));
               }).ok());
@@ -271,7 +275,7 @@ TEST(DdpTest, UnusedParametersFailStepNamingThem) {
       RunOnRanks(2, [&](Group& group) {
         auto created = CreateStrategy(Ddp(), UnusedHead(), &group, Optimizer(),
                                       Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
+        ASSERT_THAT(created, IsOk());
         absl::Status status = TrainUnused(**created, group.rank(), 2);
         EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
         const std::string message(status.message());
@@ -288,8 +292,8 @@ TEST(DdpTest, AllowedUnusedParametersMatchSingle) {
   {
     auto created = CreateStrategy(StrategyOptions(), UnusedHead(), nullptr,
                                   Optimizer(), Schedule());
-    ASSERT_TRUE(created.ok()) << created.status();
-    ASSERT_TRUE(TrainUnused(**created, 0, 1).ok());
+    ASSERT_THAT(created, IsOk());
+    ASSERT_THAT(TrainUnused(**created, 0, 1), IsOk());
     expected = Snapshot(**created);
   }
   ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
@@ -298,9 +302,9 @@ TEST(DdpTest, AllowedUnusedParametersMatchSingle) {
                 options.allow_unused_parameters = true;
                 auto created = DdpStrategy::Create(
                     options, UnusedHead(), &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 absl::Status status = TrainUnused(**created, group.rank(), 2);
-                ASSERT_TRUE(status.ok()) << status;
+                ASSERT_THAT(status, IsOk());
                 // The unused head's buckets come first (reverse order), so
                 // every bucket waited for Step().
                 EXPECT_GT((*created)->buckets_launched_at_step(), 0);
@@ -323,7 +327,7 @@ TEST(DdpTest, DestroyedStrategyLeavesNoHooksBehind) {
   ASSERT_TRUE(RunOnRanks(1, [&](Group& group) {
                 auto created = CreateStrategy(Ddp(), model, &group, Optimizer(),
                                               Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 EXPECT_EQ(NumPostHooks(*model), model->parameters().size());
               }).ok());
   // The strategy is gone; the model must not call back into it.
@@ -342,7 +346,7 @@ TEST(DdpTest, MemoryIsSixteenBytesPerParameter) {
                 for (const auto& p : model->parameters()) psi += p.numel();
                 auto created = CreateStrategy(Ddp(), model, &group, Optimizer(),
                                               Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 const MemoryReport memory = (*created)->Memory();
                 EXPECT_EQ(memory.parameter_bytes, 4 * psi);
                 EXPECT_EQ(memory.gradient_bytes, 4 * psi);
@@ -383,7 +387,7 @@ TEST(DdpTest, MixedPrecisionMemoryCountsBf16CopiesAndFp32Masters) {
                 auto created =
                     CreateStrategy(testing::MixedKind("ddp", at::kBFloat16),
                                    model, &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 const MemoryReport memory = (*created)->Memory();
                 // bf16 parameters + fp32 masters; bf16 gradients + fp32
                 // accumulation (the bf16 buffer doubles as the bf16 reduce
@@ -396,32 +400,33 @@ TEST(DdpTest, MixedPrecisionMemoryCountsBf16CopiesAndFp32Masters) {
 }
 
 TEST(DdpTest, Bf16ReduceOfFp32ParametersDeclaresItsBuffer) {
-  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
-                auto model = Build(Config("gpt-tiny"), 7);
-                int64_t psi = 0;
-                for (const auto& p : model->parameters()) psi += p.numel();
-                StrategyOptions options = Ddp();
-                options.mixed_precision.reduce_dtype = at::kBFloat16;
-                auto created = CreateStrategy(options, model, &group,
-                                              Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
-                const MemoryReport memory = (*created)->Memory();
-                EXPECT_EQ(memory.parameter_bytes, 4 * psi);
-                EXPECT_EQ(memory.gradient_bytes, 4 * psi);
-                EXPECT_EQ(memory.communication_bytes, 2 * psi);
-                // The gradients are rounded to bf16 once, in the reduce: the
-                // norm stays within bf16 rounding (2^-8 relative per element,
-                // 2^-6 with margin) of fp32 DDP's, which equals single's.
-                std::vector<double> norms;
-                ASSERT_TRUE(Train(**created, group.rank(), 2, 1, &norms).ok());
-                std::vector<double> expected;
-                testing::TrainSingle("gpt-tiny", &expected);
-                ASSERT_EQ(norms.size(), expected.size());
-                for (size_t s = 0; s < norms.size(); ++s) {
-                  EXPECT_NEAR(norms[s], expected[s], expected[s] / 64) << s;
-                  EXPECT_NE(norms[s], expected[s]) << s;
-                }
-              }).ok());
+  ASSERT_TRUE(
+      RunOnRanks(2, [&](Group& group) {
+        auto model = Build(Config("gpt-tiny"), 7);
+        int64_t psi = 0;
+        for (const auto& p : model->parameters()) psi += p.numel();
+        StrategyOptions options = Ddp();
+        options.mixed_precision.reduce_dtype = at::kBFloat16;
+        auto created =
+            CreateStrategy(options, model, &group, Optimizer(), Schedule());
+        ASSERT_THAT(created, IsOk());
+        const MemoryReport memory = (*created)->Memory();
+        EXPECT_EQ(memory.parameter_bytes, 4 * psi);
+        EXPECT_EQ(memory.gradient_bytes, 4 * psi);
+        EXPECT_EQ(memory.communication_bytes, 2 * psi);
+        // The gradients are rounded to bf16 once, in the reduce: the
+        // norm stays within bf16 rounding (2^-8 relative per element,
+        // 2^-6 with margin) of fp32 DDP's, which equals single's.
+        std::vector<double> norms;
+        ASSERT_THAT(Train(**created, group.rank(), 2, 1, &norms), IsOk());
+        std::vector<double> expected;
+        testing::TrainSingle("gpt-tiny", &expected);
+        ASSERT_EQ(norms.size(), expected.size());
+        for (size_t s = 0; s < norms.size(); ++s) {
+          EXPECT_NEAR(norms[s], expected[s], expected[s] / 64) << s;
+          EXPECT_NE(norms[s], expected[s]) << s;
+        }
+      }).ok());
 }
 
 }  // namespace

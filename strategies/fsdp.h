@@ -21,7 +21,7 @@
 // element, 16 * padded / S per rank. The model's parameters are views of each
 // flat parameter's full buffer in the compute dtype (param_dtype); a wrapped
 // unit's full buffer has its storage released while the unit is not gathered
-// (ReleasableBuffer, mixed_precision.h; DESIGN.md "Freeing gathered
+// (ReleasableBuffer, mixed_precision.h; docs/ARCHITECTURE.md "Freeing gathered
 // parameters"), so tensors and views stay valid objects and the same storage
 // is refilled by the next all-gather. A unit's tensors and their release are
 // fsdp_unit.h's.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/testing/status_matchers.h"
 #include "base/tracking_allocator.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
@@ -26,10 +27,12 @@
 namespace strata::strategies {
 namespace {
 
+using ::strata::testing::IsOk;
+
 using comm::Group;
+using comm::testing::RunOnRanks;
 using ::strata::MemoryTagScope;
 using ::strata::TrackingAllocator;
-using comm::testing::RunOnRanks;
 using testing::Build;
 using testing::Config;
 using testing::ExpectClose;
@@ -63,7 +66,7 @@ FsdpStrategy& AsFsdp(Strategy& strategy) {
 
 Params FullParams(Strategy& strategy) {
   auto full = AsFsdp(strategy).FullModelState();
-  EXPECT_TRUE(full.ok()) << full.status();
+  EXPECT_THAT(full, IsOk());
   Params params;
   if (!full.ok()) return params;
   for (auto& [name, tensor] : *full) params[name] = tensor;
@@ -79,25 +82,24 @@ struct RunResult {
 
 // Trains with `options` on `world` ranks (each rank building its model with
 // `factory`) and expects every rank to end with the same full parameters.
-RunResult TrainOnRanks(const StrategyOptions& options, int world,
-                       int micro_batches, const ModelFactory& factory,
-                       double grad_clip = 1.0,
-                       const std::function<void(FsdpStrategy&, int)>& check =
-                           nullptr) {
+RunResult TrainOnRanks(
+    const StrategyOptions& options, int world, int micro_batches,
+    const ModelFactory& factory, double grad_clip = 1.0,
+    const std::function<void(FsdpStrategy&, int)>& check = nullptr) {
   std::vector<Params> params(world);
   std::vector<std::vector<double>> norms(world);
   const absl::Status formed = RunOnRanks(world, [&](Group& group) {
     auto created = CreateStrategy(options, factory(), &group,
                                   Optimizer(grad_clip), Schedule());
-    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_THAT(created, IsOk());
     EXPECT_EQ((*created)->name(), "fsdp");
     absl::Status status = Train(**created, group.rank(), world, micro_batches,
                                 &norms[group.rank()]);
-    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_THAT(status, IsOk());
     params[group.rank()] = FullParams(**created);
     if (check) check(AsFsdp(**created), group.rank());
   });
-  EXPECT_TRUE(formed.ok()) << formed;
+  EXPECT_THAT(formed, IsOk());
   for (int r = 1; r < world; ++r) {
     ExpectEqual(params[r], params[0], absl::StrCat("rank ", r, " vs rank 0"));
   }
@@ -125,9 +127,8 @@ void ExpectMatches(const RunResult& got, const Params& want_params,
   }
 }
 
-class FsdpParityTest
-    : public ::testing::TestWithParam<
-          std::tuple<std::string, ShardingStrategy>> {};
+class FsdpParityTest : public ::testing::TestWithParam<
+                           std::tuple<std::string, ShardingStrategy>> {};
 
 TEST_P(FsdpParityTest, MatchesSingleOnTheFullBatch) {
   const auto& [model_name, sharding] = GetParam();
@@ -138,8 +139,8 @@ TEST_P(FsdpParityTest, MatchesSingleOnTheFullBatch) {
       const std::string what =
           absl::StrCat(ShardingStrategyName(sharding), " ", model_name,
                        " world ", world, " micro-batches ", micro);
-      ExpectMatches(TrainOnRanks(Fsdp(sharding, {BlockType(model_name)}),
-                                 world, micro, Named(model_name)),
+      ExpectMatches(TrainOnRanks(Fsdp(sharding, {BlockType(model_name)}), world,
+                                 micro, Named(model_name)),
                     want, want_norms, what);
     }
   }
@@ -155,8 +156,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(FsdpTest, HybridShardTwoByTwoMatchesSingle) {
   std::vector<double> want_norms;
   const Params want = testing::TrainSingle("gpt-tiny", &want_norms);
-  for (ShardingStrategy s : {ShardingStrategy::kHybridShard,
-                             ShardingStrategy::kHybridShardZero2}) {
+  for (ShardingStrategy s :
+       {ShardingStrategy::kHybridShard, ShardingStrategy::kHybridShardZero2}) {
     for (int micro : {1, 2}) {
       ExpectMatches(
           TrainOnRanks(Fsdp(s, {"GPTBlock"}, /*hybrid_group=*/2), 4, micro,
@@ -198,11 +199,11 @@ TEST(FsdpTest, BitwiseEqualToZero2AtWorldTwoWithoutClipping) {
   // element-wise with the same per-element weight decay: bitwise equal.
   std::vector<Params> zero(2);
   ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
-                auto created =
-                    CreateStrategy(testing::Kind("zero2"), Build(Config("gpt-tiny"), 7),
-                                   &group, Optimizer(/*grad_clip=*/0), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
-                ASSERT_TRUE(Train(**created, group.rank(), 2, 2).ok());
+                auto created = CreateStrategy(
+                    testing::Kind("zero2"), Build(Config("gpt-tiny"), 7),
+                    &group, Optimizer(/*grad_clip=*/0), Schedule());
+                ASSERT_THAT(created, IsOk());
+                ASSERT_THAT(Train(**created, group.rank(), 2, 2), IsOk());
                 zero[group.rank()] = testing::Snapshot(**created);
               }).ok());
   const RunResult fsdp =
@@ -241,7 +242,9 @@ TEST(FsdpTest, PrefetchSettingsGiveBitwiseTheSameResult) {
           if (any_prefetch && v.limit != 1) {
             EXPECT_GT(c.prefetches, 0) << what;
           }
-          if (!any_prefetch) EXPECT_EQ(c.prefetches, 0) << what;
+          if (!any_prefetch) {
+            EXPECT_EQ(c.prefetches, 0) << what;
+          }
           // Two blocks, gathered in forward and again in backward, per step.
           EXPECT_EQ(c.all_gathers, 4 * kSteps) << what;
           EXPECT_EQ(fsdp.num_units_gathered(), 0) << what;
@@ -290,7 +293,8 @@ TEST(FsdpTest, ReduceScatterEveryMicroStepMatchesSingle) {
 std::shared_ptr<models::UnitModel> WithFrozenPositions() {
   auto model = Build(Config("gpt-tiny"), 7);
   for (auto& item : model->named_parameters()) {
-    if (item.key() == "wpe.weight" || item.key().rfind("blocks.0.ln_1", 0) == 0) {
+    if (item.key() == "wpe.weight" ||
+        item.key().rfind("blocks.0.ln_1", 0) == 0) {
       item.value().set_requires_grad(false);
     }
   }
@@ -309,9 +313,9 @@ TEST(FsdpTest, FrozenParametersStayFrozenAndTheRestMatchesSingle) {
   }();
   auto single = CreateStrategy(StrategyOptions(), single_model, nullptr,
                                Optimizer(), Schedule());
-  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_THAT(single, IsOk());
   std::vector<double> want_norms;
-  ASSERT_TRUE(Train(**single, 0, 1, 1, &want_norms).ok());
+  ASSERT_THAT(Train(**single, 0, 1, 1, &want_norms), IsOk());
   const Params want = testing::Snapshot(**single);
   EXPECT_TRUE(at::equal(want.at("wpe.weight"), initial.at("wpe.weight")));
 
@@ -322,7 +326,8 @@ TEST(FsdpTest, FrozenParametersStayFrozenAndTheRestMatchesSingle) {
     const RunResult got = TrainOnRanks(Fsdp(s, {}), 3, 2, WithFrozenPositions);
     ExpectMatches(got, want, want_norms,
                   absl::StrCat("frozen ", ShardingStrategyName(s)));
-    EXPECT_TRUE(at::equal(got.params.at("wpe.weight"), initial.at("wpe.weight")));
+    EXPECT_TRUE(
+        at::equal(got.params.at("wpe.weight"), initial.at("wpe.weight")));
     EXPECT_TRUE(at::equal(got.params.at("blocks.0.ln_1.weight"),
                           initial.at("blocks.0.ln_1.weight")));
   }
@@ -330,11 +335,11 @@ TEST(FsdpTest, FrozenParametersStayFrozenAndTheRestMatchesSingle) {
 
 TEST(FsdpTest, DeferredInitMaterialisesShardsEqualToAFullBuild) {
   auto config = models::ConfigByName("llama-tiny");
-  ASSERT_TRUE(config.ok());
+  ASSERT_THAT(config, IsOk());
   models::BuildOptions full_options;
   full_options.seed = 11;
   auto full_model = models::BuildModel(*config, full_options);
-  ASSERT_TRUE(full_model.ok());
+  ASSERT_THAT(full_model, IsOk());
   for (int world : {1, 3}) {
     std::vector<Params> got(world);
     ASSERT_TRUE(RunOnRanks(world, [&](Group& group) {
@@ -342,13 +347,13 @@ TEST(FsdpTest, DeferredInitMaterialisesShardsEqualToAFullBuild) {
                   deferred.seed = 11;
                   deferred.deferred = true;
                   auto model = models::BuildModel(*config, deferred);
-                  ASSERT_TRUE(model.ok());
-                  StrategyOptions options = Fsdp(
-                      ShardingStrategy::kFullShard, {"LlamaBlock"});
+                  ASSERT_THAT(model, IsOk());
+                  StrategyOptions options =
+                      Fsdp(ShardingStrategy::kFullShard, {"LlamaBlock"});
                   options.fsdp.init_seed = 11;
                   auto created = CreateStrategy(options, *model, &group,
                                                 Optimizer(), Schedule());
-                  ASSERT_TRUE(created.ok()) << created.status();
+                  ASSERT_THAT(created, IsOk());
                   got[group.rank()] = FullParams(**created);
                 }).ok());
     for (const auto& item : (*full_model)->named_parameters()) {
@@ -366,10 +371,11 @@ TEST(FsdpTest, ModelStateHoldsEachRanksShardOfEveryParameter) {
   std::vector<std::vector<ShardedTensor>> states(world);
   std::vector<Params> full(world);
   ASSERT_TRUE(RunOnRanks(world, [&](Group& group) {
-                auto created = CreateStrategy(Fsdp(ShardingStrategy::kFullShard),
-                                              Build(Config("gpt-tiny"), 7),
-                                              &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                auto created =
+                    CreateStrategy(Fsdp(ShardingStrategy::kFullShard),
+                                   Build(Config("gpt-tiny"), 7), &group,
+                                   Optimizer(), Schedule());
+                ASSERT_THAT(created, IsOk());
                 std::vector<ShardedTensor> state = (*created)->ModelState();
                 for (auto& t : state) t.local = t.local.clone();
                 states[group.rank()] = std::move(state);
@@ -399,14 +405,14 @@ TEST(FsdpTest, MemoryFollowsTheShardingFormulas) {
   // and nothing of the wrapped units between steps.
   for (int world : {2, 4}) {
     ASSERT_TRUE(RunOnRanks(world, [&](Group& group) {
-                  auto created = CreateStrategy(
-                      Fsdp(ShardingStrategy::kFullShard),
-                      Build(Config("gpt-tiny"), 7), &group, Optimizer(),
-                      Schedule());
-                  ASSERT_TRUE(created.ok()) << created.status();
-                  ASSERT_TRUE(Train(**created, group.rank(), world, 1, nullptr,
-                                    /*steps=*/1)
-                                  .ok());
+                  auto created =
+                      CreateStrategy(Fsdp(ShardingStrategy::kFullShard),
+                                     Build(Config("gpt-tiny"), 7), &group,
+                                     Optimizer(), Schedule());
+                  ASSERT_THAT(created, IsOk());
+                  ASSERT_THAT(Train(**created, group.rank(), world, 1, nullptr,
+                                    /*steps=*/1),
+                              IsOk());
                   FsdpStrategy& fsdp = AsFsdp(**created);
                   int64_t padded = 0;
                   int64_t root = 0;
@@ -429,11 +435,11 @@ TEST(FsdpTest, SummonFullParamsGathersIntoTheModelAndWritesBack) {
         auto model = Build(Config("gpt-tiny"), 7);
         auto created = CreateStrategy(Fsdp(ShardingStrategy::kFullShard), model,
                                       &group, Optimizer(), Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
+        ASSERT_THAT(created, IsOk());
         FsdpStrategy& fsdp = AsFsdp(**created);
-        ASSERT_TRUE(Train(fsdp, group.rank(), 2, 1, nullptr, 2).ok());
+        ASSERT_THAT(Train(fsdp, group.rank(), 2, 1, nullptr, 2), IsOk());
         const Params full = FullParams(fsdp);
-        ASSERT_TRUE(fsdp.SummonFullParams().ok());
+        ASSERT_THAT(fsdp.SummonFullParams(), IsOk());
         EXPECT_EQ(fsdp.num_units_gathered(), 2);
         for (const auto& item : model->named_parameters()) {
           EXPECT_TRUE(at::equal(item.value(), full.at(item.key())))
@@ -443,11 +449,11 @@ TEST(FsdpTest, SummonFullParamsGathersIntoTheModelAndWritesBack) {
           at::NoGradGuard no_grad;
           model->named_parameters()["blocks.1.mlp.fc.bias"].fill_(0.5);
         }
-        ASSERT_TRUE(fsdp.ReleaseFullParams(/*writeback=*/true).ok());
+        ASSERT_THAT(fsdp.ReleaseFullParams(/*writeback=*/true), IsOk());
         EXPECT_EQ(fsdp.num_units_gathered(), 0);
         const Params after = FullParams(fsdp);
-        EXPECT_TRUE(at::equal(after.at("blocks.1.mlp.fc.bias"),
-                              at::full({256}, 0.5f)));
+        EXPECT_TRUE(
+            at::equal(after.at("blocks.1.mlp.fc.bias"), at::full({256}, 0.5f)));
         EXPECT_TRUE(at::equal(after.at("blocks.0.mlp.fc.bias"),
                               full.at("blocks.0.mlp.fc.bias")));
       }).ok());
@@ -459,7 +465,7 @@ TEST(FsdpTest, EvaluationWithoutGradientsFreesEveryUnit) {
                 auto created =
                     CreateStrategy(Fsdp(ShardingStrategy::kShardGradOp), model,
                                    &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 at::Tensor tokens = at::randint(256, {2, 16}, at::kLong);
                 at::Tensor logits;
                 {
@@ -483,7 +489,7 @@ models::ModelConfig MemoryConfig() {
 }
 
 TEST(FsdpMemoryTest, PerRankModelStateIsSixteenPsiOverNPlusGatheredUnits) {
-  ASSERT_TRUE(TrackingAllocator::Install().ok());
+  ASSERT_THAT(TrackingAllocator::Install(), IsOk());
   const models::ModelConfig config = MemoryConfig();
   at::Tensor tokens = at::randint(256, {1, 9}, at::kLong);
   const at::Tensor in = tokens.narrow(1, 0, 8), out = tokens.narrow(1, 1, 8);
@@ -503,18 +509,19 @@ TEST(FsdpMemoryTest, PerRankModelStateIsSixteenPsiOverNPlusGatheredUnits) {
   for (int world : {2, 4}) {
     ASSERT_TRUE(
         RunOnRanks(world, [&](Group& group) {
-          const std::string tag = absl::StrCat("fsdp", world, "_", group.rank());
+          const std::string tag =
+              absl::StrCat("fsdp", world, "_", group.rank());
           MemoryTagScope scope(tag);
           StrategyOptions options = Fsdp(ShardingStrategy::kFullShard);
           options.fsdp.limit_all_gathers = 1;
           auto created = CreateStrategy(options, Build(config, 7), &group,
                                         Optimizer(), Schedule());
-          ASSERT_TRUE(created.ok()) << created.status();
+          ASSERT_THAT(created, IsOk());
           FsdpStrategy& fsdp = AsFsdp(**created);
           auto step = [&] {
             fsdp.ZeroGrad();
-            ASSERT_TRUE(fsdp.ForwardBackward(in, out, 1.0, true).ok());
-            ASSERT_TRUE(fsdp.Step(0).ok());
+            ASSERT_THAT(fsdp.ForwardBackward(in, out, 1.0, true), IsOk());
+            ASSERT_THAT(fsdp.Step(0), IsOk());
           };
           step();  // Lazily allocated state settles.
           const int64_t steady = TrackingAllocator::Stats(tag).live_bytes;
@@ -562,7 +569,7 @@ TEST(FsdpMemoryTest, PerRankModelStateIsSixteenPsiOverNPlusGatheredUnits) {
 }
 
 TEST(FsdpMemoryTest, DeferredInitPeakIsShardsPlusOneParameter) {
-  ASSERT_TRUE(TrackingAllocator::Install().ok());
+  ASSERT_THAT(TrackingAllocator::Install(), IsOk());
   models::ModelConfig config = MemoryConfig();
   const int world = 2;
   ASSERT_TRUE(
@@ -575,12 +582,12 @@ TEST(FsdpMemoryTest, DeferredInitPeakIsShardsPlusOneParameter) {
         build.seed = 3;
         build.deferred = true;
         auto model = models::BuildModel(config, build);
-        ASSERT_TRUE(model.ok());
+        ASSERT_THAT(model, IsOk());
         StrategyOptions options = Fsdp(ShardingStrategy::kFullShard);
         options.fsdp.init_seed = 3;
         auto created =
             CreateStrategy(options, *model, &group, Optimizer(), Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
+        ASSERT_THAT(created, IsOk());
         int64_t padded = 0, root = 0, largest = 0;
         for (const auto& u : AsFsdp(**created).flat_units()) {
           padded += u.padded_numel;
@@ -608,9 +615,9 @@ TEST(FsdpTest, ActivationCheckpointingMatchesSingle) {
     StrategyOptions options = Fsdp(s);
     options.checkpoint_units = {"GPTBlock"};
     options.fsdp.forward_prefetch = true;
-    ExpectMatches(TrainOnRanks(options, 2, 2, Named("gpt-tiny")), want,
-                  want_norms,
-                  absl::StrCat("checkpointed blocks, ", ShardingStrategyName(s)));
+    ExpectMatches(
+        TrainOnRanks(options, 2, 2, Named("gpt-tiny")), want, want_norms,
+        absl::StrCat("checkpointed blocks, ", ShardingStrategyName(s)));
   }
 }
 
@@ -632,7 +639,7 @@ TEST_P(FsdpMixedPrecisionTest, MatchesBf16Single) {
   options.mixed_precision.reduce_dtype = reduce_dtype;
   testing::ExpectMixedMatchesSingle(
       "gpt-tiny", options, "fsdp", {2, 3}, [](Strategy& strategy) {
-        ASSERT_TRUE(AsFsdp(strategy).SummonFullParams().ok());
+        ASSERT_THAT(AsFsdp(strategy).SummonFullParams(), IsOk());
       });
 }
 
@@ -688,34 +695,33 @@ TEST(FsdpTest, StepAndMicroBatchOrderIsChecked) {
   auto created = CreateStrategy(Fsdp(ShardingStrategy::kFullShard),
                                 Build(Config("gpt-tiny"), 7), nullptr,
                                 Optimizer(), Schedule());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   auto step = (*created)->Step(0);
   ASSERT_FALSE(step.ok());
   EXPECT_NE(step.status().message().find("before the step's last micro-batch"),
             std::string::npos);
   at::Tensor tokens = at::randint(256, {2, 17}, at::kLong);
   at::Tensor in = tokens.narrow(1, 0, 16), out = tokens.narrow(1, 1, 16);
-  ASSERT_TRUE((*created)->ForwardBackward(in, out, 1.0, true).ok());
+  ASSERT_THAT((*created)->ForwardBackward(in, out, 1.0, true), IsOk());
   auto again = (*created)->ForwardBackward(in, out, 1.0, true);
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("call Step() first"),
             std::string::npos);
-  EXPECT_TRUE((*created)->Step(0).ok());
+  EXPECT_THAT((*created)->Step(0), IsOk());
 }
 
 TEST(FsdpTest, ModelsWithDifferentShapesAcrossRanksFailCleanly) {
-  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
-                auto config = Config("gpt-tiny");
-                if (group.rank() == 1) config.dim = 32;
-                auto created =
-                    CreateStrategy(Fsdp(ShardingStrategy::kFullShard),
-                                   Build(config, 7), &group, Optimizer(),
-                                   Schedule());
-                ASSERT_FALSE(created.ok());
-                EXPECT_NE(created.status().message().find("shape"),
-                          std::string::npos)
-                    << created.status();
-              }).ok());
+  ASSERT_TRUE(
+      RunOnRanks(2, [&](Group& group) {
+        auto config = Config("gpt-tiny");
+        if (group.rank() == 1) config.dim = 32;
+        auto created =
+            CreateStrategy(Fsdp(ShardingStrategy::kFullShard), Build(config, 7),
+                           &group, Optimizer(), Schedule());
+        ASSERT_FALSE(created.ok());
+        EXPECT_NE(created.status().message().find("shape"), std::string::npos)
+            << created.status();
+      }).ok());
 }
 
 }  // namespace

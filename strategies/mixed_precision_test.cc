@@ -5,10 +5,13 @@
 
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "optim/flat_parameters.h"
 
 namespace strata::strategies {
 namespace {
+
+using ::strata::testing::IsOk;
 
 TEST(ConcatenateFp32Test, MatchesTheFlatParametersLayout) {
   // bf16 cannot hold 1 + 2^-10: the fp32 concatenation must keep it while the
@@ -19,7 +22,7 @@ TEST(ConcatenateFp32Test, MatchesTheFlatParametersLayout) {
   std::vector<optim::NamedParameter> named = {{"a", a}, {"b", b}};
   const at::Tensor master = ConcatenateFp32(named, /*align_elems=*/4);
   auto flat = optim::FlatParameters::Create(named, 4, at::kBFloat16);
-  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_THAT(flat, IsOk());
   ASSERT_EQ(master.scalar_type(), at::kFloat);
   ASSERT_EQ(master.numel(), (*flat)->padded_numel());
   EXPECT_EQ(master.numel(), 12);

@@ -19,14 +19,16 @@
 namespace strata::strategies {
 namespace {
 
+using ::strata::testing::IsOk;
+
 using ::strata::testing::StatusIs;
 using ::testing::HasSubstr;
 
 std::shared_ptr<models::UnitModel> Gpt(uint64_t seed) {
   auto config = models::ConfigByName("gpt-tiny");
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   auto model = models::BuildModel(*config, models::BuildOptions{seed});
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   return *model;
 }
 
@@ -64,7 +66,7 @@ TEST(StrategyOptionsTest, RejectsNonPositiveBucketBytes) {
   EXPECT_EQ(ValidateStrategyOptions(options).message(),
             "--first_bucket_bytes must be > 0, got -3");
   options.first_bucket_bytes = 1;
-  EXPECT_TRUE(ValidateStrategyOptions(options).ok());
+  EXPECT_THAT(ValidateStrategyOptions(options), IsOk());
 }
 
 TEST(StrategyOptionsTest, DdpNeedsAGroup) {
@@ -93,7 +95,7 @@ TEST(SingleStrategyTest, StepMatchesHandWrittenLoop) {
   auto model = Gpt(3);
   auto created = CreateStrategy(StrategyOptions(), model, nullptr,
                                 OptimizerConfig(), Constant());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   Strategy& strategy = **created;
   EXPECT_EQ(strategy.name(), "single");
   at::Tensor tokens = at::randint(0, 256, {4, 17}, at::kLong);
@@ -112,10 +114,10 @@ TEST(SingleStrategyTest, StepMatchesHandWrittenLoop) {
 
   strategy.ZeroGrad();
   auto value = strategy.ForwardBackward(inputs, targets, 1.0, true);
-  ASSERT_TRUE(value.ok()) << value.status();
+  ASSERT_THAT(value, IsOk());
   EXPECT_NEAR(*value, loss.item<double>(), 1e-6);
   auto result = strategy.Step(0);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(result, IsOk());
   EXPECT_NEAR(result->grad_norm, std::sqrt(sum_squares),
               1e-5 * std::sqrt(sum_squares));
   EXPECT_DOUBLE_EQ(result->lr, 1e-3);
@@ -131,7 +133,7 @@ TEST(SingleStrategyTest, StepMatchesHandWrittenLoop) {
 TEST(SingleStrategyTest, MemoryAndStateAreCountedFromTheTensors) {
   auto model = Gpt(3);
   auto created = SingleStrategy::Create(model, OptimizerConfig(), Constant());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   const SingleStrategy& strategy = **created;
   int64_t psi = 0;
   for (const auto& p : model->parameters()) psi += p.numel();
@@ -177,7 +179,7 @@ TEST(StrategyOptionsTest, RejectsMixedPrecisionDtypesNamingTheFlag) {
   EXPECT_EQ(ValidateStrategyOptions(options).message(),
             "--buffer_dtype must be fp32 or bf16, got Half");
   options.mixed_precision.buffer_dtype = at::kBFloat16;
-  EXPECT_TRUE(ValidateStrategyOptions(options).ok());
+  EXPECT_THAT(ValidateStrategyOptions(options), IsOk());
 }
 
 TEST(StrategyOptionsTest, ParsesMixedPrecisionDtypeFlags) {
@@ -200,7 +202,7 @@ TEST(SingleStrategyTest, Bf16KeepsFp32MastersAndFoldsGradientsAfterBackward) {
   const testing::Params initial = testing::ParametersOf(*model);
   auto created = CreateStrategy(Bf16Single(), model, nullptr, OptimizerConfig(),
                                 Constant());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   Strategy& strategy = **created;
   // ModelState is the fp32 masters: the initial values, unrounded; the
   // model computes with them rounded to bf16.
@@ -217,7 +219,7 @@ TEST(SingleStrategyTest, Bf16KeepsFp32MastersAndFoldsGradientsAfterBackward) {
     auto loss = strategy.ForwardBackward(tokens.narrow(1, 0, 16).contiguous(),
                                          tokens.narrow(1, 1, 16).contiguous(),
                                          0.5, m == 1);
-    ASSERT_TRUE(loss.ok()) << loss.status();
+    ASSERT_THAT(loss, IsOk());
     // Each micro-batch's bf16 gradients were moved into fp32.
     for (const auto& item : model->named_parameters()) {
       EXPECT_EQ(item.value().grad().abs().max().item<float>(), 0.0f)
@@ -225,7 +227,7 @@ TEST(SingleStrategyTest, Bf16KeepsFp32MastersAndFoldsGradientsAfterBackward) {
     }
   }
   auto result = strategy.Step(0);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_THAT(result, IsOk());
   EXPECT_GT(result->grad_norm, 0);
   for (const ShardedTensor& t : strategy.ModelState()) {
     // Adam's first step moves the masters by about lr = 1e-3 (no clipping
@@ -267,7 +269,7 @@ TEST(SingleStrategyTest, Bf16MemoryCountsCopiesAndMasters) {
   for (const auto& p : model->parameters()) psi += p.numel();
   auto created = CreateStrategy(Bf16Single(), model, nullptr, OptimizerConfig(),
                                 Constant());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   const MemoryReport memory = (*created)->Memory();
   EXPECT_EQ(memory.parameter_bytes, (2 + 4) * psi);
   EXPECT_EQ(memory.gradient_bytes, (2 + 4) * psi);
@@ -278,12 +280,12 @@ TEST(SingleStrategyTest, Bf16AfterStateLoadedRederivesTheParameters) {
   auto model = Gpt(3);
   auto created = CreateStrategy(Bf16Single(), model, nullptr, OptimizerConfig(),
                                 Constant());
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_THAT(created, IsOk());
   for (const ShardedTensor& t : (*created)->ModelState()) {
     at::Tensor local = t.local;
     local.fill_(0.375);
   }
-  ASSERT_TRUE((*created)->AfterStateLoaded().ok());
+  ASSERT_THAT((*created)->AfterStateLoaded(), IsOk());
   for (const auto& item : model->named_parameters()) {
     EXPECT_TRUE(at::equal(item.value(), at::full_like(item.value(), 0.375)))
         << item.key();

@@ -36,9 +36,8 @@ int64_t UnitNumParameters(const models::UnitModel& model,
 absl::StatusOr<std::vector<int>> SelectWrappedUnits(
     const models::UnitModel& model, const WrapPolicy& policy) {
   if (policy.min_num_params < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fsdp_wrap_min_params must be >= 0, got ",
-                     policy.min_num_params));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fsdp_wrap_min_params must be >= 0, got ", policy.min_num_params));
   }
   std::set<std::string> model_types;
   for (const models::UnitInfo& unit : model.units()) {

@@ -6,24 +6,27 @@
 #include <string>
 #include <vector>
 
+#include "base/testing/status_matchers.h"
 #include "models/config.h"
 #include "models/factory.h"
 
 namespace strata::strategies {
 namespace {
 
+using ::strata::testing::IsOk;
+
 std::shared_ptr<models::UnitModel> GptTiny() {
   auto config = models::ConfigByName("gpt-tiny");
-  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config, IsOk());
   auto model = models::BuildModel(*config, models::BuildOptions());
-  EXPECT_TRUE(model.ok()) << model.status();
+  EXPECT_THAT(model, IsOk());
   return *model;
 }
 
 // gpt-tiny's units in forward order: embed, blocks.0, blocks.1, head.
 TEST(WrapPolicyTest, NoCriterionWrapsEveryUnit) {
   auto wrapped = SelectWrappedUnits(*GptTiny(), WrapPolicy());
-  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  ASSERT_THAT(wrapped, IsOk());
   EXPECT_EQ(*wrapped, (std::vector<int>{0, 1, 2, 3}));
 }
 
@@ -31,7 +34,7 @@ TEST(WrapPolicyTest, ByUnitType) {
   WrapPolicy policy;
   policy.unit_types = {"GPTBlock"};
   auto wrapped = SelectWrappedUnits(*GptTiny(), policy);
-  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  ASSERT_THAT(wrapped, IsOk());
   EXPECT_EQ(*wrapped, (std::vector<int>{1, 2}));
 }
 
@@ -44,7 +47,7 @@ TEST(WrapPolicyTest, ByParameterCount) {
   WrapPolicy policy;
   policy.min_num_params = 30000;
   auto wrapped = SelectWrappedUnits(*model, policy);
-  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  ASSERT_THAT(wrapped, IsOk());
   EXPECT_EQ(*wrapped, (std::vector<int>{1, 2}));
 }
 
@@ -54,7 +57,7 @@ TEST(WrapPolicyTest, ByPredicate) {
     return unit.name == "blocks.1";
   };
   auto wrapped = SelectWrappedUnits(*GptTiny(), policy);
-  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  ASSERT_THAT(wrapped, IsOk());
   EXPECT_EQ(*wrapped, (std::vector<int>{2}));
 }
 

@@ -107,8 +107,8 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   }
   const std::string kind = StrategyKindName(options.kind);
   if (group == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy ", kind, " needs a process group, got none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy ", kind, " needs a process group, got none"));
   }
   if (model == nullptr) {
     return absl::InvalidArgumentError(
@@ -123,8 +123,7 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   for (const auto& item : model->named_parameters()) {
     named.push_back({item.key(), item.value()});
   }
-  STRATA_RETURN_IF_ERROR(
-      CheckSameModelOnAllRanks(*group, kind, *model));
+  STRATA_RETURN_IF_ERROR(CheckSameModelOnAllRanks(*group, kind, *model));
   std::reverse(named.begin(), named.end());
   const bool mixed = Mixed(options);
   // Mixed precision: the full fp32 values, until the masters are cut out.
@@ -140,9 +139,8 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
 
   // Rank 0's weights everywhere (fp32 masters with mixed precision; the
   // bf16 parameters are derived from them).
-  STRATA_RETURN_IF_ERROR(
-      BroadcastFromRankZero(*group, kind, *model,
-                            mixed ? full_master : parts.flat->params()));
+  STRATA_RETURN_IF_ERROR(BroadcastFromRankZero(
+      *group, kind, *model, mixed ? full_master : parts.flat->params()));
   if (mixed) {
     at::NoGradGuard no_grad;
     parts.flat->params().copy_(full_master);
@@ -193,9 +191,8 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   std::unique_ptr<ZeroStrategy> strategy(
       new ZeroStrategy(std::move(model), config, std::move(parts),
                        std::move(layout), options, group));
-  VLOG(1) << kind << ": rank " << rank << ": "
-          << strategy->buckets_.size() << " buckets, shard of " << shard_numel
-          << " elements";
+  VLOG(1) << kind << ": rank " << rank << ": " << strategy->buckets_.size()
+          << " buckets, shard of " << shard_numel << " elements";
   return strategy;
 }
 
@@ -516,8 +513,8 @@ absl::StatusOr<StepResult> ZeroStrategy::DoStep(int64_t step) {
   STRATA_ASSIGN_OR_RETURN(
       result.grad_norm,
       stage2() ? ClipGradients(grad_shard_, config_.grad_clip, group_, name())
-               : ClipGradients(accumulated_grads(), config_.grad_clip,
-                               nullptr, name()));
+               : ClipGradients(accumulated_grads(), config_.grad_clip, nullptr,
+                               name()));
   result.lr = schedule_->LrAt(step);
   for (optim::Optimizer* optimizer : optimizers_) optimizer->Step(result.lr);
   STRATA_RETURN_IF_ERROR(GatherParameters());
@@ -582,8 +579,8 @@ ZeroStrategy::FullModelState() {
   if (!mixed()) return Strategy::FullModelState();
   at::NoGradGuard no_grad;
   const int64_t world = group_->size();
-  at::Tensor full = at::empty({flat().padded_numel()},
-                              at::TensorOptions().dtype(at::kFloat));
+  at::Tensor full =
+      at::empty({flat().padded_numel()}, at::TensorOptions().dtype(at::kFloat));
   std::vector<at::Tensor> outputs;
   std::vector<std::unique_ptr<comm::Work>> works;
   for (const Bucket& b : buckets_) {

@@ -134,9 +134,7 @@ class ZeroStrategy : public SingleStrategy {
 
   ~ZeroStrategy() override;
 
-  std::string name() const override {
-    return StrategyKindName(options_.kind);
-  }
+  std::string name() const override { return StrategyKindName(options_.kind); }
   // zero2: re-allocates the released full-size gradient buffers.
   void ZeroGrad() override;
   MemoryReport Memory() const override;

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
@@ -25,6 +26,8 @@
 
 namespace strata::strategies {
 namespace {
+
+using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
@@ -79,7 +82,7 @@ TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
           auto created =
               CreateStrategy(options[k], Build(Config("gpt-tiny"), 7), &group,
                              Optimizer(/*grad_clip=*/0), Schedule());
-          ASSERT_TRUE(created.ok()) << created.status();
+          ASSERT_THAT(created, IsOk());
           if (k > 0) {
             auto* zero = dynamic_cast<ZeroStrategy*>(created->get());
             ASSERT_NE(zero, nullptr);
@@ -88,7 +91,7 @@ TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
           std::vector<double> local_norms;
           absl::Status status =
               Train(**created, group.rank(), 2, 2, &local_norms);
-          ASSERT_TRUE(status.ok()) << status;
+          ASSERT_THAT(status, IsOk());
           if (k > 0) {
             // Every bucket is reduced from the backward hooks, none
             // left to Step().
@@ -127,12 +130,12 @@ TEST(ZeroTest, MemoryMatchesTheZeroFormulas) {
                 auto created =
                     CreateStrategy(Kind(kind), Build(Config("gpt-tiny"), 7),
                                    &group, Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 // After a step: ZeRO-2's full-size gradients are released
                 // again.
-                ASSERT_TRUE(Train(**created, group.rank(), world, 1, nullptr,
-                                  /*steps=*/1)
-                                .ok());
+                ASSERT_THAT(Train(**created, group.rank(), world, 1, nullptr,
+                                  /*steps=*/1),
+                            IsOk());
                 const MemoryReport m = (*created)->Memory();
                 const double n = world;
                 // 8 bytes of AdamW state per owned element.
@@ -183,10 +186,10 @@ std::vector<MemoryReport> StepRecordingMemory(Strategy& strategy, int rank,
         rows.narrow(1, 0, testing::kSeqLen).contiguous(),
         rows.narrow(1, 1, testing::kSeqLen).contiguous(), 1.0 / micro_batches,
         m + 1 == micro_batches);
-    EXPECT_TRUE(loss.ok()) << loss.status();
+    EXPECT_THAT(loss, IsOk());
     reports.push_back(strategy.Memory());
   }
-  EXPECT_TRUE(strategy.Step(step).ok());
+  EXPECT_THAT(strategy.Step(step), IsOk());
   reports.push_back(strategy.Memory());
   return reports;
 }
@@ -197,7 +200,7 @@ TEST(ZeroTest, ZeroTwoKeepsBucketGradientsOnlyUntilTheirReduceScatter) {
                     CreateStrategy(Kind("zero2", /*bucket_bytes=*/20000, 6000),
                                    Build(Config("gpt-tiny"), 7), &group,
                                    Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 auto* zero = dynamic_cast<ZeroStrategy*>(created->get());
                 ASSERT_NE(zero, nullptr);
                 ASSERT_GT(zero->buckets().size(), 10u);
@@ -230,7 +233,7 @@ TEST(ZeroTest, ZeroTwoWithoutAccumulationHoldsAFewBucketsAtOnce) {
                     CreateStrategy(Kind("zero2", /*bucket_bytes=*/20000, 6000),
                                    Build(Config("gpt-tiny"), 7), &group,
                                    Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
+                ASSERT_THAT(created, IsOk());
                 const int64_t padded = (*created)->Memory().parameter_bytes / 4;
                 std::vector<MemoryReport> m =
                     StepRecordingMemory(**created, group.rank(), 1, 0);
@@ -256,7 +259,7 @@ TEST(ZeroTest, ZeroTwoReallocatesGradientsWithoutZeroGrad) {
           auto created =
               CreateStrategy(Kind("zero2"), Build(Config("gpt-tiny"), 7),
                              &group, Optimizer(), Schedule());
-          ASSERT_TRUE(created.ok()) << created.status();
+          ASSERT_THAT(created, IsOk());
           at::Tensor tokens =
               (at::arange(2 * (testing::kSeqLen + 1), at::kLong) * 7 +
                group.rank()) %
@@ -271,7 +274,7 @@ TEST(ZeroTest, ZeroTwoReallocatesGradientsWithoutZeroGrad) {
                         tokens.narrow(1, 1, testing::kSeqLen).contiguous(), 1.0,
                         true)
                     .ok());
-            ASSERT_TRUE((*created)->Step(step).ok());
+            ASSERT_THAT((*created)->Step(step), IsOk());
           }
           if (group.rank() == 0) {
             results[with_zero_grad] = Snapshot(**created);
@@ -321,10 +324,10 @@ TEST(ZeroTest, MixedPrecisionMemoryMatchesTheFormulas) {
                     CreateStrategy(testing::MixedKind(kind, at::kBFloat16),
                                    Build(Config("gpt-tiny"), 7), &group,
                                    Optimizer(), Schedule());
-                ASSERT_TRUE(created.ok()) << created.status();
-                ASSERT_TRUE(Train(**created, group.rank(), world, 1, nullptr,
-                                  /*steps=*/1)
-                                .ok());
+                ASSERT_THAT(created, IsOk());
+                ASSERT_THAT(Train(**created, group.rank(), world, 1, nullptr,
+                                  /*steps=*/1),
+                            IsOk());
                 const MemoryReport m = (*created)->Memory();
                 const int64_t padded = (psi + world - 1) / world * world;
                 const int64_t shard = padded / world;
@@ -362,7 +365,7 @@ TEST(ZeroTest, MixedPrecisionReloadRegathersTheBf16Parameters) {
         auto created = CreateStrategy(
             testing::MixedKind("zero2", at::kBFloat16, 20000, 6000),
             Build(Config("gpt-tiny"), 7), &group, Optimizer(), Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
+        ASSERT_THAT(created, IsOk());
         for (const ShardedTensor& t : (*created)->ModelState()) {
           at::Tensor local = t.local;
           // A value that depends only on the global element index.
@@ -370,7 +373,7 @@ TEST(ZeroTest, MixedPrecisionReloadRegathersTheBf16Parameters) {
                           .view(local.sizes()) *
                       1e-3);
         }
-        ASSERT_TRUE((*created)->AfterStateLoaded().ok());
+        ASSERT_THAT((*created)->AfterStateLoaded(), IsOk());
         for (const auto& item : (*created)->model().named_parameters()) {
           const at::Tensor& p = item.value();
           const at::Tensor want =
@@ -384,24 +387,24 @@ TEST(ZeroTest, MixedPrecisionFullModelStateGathersTheMasters) {
   std::mutex mu;
   std::vector<ShardedTensor> runs;
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> full(3);
-  ASSERT_TRUE(
-      RunOnRanks(3, [&](Group& group) {
-        auto created = CreateStrategy(
-            testing::MixedKind("zero2", at::kBFloat16, 20000, 6000),
-            Build(Config("gpt-tiny"), 7), &group, Optimizer(), Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
-        ASSERT_TRUE(Train(**created, group.rank(), 3, 1, nullptr,
-                          /*steps=*/2)
-                        .ok());
-        auto gathered = (*created)->FullModelState();
-        ASSERT_TRUE(gathered.ok()) << gathered.status();
-        std::lock_guard<std::mutex> lock(mu);
-        full[group.rank()] = *gathered;
-        for (const ShardedTensor& t : (*created)->ModelState()) {
-          runs.push_back(
-              {t.name, t.global_shape, t.offset, t.local.detach().clone()});
-        }
-      }).ok());
+  ASSERT_TRUE(RunOnRanks(3, [&](Group& group) {
+                auto created = CreateStrategy(
+                    testing::MixedKind("zero2", at::kBFloat16, 20000, 6000),
+                    Build(Config("gpt-tiny"), 7), &group, Optimizer(),
+                    Schedule());
+                ASSERT_THAT(created, IsOk());
+                ASSERT_THAT(Train(**created, group.rank(), 3, 1, nullptr,
+                                  /*steps=*/2),
+                            IsOk());
+                auto gathered = (*created)->FullModelState();
+                ASSERT_THAT(gathered, IsOk());
+                std::lock_guard<std::mutex> lock(mu);
+                full[group.rank()] = *gathered;
+                for (const ShardedTensor& t : (*created)->ModelState()) {
+                  runs.push_back({t.name, t.global_shape, t.offset,
+                                  t.local.detach().clone()});
+                }
+              }).ok());
   const Params masters = testing::Assemble(runs);
   const Params initial = testing::ParametersOf(*Build(Config("gpt-tiny"), 7));
   for (int rank = 0; rank < 3; ++rank) {
@@ -427,10 +430,10 @@ TEST(ZeroTest, OptimizerStateShardsCoverEveryElementOnce) {
                       CreateStrategy(Kind(kind, /*bucket_bytes=*/1000, 600),
                                      Build(Config("gpt-tiny"), 7), &group,
                                      Optimizer(), Schedule());
-                  ASSERT_TRUE(created.ok()) << created.status();
-                  ASSERT_TRUE(Train(**created, group.rank(), 3, 1, nullptr,
-                                    /*steps=*/1)
-                                  .ok());
+                  ASSERT_THAT(created, IsOk());
+                  ASSERT_THAT(Train(**created, group.rank(), 3, 1, nullptr,
+                                    /*steps=*/1),
+                              IsOk());
                   std::vector<ShardedTensor> state =
                       (*created)->OptimizerState();
                   std::lock_guard<std::mutex> lock(mu);

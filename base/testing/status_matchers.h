@@ -60,12 +60,12 @@ MATCHER_P2(StatusIs, code, message_matcher,
 
 // `ASSERT_OK_AND_ASSIGN(auto x, MakeX());` assigns the StatusOr's value or
 // fails the test (returning from it) printing the status.
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                     \
-  ASSERT_OK_AND_ASSIGN_IMPL_(                                                \
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  ASSERT_OK_AND_ASSIGN_IMPL_(            \
       STRATA_TESTING_CONCAT_(strata_statusor_, __LINE__), lhs, rexpr)
-#define ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr)                     \
-  auto statusor = (rexpr);                                                   \
-  ASSERT_TRUE(statusor.ok()) << statusor.status();                           \
+#define ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                               \
+  ASSERT_TRUE(statusor.ok()) << statusor.status();       \
   lhs = *std::move(statusor)
 
 #endif  // STRATA_BASE_TESTING_STATUS_MATCHERS_H_

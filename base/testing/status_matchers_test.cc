@@ -22,13 +22,13 @@ TEST(StatusMatchersTest, IsOkMatchesOkStatusAndStatusOrWithValue) {
 
 TEST(StatusMatchersTest, StatusIsChecksCodeAndMessage) {
   const absl::Status s = absl::InvalidArgumentError("--steps must be > 0");
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
-                          HasSubstr("--steps")));
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
-                          "--steps must be > 0"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--steps")));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument, "--steps must be > 0"));
   EXPECT_THAT(s, Not(StatusIs(absl::StatusCode::kNotFound, HasSubstr("--"))));
-  EXPECT_THAT(s, Not(StatusIs(absl::StatusCode::kInvalidArgument,
-                              HasSubstr("--lr"))));
+  EXPECT_THAT(
+      s, Not(StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--lr"))));
 }
 
 TEST(StatusMatchersTest, AssertOkAndAssignTakesTheValue) {

@@ -388,8 +388,7 @@ void ExpectFrozenParametersUnchanged(const StrategyOptions& options) {
   }
   for (int world : {2, 3}) {
     const std::string what =
-        absl::StrCat(StrategyKindName(options.kind),
-                     mixed ? " bf16" : " fp32",
+        absl::StrCat(StrategyKindName(options.kind), mixed ? " bf16" : " fp32",
                      " with frozen parameters, world ", world);
     std::mutex mu;
     std::vector<ShardedTensor> runs;
