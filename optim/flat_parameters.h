@@ -1,9 +1,9 @@
 // FlatParameters: a model's parameters as views into one contiguous buffer.
 //
-// The flat-parameter mechanism every strategy reuses (docs/ARCHITECTURE.md, "Flat
-// parameters"). Create copies the parameters' values into one flat buffer,
-// in the given order, padded with zeros to a multiple of `align_elems` (so
-// that ZeRO / FSDP can shard it evenly across ranks), and makes every
+// The flat-parameter mechanism every strategy reuses (docs/ARCHITECTURE.md,
+// "Flat parameters"). Create copies the parameters' values into one flat
+// buffer, in the given order, padded with zeros to a multiple of `align_elems`
+// (so that ZeRO / FSDP can shard it evenly across ranks), and makes every
 // parameter a view into it (Tensor::set_data), so module code keeps working
 // unchanged. It also allocates a flat gradient buffer of the same size and
 // sets each requires_grad parameter's .grad to its view of it: autograd's

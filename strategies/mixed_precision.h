@@ -48,9 +48,9 @@ void FoldGradients(const at::Tensor& low, const at::Tensor& fp32);
 // flat gradient buffer): the storage's data is freed (StorageImpl::reset)
 // and later re-allocated at the same size (set_data_ptr_noswap) from the
 // current allocator of the tensor's device (so a TrackingAllocator installed
-// since counts it), as FSDP does for gathered parameters (docs/ARCHITECTURE.md "Freeing
-// gathered parameters"). While released, the tensor and its views must not
-// be read or written.
+// since counts it), as FSDP does for gathered parameters (docs/ARCHITECTURE.md
+// "Freeing gathered parameters"). While released, the tensor and its views must
+// not be read or written.
 class ReleasableBuffer {
  public:
   ReleasableBuffer() = default;
