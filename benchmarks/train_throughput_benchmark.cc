@@ -199,7 +199,8 @@ int main(int argc, char** argv) {
           (bf16 ? peak_bf16 : peak_fp32);
       const double ms = 1000.0 / shape.steps;
       std::printf(
-          "| %s | %.1fM | %s | %d x %d | %.0f | %.1f%% | %.0f | %.2fx | %.1f / "
+          "| %s | %.1fM | %s | %lld x %lld | %.0f | %.1f%% | %.0f | %.2fx | "
+          "%.1f / "
           "%.1f / %.1f / %.1f |\n",
           name.c_str(), strata::models::NumParameters(*config) / 1e6,
           precision.c_str(), static_cast<long long>(shape.batch),

@@ -85,13 +85,14 @@ TEST(StrataCkptTest, InspectPrintsMetaAndTensors) {
   Save(Format::kSharded, path);
   const ToolResult r = Tool("inspect " + path);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const std::string& line :
+  for (const char* line :
        {"format: sharded", "step: 2", "world size: 2", "strategy: zero2",
         "model blocks.0.mlp.fc.weight [256, 64] Float",
         "optimizer blocks.0.mlp.fc.weight.exp_avg [256, 64] Float",
         "optimizer step [] Long"}) {
-    EXPECT_NE(r.output.find(line + "\n"), std::string::npos) << line << " in\n"
-                                                             << r.output;
+    EXPECT_NE(r.output.find(std::string(line) + "\n"), std::string::npos)
+        << line << " in\n"
+        << r.output;
   }
 }
 

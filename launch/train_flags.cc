@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "launch/option_kinds.h"
+#include "strategies/options.h"
 
 namespace {
 const strata::launch::TrainOptions kDefaults;
@@ -60,6 +61,12 @@ DEFINE_string(
     std::string(strata::launch::LrScheduleKindName(kDefaults.lr_schedule)),
     "constant, cosine, linear or step (after linear warm-up).");
 DEFINE_int64(warmup_steps, kDefaults.warmup_steps, "Linear warm-up steps.");
+DEFINE_int64(lr_step_size, kDefaults.lr_step_size,
+             "--lr_schedule=step: multiply the learning rate by --lr_gamma "
+             "every this many steps after warm-up (required, > 0).");
+DEFINE_double(lr_gamma, kDefaults.lr_gamma,
+              "--lr_schedule=step: the factor applied every --lr_step_size "
+              "steps (> 0).");
 DEFINE_double(min_lr, kDefaults.min_lr,
               "Final learning rate of the cosine/linear schedules.");
 DEFINE_double(weight_decay, kDefaults.weight_decay,
@@ -68,10 +75,12 @@ DEFINE_double(beta1, kDefaults.beta1, "AdamW beta1.");
 DEFINE_double(beta2, kDefaults.beta2, "AdamW beta2.");
 DEFINE_double(grad_clip, kDefaults.grad_clip,
               "Global gradient-norm clipping threshold; 0: off.");
-DEFINE_string(strategy, kDefaults.strategy,
-              "single (one process); ddp, zero1 or zero2 (data parallel over "
-              "the ranks of the launcher / torchrun / srun / mpirun; zero1 "
-              "shards the optimizer state, zero2 also the gradients).");
+DEFINE_string(strategy,
+              strata::strategies::StrategyKindName(kDefaults.strategy).c_str(),
+              "single (one process); ddp, zero1, zero2 or fsdp (data "
+              "parallel over the ranks of the launcher / torchrun / srun / "
+              "mpirun; zero1 shards the optimizer state, zero2 also the "
+              "gradients, fsdp also the parameters).");
 DEFINE_int64(bucket_bytes, kDefaults.bucket_bytes,
              "DDP/ZeRO: gradient bucket size in bytes (reduced as soon as "
              "complete during backward).");
@@ -254,6 +263,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   STRATA_ASSIGN_OR_RETURN(o.lr_schedule,
                           ParseLrScheduleKind(FLAGS_lr_schedule));
   o.warmup_steps = FLAGS_warmup_steps;
+  o.lr_step_size = FLAGS_lr_step_size;
+  o.lr_gamma = FLAGS_lr_gamma;
   o.min_lr = FLAGS_min_lr;
   o.weight_decay = FLAGS_weight_decay;
   o.beta1 = FLAGS_beta1;
@@ -265,7 +276,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   o.eval_interval = FLAGS_eval_interval;
   o.eval_batches = FLAGS_eval_batches;
   o.threads = FLAGS_threads;
-  o.strategy = FLAGS_strategy;
+  STRATA_ASSIGN_OR_RETURN(o.strategy,
+                          strategies::ParseStrategyKind(FLAGS_strategy));
   o.bucket_bytes = FLAGS_bucket_bytes;
   o.first_bucket_bytes = FLAGS_first_bucket_bytes;
   o.allow_unused_parameters = FLAGS_allow_unused_parameters;

@@ -4,10 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
 #include "launch/option_kinds.h"
 #include "launch/testing/subprocess.h"
@@ -70,6 +74,61 @@ TEST(TrainOptionsFromFlagsTest, UnknownDataNamesTheFlag) {
   EXPECT_THAT(TrainOptionsFromFlags(FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--data: must be markov, bytes")));
+}
+
+TEST(TrainOptionsFromFlagsTest, UnknownStrategyNamesTheFlag) {
+  gflags::FlagSaver saver;
+  SetFlag("strategy", "zero9");
+  EXPECT_THAT(
+      TrainOptionsFromFlags(FakeEnv({})),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--strategy")));
+}
+
+TEST(TrainOptionsFromFlagsTest, StrategyIsTyped) {
+  gflags::FlagSaver saver;
+  SetFlag("strategy", "zero2");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero2);
+}
+
+// The step schedule through the binary: lr = 1e-3 for the warm-up step and
+// the 2 steps after it, then halved every 2 steps (metrics line k holds the
+// lr of step k - 1).
+TEST(TrainBinaryLrScheduleTest, StepScheduleDecaysEveryStepSize) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string out =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/lr_step";
+  const launch::testing::RunResult run = launch::testing::Run(
+      {launch::testing::RunfilePath("launch/train"), "--steps=7",
+       "--warmup_steps=1", "--lr=1e-3", "--lr_schedule=step",
+       "--lr_step_size=2", "--lr_gamma=0.5", "--seq_len=16",
+       "--markov_tokens=5000", "--global_batch=2", "--log_interval=1",
+       "--eval_interval=0", "--output_dir=" + out},
+      {}, absl::Seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::ifstream metrics(out + "/metrics.jsonl");
+  std::vector<double> lrs;
+  for (std::string line; std::getline(metrics, line);) {
+    const size_t at = line.find("\"lr\": ");
+    ASSERT_NE(at, std::string::npos) << line;
+    lrs.push_back(std::stod(line.substr(at + 6)));
+  }
+  const std::vector<double> want = {1e-3, 1e-3,   1e-3,  5e-4,
+                                    5e-4, 2.5e-4, 2.5e-4};
+  ASSERT_EQ(lrs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(lrs[i], want[i], want[i] * 1e-3) << "step " << i + 1;
+  }
+}
+
+TEST(TrainBinaryLrScheduleTest, StepScheduleWithoutStepSizeNamesTheFlag) {
+  const launch::testing::RunResult run = launch::testing::Run(
+      {launch::testing::RunfilePath("launch/train"), "--lr_schedule=step",
+       "--steps=5", "--warmup_steps=1"},
+      {}, absl::Seconds(60));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("--lr_step_size"));
 }
 
 TEST(TrainOptionsFromFlagsTest, UnknownPrecisionNamesTheFlag) {

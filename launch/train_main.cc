@@ -21,6 +21,7 @@
 #include "launch/self_launch.h"
 #include "launch/train_flags.h"
 #include "launch/trainer.h"
+#include "strategies/options.h"
 
 namespace strata::launch {
 namespace {
@@ -28,7 +29,8 @@ namespace {
 // One rank (or the only process) of a training run: joins the world for a
 // data-parallel strategy and trains.
 int TrainRank(const TrainOptions& o, const comm::RendezvousInfo& world) {
-  if (world.world_size > 1 && o.strategy == "single") {
+  if (world.world_size > 1 &&
+      o.strategy == strata::strategies::StrategyKind::kSingle) {
     LOG(ERROR) << "--strategy=single trains in one process, but this is rank "
                << world.rank << " of " << world.world_size << " ("
                << world.source
@@ -39,7 +41,7 @@ int TrainRank(const TrainOptions& o, const comm::RendezvousInfo& world) {
   if (world.rank == 0) LOG(INFO) << "flags:" << TrainFlagsSummary();
 
   std::unique_ptr<comm::Group> group;
-  if (o.strategy != "single") {
+  if (o.strategy != strata::strategies::StrategyKind::kSingle) {
     comm::GroupOptions group_options;
     group_options.timeout = absl::Seconds(FLAGS_collective_timeout_s);
     group_options.check_collectives = FLAGS_debug_collectives;
@@ -88,7 +90,8 @@ int Main(int argc, char** argv) {
   // The world: one process, or the ranks of the launcher, torchrun, srun or
   // mpirun (read from their environment variables); with --nproc > 1 and no
   // rank environment, train re-launches itself as --nproc ranks.
-  if (FLAGS_nproc > 1 && options->strategy == "single") {
+  if (FLAGS_nproc > 1 &&
+      options->strategy == strata::strategies::StrategyKind::kSingle) {
     LOG(ERROR) << "--nproc=" << FLAGS_nproc
                << " needs a data-parallel --strategy (ddp, zero1, zero2 "
                   "or fsdp); --strategy=single trains in one process";

@@ -129,6 +129,8 @@ optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
   schedule.warmup_steps = o.warmup_steps;
   schedule.total_steps = o.steps;
   schedule.min_lr = o.min_lr;
+  schedule.step_size = o.lr_step_size;
+  schedule.gamma = o.lr_gamma;
   return schedule;
 }
 
@@ -141,8 +143,7 @@ namespace {
 absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
     const TrainOptions& o) {
   strategies::StrategyOptions options;
-  STRATA_ASSIGN_OR_RETURN(options.kind,
-                          strategies::ParseStrategyKind(o.strategy));
+  options.kind = o.strategy;
   options.bucket_bytes = o.bucket_bytes;
   options.first_bucket_bytes = o.first_bucket_bytes;
   options.allow_unused_parameters = o.allow_unused_parameters;
@@ -154,7 +155,7 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
                                                "reduce_dtype", o.reduce_dtype));
   STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
                                                "buffer_dtype", o.buffer_dtype));
-  if (o.strategy != "fsdp") return options;
+  if (o.strategy != strategies::StrategyKind::kFsdp) return options;
   strategies::FsdpOptions& f = options.fsdp;
   STRATA_ASSIGN_OR_RETURN(f.sharding,
                           strategies::ParseShardingStrategy(o.fsdp_sharding));
@@ -244,6 +245,18 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                      o.steps, LrScheduleKindName(o.lr_schedule),
                                      o.warmup_steps));
   }
+  if (o.lr_schedule == LrScheduleKind::kStep) {
+    if (o.lr_step_size <= 0) {
+      return FlagError("lr_step_size",
+                       absl::StrCat("must be > 0 with --lr_schedule=step, got ",
+                                    o.lr_step_size));
+    }
+    if (!(std::isfinite(o.lr_gamma) && o.lr_gamma > 0)) {
+      return FlagError("lr_gamma",
+                       absl::StrCat("must be > 0 with --lr_schedule=step, got ",
+                                    o.lr_gamma));
+    }
+  }
   if (absl::Status s = optim::ValidateLrScheduleOptions(LrScheduleOptionsOf(o));
       !s.ok()) {
     return FlagError("lr_schedule", s.message());
@@ -251,12 +264,12 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
                           StrategyOptionsFromFlags(o));
   STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
-  if (o.fsdp_deferred_init && o.strategy != "fsdp") {
+  if (o.fsdp_deferred_init && o.strategy != strategies::StrategyKind::kFsdp) {
     return FlagError("fsdp_deferred_init",
                      absl::StrCat("needs --strategy=fsdp (each rank then "
                                   "materialises only its shards), got "
                                   "--strategy=",
-                                  o.strategy));
+                                  strategies::StrategyKindName(o.strategy)));
   }
   auto config = models::ConfigByName(o.model);
   if (!config.ok()) return FlagError("model", config.status().message());

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "comm/group.h"
 #include "launch/option_kinds.h"
+#include "strategies/options.h"
 
 namespace strata::launch {
 
@@ -48,12 +49,16 @@ struct TrainOptions {
   LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
   int64_t warmup_steps = 50;
   double min_lr = 3e-4;
+  // --lr_schedule=step: multiply the lr by lr_gamma every lr_step_size steps
+  // after warm-up (torch.optim.lr_scheduler.StepLR).
+  int64_t lr_step_size = 0;
+  double lr_gamma = 0.1;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double grad_clip = 1.0;  // 0: off.
   // Strategy (strategies/strategy.h).
-  std::string strategy = "single";
+  strategies::StrategyKind strategy = strategies::StrategyKind::kSingle;
   int64_t bucket_bytes = int64_t{25} << 20;
   int64_t first_bucket_bytes = int64_t{1} << 20;
   bool allow_unused_parameters = false;

@@ -182,7 +182,7 @@ TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   options.global_batch = 8;
   auto single = Train(options);
   ASSERT_THAT(single, IsOk());
-  options.strategy = "ddp";
+  options.strategy = strategies::StrategyKind::kDdp;
   options.output_dir = TempDir("ddp_vs_single_ddp");
   const std::vector<double> losses = TrainOnTwoRanks(options);
   EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
@@ -197,7 +197,7 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
   options.global_batch = 8;
   auto single = Train(options);
   ASSERT_THAT(single, IsOk());
-  options.strategy = "fsdp";
+  options.strategy = strategies::StrategyKind::kFsdp;
   options.fsdp_deferred_init = true;
   options.fsdp_forward_prefetch = true;
   options.output_dir = TempDir("fsdp_vs_single_fsdp");
@@ -255,9 +255,6 @@ TEST(TrainTest, BadOptionsNameTheFlag) {
   o.steps = 10;
   EXPECT_THAT(ErrorOf(o),
               HasSubstr("--warmup_steps: must be in [0, --steps=10)"));
-  o = TrainOptions();
-  o.strategy = "zero9";
-  EXPECT_THAT(ErrorOf(o), HasSubstr("--strategy"));
   o = TrainOptions();
   o.bucket_bytes = 0;
   EXPECT_THAT(ErrorOf(o), HasSubstr("--bucket_bytes"));

@@ -6,5 +6,3 @@ STRATA_COPTS = [
     "-Wno-unused-parameter",  # LibTorch's inline headers trip this constantly.
     "-Wno-sign-compare",
 ]
-
-STRATA_TEST_COPTS = STRATA_COPTS
