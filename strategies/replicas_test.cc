@@ -34,9 +34,9 @@ std::vector<absl::Status> Check(const Case& c) {
   std::vector<absl::Status> statuses(2);
   const absl::Status formed =
       comm::testing::RunOnRanks(2, [&](comm::Group& group) {
-        statuses[group.rank()] = CheckSameOnAllRanks(
-            group, group.rank() == 0 ? c.rank0 : c.rank1,
-            SameOnAllRanksWording());
+        statuses[group.rank()] =
+            CheckSameOnAllRanks(group, group.rank() == 0 ? c.rank0 : c.rank1,
+                                SameOnAllRanksWording());
       });
   EXPECT_THAT(formed, IsOk());
   return statuses;
@@ -78,9 +78,8 @@ TEST(CheckSameOnAllRanksTest, Table) {
         continue;
       }
       for (const std::string& part : c.message) {
-        EXPECT_THAT(statuses[rank],
-                    StatusIs(absl::StatusCode::kInvalidArgument,
-                             HasSubstr(part)))
+        EXPECT_THAT(statuses[rank], StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr(part)))
             << c.name << ", rank " << rank;
       }
     }
@@ -101,15 +100,17 @@ TEST(ClipGradientsTest, ShardsClipByTheGlobalNorm) {
   // both scale by 1 / 5 (clip 1).
   std::vector<double> norms(2);
   std::vector<float> values(2);
-  ASSERT_THAT(comm::testing::RunOnRanks(2, [&](comm::Group& group) {
-                at::Tensor shard =
-                    at::tensor({group.rank() == 0 ? 3.0f : 4.0f});
-                absl::StatusOr<double> norm =
-                    ClipGradients(shard, 1.0, &group, "zero2");
-                ASSERT_THAT(norm, IsOk());
-                norms[group.rank()] = *norm;
-                values[group.rank()] = shard.item<float>();
-              }),
+  ASSERT_THAT(comm::testing::RunOnRanks(
+                  2,
+                  [&](comm::Group& group) {
+                    at::Tensor shard =
+                        at::tensor({group.rank() == 0 ? 3.0f : 4.0f});
+                    absl::StatusOr<double> norm =
+                        ClipGradients(shard, 1.0, &group, "zero2");
+                    ASSERT_THAT(norm, IsOk());
+                    norms[group.rank()] = *norm;
+                    values[group.rank()] = shard.item<float>();
+                  }),
               IsOk());
   EXPECT_DOUBLE_EQ(norms[0], 5.0);
   EXPECT_DOUBLE_EQ(norms[1], 5.0);
