@@ -1,89 +1,31 @@
 // Dropout through the train binary, in fresh processes: the masks are a
 // function of (seed, step, global sample, site, element) (models/dropout.h),
-// so with dropout on
-//   - data-parallel runs at 2 ranks (ddp, zero2, fsdp) train like the
-//     single-process run, and
-//   - a run resumed from a checkpoint continues bitwise as the uninterrupted
-//     one, at 2 ranks, under every strategy.
+// so with dropout on, data-parallel runs at 2 ranks (ddp, zero2, fsdp) train
+// like the single-process run. (Resumes with dropout: dropout_resume_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/time/time.h"
 #include "launch/testing/subprocess.h"
+#include "launch/testing/train_runs.h"
 
 namespace strata::launch {
 namespace {
 
-using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
+using ::strata::launch::testing::TempDir;
 
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
-// The value of `"key": <number>` in each line of a metrics.jsonl file.
 std::vector<double> Field(const std::string& metrics_path,
                           const std::string& key) {
-  std::vector<double> values;
-  std::ifstream in(metrics_path);
-  for (std::string line; std::getline(in, line);) {
-    for (absl::string_view field : absl::StrSplit(line, ", ")) {
-      const std::string name = absl::StrCat("\"", key, "\": ");
-      const size_t at = field.find(name);
-      if (at == absl::string_view::npos) continue;
-      absl::string_view number = field.substr(at + name.size());
-      while (!number.empty() && (number.back() == '}' || number.back() == ' '))
-        number.remove_suffix(1);
-      double v = 0;
-      EXPECT_TRUE(absl::SimpleAtod(number, &v)) << field;
-      values.push_back(v);
-    }
-  }
-  return values;
+  return launch::testing::MetricsField(metrics_path, key);
 }
 
-// 8 steps of gpt-tiny with dropout 0.1, a checkpoint every 4 steps, one
-// metrics line per step.
-std::vector<std::string> Args(const std::string& out,
-                              std::vector<std::string> more) {
-  std::vector<std::string> args = {RunfilePath("launch/train"),
-                                   "--steps=8",
-                                   "--warmup_steps=1",
-                                   "--seq_len=32",
-                                   "--markov_tokens=20000",
-                                   "--global_batch=4",
-                                   "--micro_batch=1",
-                                   "--log_interval=1",
-                                   "--eval_interval=0",
-                                   "--dropout=0.1",
-                                   "--lr=1e-4",
-                                   "--min_lr=1e-5",
-                                   "--save_every=4",
-                                   absl::StrCat("--output_dir=", out)};
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-RunResult Train(const std::string& out, std::vector<std::string> more) {
-  return launch::testing::Run(Args(out, std::move(more)), {},
-                              absl::Seconds(120));
+RunResult Train(const std::string& out, const std::vector<std::string>& more) {
+  return launch::testing::TrainDropoutRun(out, more);
 }
 
 // Tolerance: as strategies/testing/parity.h derives for data-parallel vs
@@ -119,32 +61,6 @@ TEST(DropoutInvarianceTest, TwoRanksTrainLikeOneUnderEveryStrategy) {
     for (int i = 0; i < 8; ++i) {
       EXPECT_NEAR(got[i], want[i], 1e-4) << strategy << " step " << i + 1;
     }
-  }
-}
-
-// Every metrics line's loss, lr and grad norm and model.pt's bytes.
-TEST(DropoutInvarianceTest, TwoRankResumeIsBitwiseExactUnderEveryStrategy) {
-  for (const std::string strategy : {"ddp", "zero2", "fsdp"}) {
-    const std::string a = TempDir("resume_a_" + strategy);
-    const std::string b = TempDir("resume_b_" + strategy);
-    const std::vector<std::string> ranks = {"--nproc=2",
-                                            "--strategy=" + strategy};
-    RunResult first = Train(a, ranks);
-    ASSERT_EQ(first.exit_code, 0) << strategy << ": " << first.err;
-    std::vector<std::string> resume = ranks;
-    resume.push_back("--resume=" + a + "/checkpoints/step_00000004");
-    RunResult resumed = Train(b, resume);
-    ASSERT_EQ(resumed.exit_code, 0) << strategy << ": " << resumed.err;
-    for (const std::string key : {"loss", "lr", "grad_norm"}) {
-      const std::vector<double> want = Field(a + "/metrics.jsonl", key);
-      const std::vector<double> got = Field(b + "/metrics.jsonl", key);
-      ASSERT_EQ(want.size(), 8u) << strategy << " " << key;
-      ASSERT_EQ(got.size(), 4u) << strategy << " " << key;
-      for (int i = 0; i < 4; ++i) {
-        EXPECT_EQ(got[i], want[4 + i]) << strategy << " " << key;
-      }
-    }
-    EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt")) << strategy;
   }
 }
 

@@ -3,9 +3,6 @@
 // stalled), unreachable masters and bad environments.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -18,36 +15,16 @@
 namespace strata::launch {
 namespace {
 
+using ::strata::launch::testing::FreePort;
 using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
 using ::strata::launch::testing::Subprocess;
+using ::strata::launch::testing::TorchrunEnv;
 using ::testing::HasSubstr;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 std::string Launcher() { return RunfilePath("launch/launch"); }
 std::string Worker() { return RunfilePath("comm/testing/collective_worker"); }
-
-// A port nothing listens on right now (bound to 0, read back, closed).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-Env TorchrunEnv(int rank, int world_size, int port) {
-  return {{"RANK", absl::StrCat(rank)},
-          {"WORLD_SIZE", absl::StrCat(world_size)},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", absl::StrCat(port)},
-          {"OMP_NUM_THREADS", "1"}};
-}
 
 TEST(MultiProcessTest, LauncherFormsWorldOverTcpStore) {
   RunResult r = testing::Run({Launcher(), "--nproc_per_node=3",

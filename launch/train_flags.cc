@@ -217,6 +217,13 @@ DEFINE_int32(nproc, 1,
 // before the commit (TrainingCheckpointOptions::test_pause_before_commit).
 DEFINE_int64(ckpt_test_pause_ms, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 
+// Dropout draws its masks from each rank's default CPU generator
+// (at::dropout) instead of the world-size-invariant DropoutContext
+// (TrainOptions::dropout_test_default_generator): a run whose future depends
+// on every rank's own generator state.
+DEFINE_bool(dropout_test_default_generator, false,
+            GFLAGS_NAMESPACE::kStrippedFlagHelp);
+
 namespace strata::launch {
 namespace {
 
@@ -310,6 +317,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   o.async_save = FLAGS_async_save;
   o.resume = FLAGS_resume;
   o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
+  o.dropout_test_default_generator = FLAGS_dropout_test_default_generator;
   if (o.threads == 0) o.threads = DefaultThreads(env);
   o.output_dir = FLAGS_output_dir;
   if (o.output_dir.empty()) o.output_dir = DefaultOutputDir(env);

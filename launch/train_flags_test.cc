@@ -167,9 +167,11 @@ TEST(TrainOptionsFromFlagsTest, CheckpointUnitsAreSplitAndTrimmed) {
 TEST(TrainOptionsFromFlagsTest, TestHookFlagsStillParse) {
   gflags::FlagSaver saver;
   SetFlag("ckpt_test_pause_ms", "250");
+  SetFlag("dropout_test_default_generator", "true");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.ckpt_test_pause_ms, 250);
+  EXPECT_TRUE(o.dropout_test_default_generator);
 }
 
 TEST(TrainFlagsSummaryTest, ListsEveryTrainFlagWithItsValue) {
@@ -189,6 +191,7 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
   EXPECT_THAT(help, HasSubstr("-ckpt_dir"));
   EXPECT_THAT(help, HasSubstr("-nproc"));
   EXPECT_THAT(help, Not(HasSubstr("ckpt_test_pause_ms")));
+  EXPECT_THAT(help, Not(HasSubstr("dropout_test_default_generator")));
 }
 
 }  // namespace

@@ -514,7 +514,9 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
     for (int64_t i = 0; i < micro; ++i) {
       dropout->sample_ids.push_back(first_sample + m + i);
     }
-    run.model->SetDropoutContext(std::move(dropout));
+    if (!o.dropout_test_default_generator) {
+      run.model->SetDropoutContext(std::move(dropout));
+    }
     STRATA_ASSIGN_OR_RETURN(
         double loss, run.strategy->ForwardBackward(
                          mb.narrow(1, 0, o.seq_len), mb.narrow(1, 1, o.seq_len),

@@ -93,6 +93,10 @@ struct TrainOptions {
   bool async_save = false;  // Write in the background while training.
   std::string resume;       // "": none; a checkpoint path; "auto": latest.
   int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
+  // Test hook: dropout draws from each rank's default CPU generator
+  // (at::dropout, no DropoutContext), so the run depends on every rank's
+  // generator state.
+  bool dropout_test_default_generator = false;
   // Run.
   uint64_t seed = 1;
   Precision precision = Precision::kFp32;  // bf16: autocast, bf16 matmuls.

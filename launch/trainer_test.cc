@@ -3,9 +3,6 @@
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <csignal>
@@ -20,6 +17,7 @@
 #include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
 #include "launch/testing/subprocess.h"
+#include "launch/testing/train_runs.h"
 #include "serialization/torch_file.h"
 
 namespace strata::launch {
@@ -319,9 +317,11 @@ TEST(TrainTest, DataVocabularyLargerThanModelIsRejected) {
 
 // --- Checkpoints and resume (launch/training_checkpoint.h) ------------------
 
+using launch::testing::FreePort;
 using launch::testing::RunfilePath;
 using launch::testing::RunResult;
 using launch::testing::Subprocess;
+using launch::testing::TorchrunEnv;
 
 TEST(TrainTest, BadCheckpointFlagsNameTheFlag) {
   // An unknown --ckpt_format: option_kinds_test (it is an enum now).
@@ -476,28 +476,6 @@ TEST(TrainTest, ShardedCheckpointResumesUnderAnotherWorldSizeAndStrategy) {
   EXPECT_GT(compared, 10);
 }
 
-// A port nothing listens on right now (bound to 0, read back, closed).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::vector<std::pair<std::string, std::string>> RankEnv(int rank, int port) {
-  return {{"RANK", absl::StrCat(rank)},
-          {"WORLD_SIZE", "2"},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", absl::StrCat(port)},
-          {"OMP_NUM_THREADS", "1"}};
-}
-
 // Two DDP ranks as processes; every save pauses after writing its data and
 // before the commit (the test hook). Rank 1 is killed with SIGKILL while
 // the step-8 save is paused: the step-4 checkpoint stays intact, `latest`
@@ -508,31 +486,16 @@ TEST(TrainTest, SigkillDuringASaveLeavesThePreviousCheckpointLoadable) {
   const std::vector<std::string> args =
       With(TrainArgs(a), {"--strategy=ddp", "--ckpt_test_pause_ms=2000",
                           "--collective_timeout_s=20"});
-  const int port = FreePort();
-  Subprocess rank0(args, RankEnv(0, port), absl::Seconds(60));
-  Subprocess rank1(args, RankEnv(1, port), absl::Seconds(60));
-  // Rank 1's data file of the step-8 save is written (and synced) before
-  // the pause; the commit happens after it.
-  const std::string partial = ckpt + "/step_00000008.tmp/rank1.data";
-  const absl::Time deadline = absl::Now() + absl::Seconds(45);
-  while (!std::filesystem::exists(partial) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_TRUE(std::filesystem::exists(partial))
-      << "the step-8 save never began";
-  rank1.Signal(SIGKILL);
-  RunResult killed = rank1.Finish();
-  EXPECT_EQ(killed.exit_code, -1);  // Killed by the signal.
-  RunResult survivor = rank0.Finish();
-  EXPECT_NE(survivor.exit_code, 0) << "rank 0 cannot finish the save alone";
+  ASSERT_TRUE(launch::testing::KillRankOneDuringStep8Save(args, ckpt,
+                                                          absl::Seconds(60)));
   EXPECT_FALSE(std::filesystem::exists(ckpt + "/step_00000008"));
   EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000004\n");
 
   const int port2 = FreePort();
   const std::vector<std::string> resume =
       With(TrainArgs(a), {"--strategy=ddp", "--resume=auto"});
-  Subprocess again0(resume, RankEnv(0, port2), absl::Seconds(60));
-  Subprocess again1(resume, RankEnv(1, port2), absl::Seconds(60));
+  Subprocess again0(resume, TorchrunEnv(0, 2, port2), absl::Seconds(60));
+  Subprocess again1(resume, TorchrunEnv(1, 2, port2), absl::Seconds(60));
   RunResult r0 = again0.Finish();
   RunResult r1 = again1.Finish();
   ASSERT_EQ(r0.exit_code, 0) << r0.err;

@@ -1,8 +1,5 @@
 #include "launch/training_checkpoint.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/Generator.h>
-#include <ATen/ops/empty.h>
 #include <glog/logging.h>
 
 #include <chrono>
@@ -11,7 +8,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status.h"
+#include "comm/exchange.h"
+#include "launch/generator_state.h"
 
 namespace strata::launch {
 
@@ -28,7 +28,6 @@ using checkpoint::SaveOptions;
 namespace {
 
 constexpr char kSamplerPrefix[] = "sampler.";
-constexpr char kGeneratorKey[] = "generator.cpu";
 
 }  // namespace
 
@@ -83,7 +82,8 @@ TrainingCheckpoints::Create(const TrainingCheckpointOptions& options,
   return out;
 }
 
-Contents TrainingCheckpoints::Collect(int64_t steps_done) const {
+absl::StatusOr<Contents> TrainingCheckpoints::Collect(
+    int64_t steps_done) const {
   Contents c;
   c.meta.step = steps_done;
   c.meta.seed = options_.seed;
@@ -94,16 +94,11 @@ Contents TrainingCheckpoints::Collect(int64_t steps_done) const {
   for (const auto& [key, value] : sampler_->State()) {
     c.extra.emplace_back(absl::StrCat(kSamplerPrefix, key), value);
   }
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  at::Tensor state;
-  {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    state = generator.get_state();
-  }
-  c.extra.emplace_back(
-      kGeneratorKey,
-      Bytes{std::string(static_cast<const char*>(state.data_ptr()),
-                        state.numel())});
+  // Every rank's generator state (a collective; the formats write rank 0's
+  // extras).
+  STRATA_ASSIGN_OR_RETURN(checkpoint::NamedValues generators,
+                          GatherGeneratorStates(group_));
+  for (auto& kv : generators) c.extra.push_back(std::move(kv));
   return c;
 }
 
@@ -112,7 +107,6 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
   STRATA_ASSIGN_OR_RETURN(Contents c, Resume(options_.resume, *strategy_,
                                              group_, true, true, options_.dir));
   std::vector<std::pair<std::string, int64_t>> sampler_state;
-  bool have_generator = false;
   for (const auto& [key, value] : c.extra) {
     if (absl::StartsWith(key, kSamplerPrefix)) {
       const int64_t* v = std::get_if<int64_t>(&value);
@@ -121,19 +115,6 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
             "--resume=", options_.resume, ": '", key, "' is not an integer"));
       }
       sampler_state.emplace_back(key.substr(strlen(kSamplerPrefix)), *v);
-    } else if (key == kGeneratorKey) {
-      const Bytes* b = std::get_if<Bytes>(&value);
-      if (b == nullptr) continue;
-      at::Tensor state =
-          at::empty({static_cast<int64_t>(b->data.size())}, at::kByte);
-      std::memcpy(state.data_ptr(), b->data.data(), b->data.size());
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      STRATA_RETURN_IF_ERROR(
-          StatusFromCall(absl::StrCat("--resume=", options_.resume,
-                                      ": restoring the CPU generator state"),
-                         [&] { generator.set_state(state); }));
-      have_generator = true;
     }
   }
   if (sampler_state.empty()) {
@@ -144,11 +125,7 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
   }
   STRATA_RETURN_IF_ERROR(Annotate(sampler_->LoadState(sampler_state),
                                   absl::StrCat("--resume=", options_.resume)));
-  if (!have_generator) {
-    LOG(WARNING) << "--resume=" << options_.resume
-                 << ": no generator state in the checkpoint; random draws "
-                    "(dropout) will differ from the original run";
-  }
+  STRATA_RETURN_IF_ERROR(RestoreGenerator(c.extra));
   if (!c.param_scheduler.empty()) {
     auto restored = optim::LrSchedule::FromState(c.param_scheduler);
     auto current = optim::LrSchedule::Create(options_.schedule);
@@ -166,6 +143,49 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
   return c.meta.step;
 }
 
+absl::Status TrainingCheckpoints::RestoreGenerator(
+    const checkpoint::NamedValues& extra) const {
+  const int rank = group_ == nullptr ? 0 : group_->rank();
+  const int world_size = group_ == nullptr ? 1 : group_->size();
+  const std::string where = absl::StrCat("--resume=", options_.resume);
+  absl::StatusOr<GeneratorStateChoice> choice =
+      ChooseGeneratorState(extra, rank, world_size, where);
+  absl::Status local = choice.status();
+  if (local.ok() && choice->found) {
+    local = CheckGeneratorState(choice->state,
+                                absl::StrCat(where, " (", choice->key, ")"));
+  }
+  // No rank changes its generator unless every rank can.
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group_, local));
+  if (!choice->found && choice->saved_ranks > 0) {
+    LOG(WARNING) << where << ": rank " << rank << ": the checkpoint holds the "
+                 << "generator states of " << choice->saved_ranks
+                 << " rank(s), none for rank " << rank
+                 << "; it keeps its seeded state, so its random draws from "
+                    "the default generator differ from the original run";
+  } else if (!choice->found) {
+    LOG(WARNING) << where << ": rank " << rank
+                 << ": no generator state in the checkpoint; random draws "
+                    "from the default generator will differ from the "
+                    "original run";
+  } else if (choice->key == kLegacyGeneratorKey && world_size > 1) {
+    LOG(WARNING) << where << ": rank " << rank
+                 << ": the checkpoint holds one generator state ('"
+                 << kLegacyGeneratorKey
+                 << "', the saving rank 0's); restored on this rank too";
+  }
+  if (choice->found) {
+    STRATA_RETURN_IF_ERROR(SetDefaultGeneratorState(choice->state, where));
+  }
+  if (!choice->unused_ranks.empty()) {
+    LOG(WARNING) << where << ": rank " << rank << ": the generator states of "
+                 << choice->unused_ranks.size() << " saved rank(s) ("
+                 << absl::StrJoin(choice->unused_ranks, ", ")
+                 << ") are unused: this job has " << world_size << " rank(s)";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   if (options_.save_every <= 0 || steps_done % options_.save_every != 0) {
     return absl::OkStatus();
@@ -175,12 +195,15 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   save.write.pause_before_commit = options_.test_pause_before_commit;
   const auto start = std::chrono::steady_clock::now();
   absl::Status s;
-  if (async_ != nullptr) {
+  absl::StatusOr<Contents> contents = Collect(steps_done);
+  if (!contents.ok()) {
+    s = contents.status();
+  } else if (async_ != nullptr) {
     s = async_->SaveToRoot(options_.dir, steps_done, options_.keep_last,
-                           *strategy_, Collect(steps_done), save);
+                           *strategy_, *std::move(contents), save);
   } else {
     s = SaveCheckpointToRoot(options_.dir, steps_done, options_.keep_last,
-                             *strategy_, group_, Collect(steps_done), save);
+                             *strategy_, group_, *std::move(contents), save);
   }
   last_stall_s_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

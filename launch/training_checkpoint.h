@@ -6,8 +6,13 @@
 //   - the LR schedule's state (param_scheduler: LrSchedule::State),
 //   - the data sampler's position (extra "sampler.<key>", the sampler's
 //     State(), independent of the world size),
-//   - LibTorch's default CPU generator (extra "generator.cpu", its state
-//     bytes; dropout draws from it).
+//   - every rank's LibTorch default CPU generator state (extras
+//     "generator.cpu.rank<r>", launch/generator_state.h; at::dropout without
+//     a DropoutContext and other random ops draw from it). Each rank
+//     restores its own; under another world size the ranks that have a
+//     saved state restore it and the others keep their seeded state (both
+//     logged). Checkpoints with only the older "generator.cpu" restore it on
+//     every rank.
 // Resuming at the same world size and strategy continues bitwise as the
 // uninterrupted run; under another world size or strategy (sharded or full
 // format) it continues at the same global sample.
@@ -87,7 +92,14 @@ class TrainingCheckpoints {
   TrainingCheckpoints(const TrainingCheckpointOptions& options,
                       checkpoint::Format format, strategies::Strategy* strategy,
                       data::DistributedSampler* sampler, comm::Group* group);
-  checkpoint::Contents Collect(int64_t steps_done) const;
+  // The non-tensor contents of a save after `steps_done` steps; a collective
+  // over group_ (every rank's generator state is gathered).
+  absl::StatusOr<checkpoint::Contents> Collect(int64_t steps_done) const;
+  // Restores this rank's default CPU generator from `extra`
+  // (launch/generator_state.h), logging (every rank, with its rank) states
+  // missing for it or left unused. A collective over group_: an unusable
+  // state on any rank fails every rank before any generator changes.
+  absl::Status RestoreGenerator(const checkpoint::NamedValues& extra) const;
 
   const TrainingCheckpointOptions options_;
   const checkpoint::Format format_;

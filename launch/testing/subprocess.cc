@@ -1,12 +1,15 @@
 #include "launch/testing/subprocess.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +157,29 @@ RunResult Run(const std::vector<std::string>& argv,
               absl::Duration run_timeout) {
   Subprocess process(argv, env, run_timeout);
   return process.Finish();
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::pair<std::string, std::string>> TorchrunEnv(int rank,
+                                                             int world_size,
+                                                             int port) {
+  return {{"RANK", absl::StrCat(rank)},
+          {"WORLD_SIZE", absl::StrCat(world_size)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", absl::StrCat(port)},
+          {"OMP_NUM_THREADS", "1"}};
 }
 
 }  // namespace strata::launch::testing

@@ -74,6 +74,16 @@ RunResult Run(const std::vector<std::string>& argv,
               const std::vector<std::pair<std::string, std::string>>& env = {},
               absl::Duration run_timeout = absl::Seconds(15));
 
+// A port nothing listens on right now (bound to 0, read back, closed).
+int FreePort();
+
+// torchrun's environment for rank `rank` of a `world_size`-rank job whose
+// rendezvous is 127.0.0.1:`port` (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT), with one OpenMP thread: a rank started by hand.
+std::vector<std::pair<std::string, std::string>> TorchrunEnv(int rank,
+                                                             int world_size,
+                                                             int port);
+
 }  // namespace strata::launch::testing
 
 #endif  // STRATA_LAUNCH_TESTING_SUBPROCESS_H_

@@ -1,0 +1,113 @@
+#include "launch/testing/train_runs.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "checkpoint/full.h"
+#include "checkpoint/metadata.h"
+
+namespace strata::launch::testing {
+
+std::string TempDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+std::vector<double> MetricsField(const std::string& metrics_path,
+                                 const std::string& key) {
+  std::vector<double> values;
+  std::ifstream in(metrics_path);
+  const std::string name = absl::StrCat("\"", key, "\": ");
+  for (std::string line; std::getline(in, line);) {
+    for (absl::string_view field : absl::StrSplit(line, ", ")) {
+      const size_t at = field.find(name);
+      if (at == absl::string_view::npos) continue;
+      absl::string_view number = field.substr(at + name.size());
+      while (!number.empty() && (number.back() == '}' || number.back() == ' '))
+        number.remove_suffix(1);
+      double v = 0;
+      EXPECT_TRUE(absl::SimpleAtod(number, &v)) << field;
+      values.push_back(v);
+    }
+  }
+  return values;
+}
+
+std::vector<std::string> DropoutRunArgs(const std::string& out,
+                                        const std::vector<std::string>& more) {
+  std::vector<std::string> args = {RunfilePath("launch/train"),
+                                   "--steps=8",
+                                   "--warmup_steps=1",
+                                   "--seq_len=32",
+                                   "--markov_tokens=20000",
+                                   "--global_batch=4",
+                                   "--micro_batch=1",
+                                   "--log_interval=1",
+                                   "--eval_interval=0",
+                                   "--dropout=0.1",
+                                   "--lr=1e-4",
+                                   "--min_lr=1e-5",
+                                   "--save_every=4",
+                                   absl::StrCat("--output_dir=", out)};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+RunResult TrainDropoutRun(const std::string& out,
+                          const std::vector<std::string>& more) {
+  return Run(DropoutRunArgs(out, more), {}, absl::Seconds(120));
+}
+
+checkpoint::NamedValues CheckpointExtras(const std::string& path) {
+  if (absl::EndsWith(path, ".pth")) {
+    absl::StatusOr<checkpoint::ReadCheckpoint> read =
+        checkpoint::ReadFullCheckpoint(path);
+    EXPECT_TRUE(read.ok()) << read.status();
+    return read.ok() ? read->contents.extra : checkpoint::NamedValues{};
+  }
+  absl::StatusOr<checkpoint::proto::Metadata> md =
+      checkpoint::ReadMetadataFile(path);
+  EXPECT_TRUE(md.ok()) << md.status();
+  return md.ok() ? checkpoint::ContentsFromProto(*md).extra
+                 : checkpoint::NamedValues{};
+}
+
+bool KillRankOneDuringStep8Save(const std::vector<std::string>& args,
+                                const std::string& ckpt_dir,
+                                absl::Duration timeout) {
+  const int port = FreePort();
+  Subprocess rank0(args, TorchrunEnv(0, 2, port), timeout);
+  Subprocess rank1(args, TorchrunEnv(1, 2, port), timeout);
+  // Rank 1's data file of the step-8 save is written (and synced) before
+  // the pause; the commit happens after it.
+  const std::string partial = ckpt_dir + "/step_00000008.tmp/rank1.data";
+  const absl::Time deadline = absl::Now() + timeout - absl::Seconds(15);
+  while (!std::filesystem::exists(partial) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const bool began = std::filesystem::exists(partial);
+  EXPECT_TRUE(began) << "the step-8 save never began";
+  rank1.Signal(SIGKILL);
+  EXPECT_EQ(rank1.Finish().exit_code, -1);  // Killed by the signal.
+  EXPECT_NE(rank0.Finish().exit_code, 0) << "rank 0 cannot save alone";
+  return began;
+}
+
+}  // namespace strata::launch::testing
