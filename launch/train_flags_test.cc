@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -192,6 +193,49 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
   EXPECT_THAT(help, HasSubstr("-nproc"));
   EXPECT_THAT(help, Not(HasSubstr("ckpt_test_pause_ms")));
   EXPECT_THAT(help, Not(HasSubstr("dropout_test_default_generator")));
+}
+
+// Every experiment under launch/configs/ loads as train_main loads it
+// (gflags' --flagfile, nested flagfiles included) into TrainOptions that
+// pass ValidateTrainOptions. Validation only: the experiments are 200 to
+// 1000 steps (gpt-small50m on a 20M-token corpus), too long to run here; the
+// train binary's own tests run the model and data kinds they use.
+TEST(ConfigsTest, EveryFlagfileLoadsIntoValidOptions) {
+  const std::string dir = testing::RunfilePath("launch/configs");
+  std::map<std::string, TrainOptions> loaded;
+  // Whether --warmup_steps was set (default.flags sets it to its default
+  // value, so only this tells that gpt_tiny_bf16 read its nested file).
+  std::map<std::string, bool> warmup_set;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".flags") continue;
+    gflags::FlagSaver saver;
+    const std::string name = entry.path().filename().string();
+    // Nested --flagfile=launch/configs/... lines resolve against the
+    // working directory, the runfiles root here as in `bazel run`.
+    ASSERT_TRUE(gflags::ReadFromFlagsFile(entry.path().string(), nullptr,
+                                          /*errors_are_fatal=*/false))
+        << name;
+    absl::StatusOr<TrainOptions> o = TrainOptionsFromFlags(FakeEnv({}));
+    ASSERT_TRUE(o.ok()) << name << ": " << o.status();
+    EXPECT_TRUE(ValidateTrainOptions(*o).ok())
+        << name << ": " << ValidateTrainOptions(*o);
+    loaded[name] = *o;
+    warmup_set[name] =
+        !gflags::GetCommandLineFlagInfoOrDie("warmup_steps").is_default;
+  }
+  ASSERT_EQ(loaded.size(), 3u) << "a new config: check its values below";
+  // Values from each file (and, for gpt_tiny_bf16, its nested default).
+  EXPECT_EQ(loaded["default.flags"].model, "gpt-tiny");
+  EXPECT_EQ(loaded["default.flags"].steps, 1000);
+  EXPECT_EQ(loaded["default.flags"].lr, 3e-3);
+  EXPECT_EQ(loaded["gpt_small50m_markov.flags"].model, "gpt-small50m");
+  EXPECT_EQ(loaded["gpt_small50m_markov.flags"].vocab_size, 8192);
+  EXPECT_EQ(loaded["gpt_small50m_markov.flags"].micro_batch, 4);
+  EXPECT_EQ(loaded["gpt_tiny_bf16.flags"].precision, Precision::kBf16);
+  EXPECT_EQ(loaded["gpt_tiny_bf16.flags"].model, "gpt-tiny");
+  EXPECT_EQ(loaded["gpt_tiny_bf16.flags"].steps, 1000);
+  EXPECT_TRUE(warmup_set["gpt_tiny_bf16.flags"]);
+  EXPECT_TRUE(warmup_set["default.flags"]);
 }
 
 }  // namespace
