@@ -12,10 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-
-#ifndef STRATA_GIT_HASH
-#define STRATA_GIT_HASH "unknown"
-#endif
+#include "base/build_info.h"
 
 namespace strata::checkpoint {
 
@@ -24,7 +21,7 @@ Meta NewMeta() {
   meta.time =
       absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
   meta.strata_version = kStrataVersion;
-  meta.git_hash = STRATA_GIT_HASH;
+  meta.git_hash = GitCommit();
   return meta;
 }
 

@@ -38,7 +38,7 @@ struct Meta {
   uint64_t seed = 0;
   std::string time;            // UTC, RFC 3339.
   std::string strata_version;  // kStrataVersion.
-  std::string git_hash;        // "unknown" unless stamped at build time.
+  std::string git_hash;        // base/build_info.h's GitCommit().
   int world_size = 1;
   std::string strategy;
   std::string model_config;  // Text form of the model's config.

@@ -8,13 +8,16 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/build_info.h"
 #include "base/testing/status_matchers.h"
+#include "checkpoint/metadata.h"
 #include "comm/testing/multi_rank.h"
 #include "launch/testing/subprocess.h"
 #include "launch/testing/train_runs.h"
@@ -51,6 +54,26 @@ TrainOptions SmallRun(const std::string& output_name, int64_t steps) {
   options.threads = 1;
   options.output_dir = TempDir(output_name);
   return options;
+}
+
+// Checkpoints carry the commit the binary was built from: meta.git_hash is
+// //base:build_info's stamped GitCommit() (from tools/workspace_status.sh).
+// The test runs in Bazel's runfiles, away from the checkout, so it cannot
+// run `git rev-parse HEAD` itself; it checks the value is the stamped one
+// and has a commit's form (40 hex digits, optional -dirty; "unknown" only
+// for a build outside a git checkout — CI builds a fresh clone).
+TEST(TrainTest, CheckpointMetaCarriesTheStampedGitCommit) {
+  TrainOptions options = SmallRun("git_hash", 2);
+  options.save_every = 1;
+  ASSERT_THAT(Train(options), IsOk());
+  auto md = checkpoint::ReadMetadataFile(options.output_dir +
+                                         "/checkpoints/step_00000001");
+  ASSERT_THAT(md, IsOk());
+  const std::string hash = checkpoint::ContentsFromProto(*md).meta.git_hash;
+  EXPECT_EQ(hash, GitCommit());
+  EXPECT_TRUE(std::regex_match(hash, std::regex("[0-9a-f]{40}(-dirty)?")) ||
+              hash == "unknown")
+      << hash;
 }
 
 std::string ErrorOf(const TrainOptions& options) {

@@ -1,0 +1,16 @@
+// What the build was made from, stamped at build time (Bazel workspace
+// status, tools/workspace_status.sh): the generated build_info.cc is the
+// only file that recompiles when the commit changes.
+#ifndef STRATA_BASE_BUILD_INFO_H_
+#define STRATA_BASE_BUILD_INFO_H_
+
+namespace strata {
+
+// The git commit the workspace had checked out (40 hex digits, "-dirty"
+// appended when tracked files had changes), or "unknown" when built outside
+// a git checkout. Static storage; callable any time.
+const char* GitCommit();
+
+}  // namespace strata
+
+#endif  // STRATA_BASE_BUILD_INFO_H_
