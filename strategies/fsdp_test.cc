@@ -153,6 +153,29 @@ INSTANTIATE_TEST_SUITE_P(
                                          ShardingStrategy::kShardGradOp,
                                          ShardingStrategy::kNoShard)));
 
+// Dropout masks follow the global sample, so FSDP (full shard) at 1..4 ranks
+// with dropout matches single-process training with the same dropout to the
+// tolerance without it (ddp_test checks that this dropout changes the
+// gradients).
+TEST(FsdpTest, MatchesSingleWithDropout) {
+  std::vector<double> want_norms;
+  const Params want =
+      testing::TrainSingle("gpt-tiny", &want_norms, testing::kParityDropout);
+  const ModelFactory with_dropout = [] {
+    return Build(Config("gpt-tiny", testing::kParityDropout), 7);
+  };
+  for (int world = 1; world <= 4; ++world) {
+    for (int micro : {1, 2}) {
+      const std::string what =
+          absl::StrCat("dropout world ", world, " micro-batches ", micro);
+      ExpectMatches(TrainOnRanks(Fsdp(ShardingStrategy::kFullShard,
+                                      {BlockType("gpt-tiny")}),
+                                 world, micro, with_dropout),
+                    want, want_norms, what);
+    }
+  }
+}
+
 TEST(FsdpTest, HybridShardTwoByTwoMatchesSingle) {
   std::vector<double> want_norms;
   const Params want = testing::TrainSingle("gpt-tiny", &want_norms);

@@ -65,6 +65,20 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("gpt-tiny", "llama-tiny"),
                        ::testing::Values("zero1", "zero2")));
 
+class ZeroDropoutParityTest : public ::testing::TestWithParam<std::string> {};
+
+// Dropout masks follow the global sample, so ZeRO at 1..4 ranks with dropout
+// matches single-process training with the same dropout to the tolerance
+// without it (ddp_test checks that this dropout changes the gradients).
+TEST_P(ZeroDropoutParityTest, MatchesSingleWithDropout) {
+  ExpectMatchesSingle("gpt-tiny", Kind(GetParam()), GetParam(),
+                      /*what_prefix=*/absl::StrCat(GetParam(), " dropout "),
+                      testing::kParityDropout);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ZeroDropoutParityTest,
+                         ::testing::Values("zero1", "zero2"));
+
 TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
   // Small ZeRO buckets: many buckets, parameters straddling bucket and shard
   // boundaries. With two ranks every gradient element is the same float sum

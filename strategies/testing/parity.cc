@@ -15,15 +15,17 @@
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "data/sampler.h"
+#include "models/dropout.h"
 #include "models/factory.h"
 #include "optim/lr_schedule.h"
 #include "strategies/factory.h"
 
 namespace strata::strategies::testing {
 
-models::ModelConfig Config(const std::string& name) {
+models::ModelConfig Config(const std::string& name, double dropout) {
   auto config = models::ConfigByName(name);
   EXPECT_TRUE(config.ok()) << config.status();
+  config->dropout = dropout;
   return *config;
 }
 
@@ -81,13 +83,23 @@ absl::Status Train(Strategy& strategy, int rank, int world, int micro_batches,
   STRATA_ASSIGN_OR_RETURN(auto sampler,
                           data::DistributedSampler::Create(&Corpus(), options));
   for (int step = 0; step < steps; ++step) {
+    // The rows of a global batch are dealt to ranks in order, `rows` each.
+    const int64_t first_of_batch = sampler->position();
     STRATA_ASSIGN_OR_RETURN(at::Tensor batch, sampler->NextBatch(rank, world));
     const int64_t rows = batch.size(0);
+    const int64_t first_sample = first_of_batch + int64_t{rank} * rows;
     strategy.ZeroGrad();
     int64_t start = 0;
     for (int m = 0; m < micro_batches; ++m) {
       const int64_t size = (rows * (m + 1)) / micro_batches - start;
       at::Tensor chunk = batch.narrow(0, start, size);
+      auto dropout = std::make_shared<models::DropoutContext>();
+      dropout->seed = kDropoutSeed;
+      dropout->step = step;
+      for (int64_t i = 0; i < size; ++i) {
+        dropout->sample_ids.push_back(first_sample + start + i);
+      }
+      strategy.model().SetDropoutContext(std::move(dropout));
       start += size;
       STRATA_ASSIGN_OR_RETURN(
           double loss,
@@ -112,9 +124,10 @@ Params Snapshot(const Strategy& strategy) {
 }
 
 Params TrainSingle(const std::string& model_name,
-                   std::vector<double>* grad_norms) {
-  auto created = CreateStrategy(StrategyOptions(), Build(Config(model_name), 7),
-                                nullptr, Optimizer(), Schedule());
+                   std::vector<double>* grad_norms, double dropout) {
+  auto created =
+      CreateStrategy(StrategyOptions(), Build(Config(model_name, dropout), 7),
+                     nullptr, Optimizer(), Schedule());
   EXPECT_TRUE(created.ok()) << created.status();
   absl::Status status = Train(**created, 0, 1, 1, grad_norms);
   EXPECT_TRUE(status.ok()) << status;
@@ -146,9 +159,9 @@ void ExpectEqual(const Params& actual, const Params& expected,
 void ExpectMatchesSingle(const std::string& model_name,
                          const StrategyOptions& options,
                          const std::string& name,
-                         const std::string& what_prefix) {
+                         const std::string& what_prefix, double dropout) {
   std::vector<double> expected_norms;
-  const Params expected = TrainSingle(model_name, &expected_norms);
+  const Params expected = TrainSingle(model_name, &expected_norms, dropout);
   for (int world = 1; world <= 4; ++world) {
     for (int micro_batches : {1, 2}) {
       const std::string what =
@@ -158,8 +171,8 @@ void ExpectMatchesSingle(const std::string& model_name,
                       world,
                       [&](comm::Group& group) {
                         auto created = CreateStrategy(
-                            options, Build(Config(model_name), 7), &group,
-                            Optimizer(), Schedule());
+                            options, Build(Config(model_name, dropout), 7),
+                            &group, Optimizer(), Schedule());
                         ASSERT_TRUE(created.ok()) << created.status();
                         EXPECT_EQ((*created)->name(), name);
                         std::vector<double> norms;

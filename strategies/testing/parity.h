@@ -33,9 +33,14 @@ constexpr int64_t kGlobalBatch = 12;
 constexpr int64_t kSeqLen = 32;
 constexpr int kSteps = 5;
 
-// The named model configuration (models::ConfigByName); a failure is a test
-// failure.
-models::ModelConfig Config(const std::string& name);
+// The named model configuration (models::ConfigByName) with dropout
+// probability `dropout` (GPT models only); a failure is a test failure.
+models::ModelConfig Config(const std::string& name, double dropout = 0.0);
+
+// The dropout probability of the parity runs with dropout, and the seed of
+// the DropoutContext Train sets on the model before every micro-batch.
+constexpr double kParityDropout = 0.1;
+constexpr uint64_t kDropoutSeed = 11;
 // A fresh model with weights from `seed`; a failure is a test failure.
 std::shared_ptr<models::UnitModel> Build(const models::ModelConfig& config,
                                          uint64_t seed);
@@ -52,16 +57,21 @@ const data::MarkovCorpus& Corpus();
 
 // Trains `steps` steps on this rank's part of each global batch, split into
 // `micro_batches` micro-batches of (nearly) equal size; appends each step's
-// pre-clip gradient norm to `grad_norms` when given.
+// pre-clip gradient norm to `grad_norms` when given. Before each micro-batch
+// it sets a DropoutContext on the strategy's model as launch/trainer.cc does
+// (kDropoutSeed, the step, the global sample index of every row), so dropout
+// masks follow the global batch whatever the world size and micro-batch
+// split (models/dropout.h); without dropout in the model it has no effect.
 absl::Status Train(Strategy& strategy, int rank, int world, int micro_batches,
                    std::vector<double>* grad_norms = nullptr,
                    int steps = kSteps);
 // A copy of the strategy's model state.
 Params Snapshot(const Strategy& strategy);
-// Trains `model_name` (seed 7) single-process for kSteps steps; returns its
-// parameters and appends the gradient norms to `grad_norms`.
+// Trains `model_name` (seed 7, dropout `dropout`) single-process for kSteps
+// steps; returns its parameters and appends the gradient norms to
+// `grad_norms`.
 Params TrainSingle(const std::string& model_name,
-                   std::vector<double>* grad_norms);
+                   std::vector<double>* grad_norms, double dropout = 0.0);
 
 // Expects `actual` to hold the parameters of `expected`, each within
 // 1e-5 * max(1, max|expected|).
@@ -95,11 +105,14 @@ void ExpectEqual(const Params& actual, const Params& expected,
 // ranks, with 1 and 2 micro-batches, and expects the strategy's name to be
 // `name`, its gradient norms within 1e-5 relative and its parameters
 // ExpectClose to TrainSingle's. Failure messages start with
-// what_prefix + model_name.
+// what_prefix + model_name. With `dropout` > 0 both sides train with that
+// dropout probability: the masks are a function of the global sample, so the
+// same tolerance holds (dropout multiplies activations by the same 0 or
+// 1 / (1 - p) on both sides and adds no rounding difference).
 void ExpectMatchesSingle(const std::string& model_name,
                          const StrategyOptions& options,
                          const std::string& name,
-                         const std::string& what_prefix);
+                         const std::string& what_prefix, double dropout = 0.0);
 
 // --- Mixed precision and frozen parameters.
 
