@@ -96,9 +96,9 @@ void Python(const std::string& cmd, const std::string& src,
             const std::string& dst) {
   const std::string script = TempDir("torch_ckpt.py");
   std::ofstream(script) << kScript;
-  RunResult r = launch::testing::Run({"/usr/bin/python3", script, cmd, src, dst},
-                                     {{"OMP_NUM_THREADS", "1"}},
-                                     absl::Seconds(120));
+  RunResult r =
+      launch::testing::Run({"/usr/bin/python3", script, cmd, src, dst},
+                           {{"OMP_NUM_THREADS", "1"}}, absl::Seconds(120));
   ASSERT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
 }
 
@@ -221,8 +221,8 @@ TEST(TorchCheckpointTest, WrongKeysAndShapesAreErrorsNamingThem) {
   EXPECT_THAT(r.err, HasSubstr("wte.weightx"));
   EXPECT_THAT(r.err, HasSubstr("wte.weight"));
 
-  r = Train(TempDir("e_2"), 4, {"--nproc=2", "--strategy=ddp",
-                                "--load_weights=" + misshaped});
+  r = Train(TempDir("e_2"), 4,
+            {"--nproc=2", "--strategy=ddp", "--load_weights=" + misshaped});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--load_weights=" + misshaped));
   EXPECT_THAT(r.err, HasSubstr("wpe.weight"));
