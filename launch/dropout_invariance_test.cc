@@ -9,54 +9,26 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 
 namespace strata::launch {
 namespace {
 
+using ::strata::launch::testing::ReadFile;
 using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
+using ::strata::launch::testing::TempDir;
 
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
-// The value of `"key": <number>` in each line of a metrics.jsonl file.
+// The values of `key` in each line of a metrics.jsonl file.
 std::vector<double> Field(const std::string& metrics_path,
                           const std::string& key) {
-  std::vector<double> values;
-  std::ifstream in(metrics_path);
-  for (std::string line; std::getline(in, line);) {
-    for (absl::string_view field : absl::StrSplit(line, ", ")) {
-      const std::string name = absl::StrCat("\"", key, "\": ");
-      const size_t at = field.find(name);
-      if (at == absl::string_view::npos) continue;
-      absl::string_view number = field.substr(at + name.size());
-      while (!number.empty() && (number.back() == '}' || number.back() == ' '))
-        number.remove_suffix(1);
-      double v = 0;
-      EXPECT_TRUE(absl::SimpleAtod(number, &v)) << field;
-      values.push_back(v);
-    }
-  }
-  return values;
+  return launch::testing::MetricsColumn(metrics_path, key);
 }
 
 // 8 steps of gpt-tiny with dropout 0.1, a checkpoint every 4 steps, one

@@ -5,53 +5,24 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 
 namespace strata::launch {
 namespace {
 
+using ::strata::launch::testing::MetricsColumn;
+using ::strata::launch::testing::ReadFile;
 using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
+using ::strata::launch::testing::TempDir;
 using ::testing::HasSubstr;
-
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
-// The values of `"key": <number>` in a metrics.jsonl file, one per line.
-std::vector<double> MetricsColumn(const std::string& out,
-                                  const std::string& key) {
-  std::vector<double> values;
-  std::ifstream in(out + "/metrics.jsonl");
-  const std::string name = absl::StrCat("\"", key, "\": ");
-  for (std::string line; std::getline(in, line);) {
-    const size_t at = line.find(name);
-    if (at == std::string::npos) continue;
-    const std::string rest = line.substr(at + name.size());
-    const std::string number = rest.substr(0, rest.find_first_of(",}"));
-    double v = 0;
-    EXPECT_TRUE(absl::SimpleAtod(number, &v)) << line;
-    values.push_back(v);
-  }
-  return values;
-}
 
 // A plain PyTorch script (torch only): reads a Strata full checkpoint and
 // writes PyTorch files from it.
@@ -146,8 +117,8 @@ TEST(TorchCheckpointTest, ResumeFromPyTorchContinuesLikeStrataResume) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_THAT(resumed.err, HasSubstr("no data sampler state"));
   for (const std::string key : {"loss", "lr", "grad_norm"}) {
-    const std::vector<double> want = MetricsColumn(a, key);
-    const std::vector<double> got = MetricsColumn(b, key);
+    const std::vector<double> want = MetricsColumn(a + "/metrics.jsonl", key);
+    const std::vector<double> got = MetricsColumn(b + "/metrics.jsonl", key);
     ASSERT_EQ(want.size(), 8u) << key;
     ASSERT_EQ(got.size(), 4u) << key;
     for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]) << key << i;
@@ -162,8 +133,10 @@ TEST(TorchCheckpointTest, ResumeFromPyTorchContinuesLikeStrataResume) {
   RunResult from_strata = Train(d, 8, {"--resume=" + step4});
   ASSERT_EQ(from_strata.exit_code, 0) << from_strata.err;
   for (const std::string key : {"loss", "lr", "grad_norm"}) {
-    EXPECT_EQ(MetricsColumn(c, key), MetricsColumn(d, key)) << key;
-    EXPECT_EQ(MetricsColumn(c, key).size(), 4u) << key;
+    EXPECT_EQ(MetricsColumn(c + "/metrics.jsonl", key),
+              MetricsColumn(d + "/metrics.jsonl", key))
+        << key;
+    EXPECT_EQ(MetricsColumn(c + "/metrics.jsonl", key).size(), 4u) << key;
   }
   EXPECT_EQ(ReadFile(c + "/model.pt"), ReadFile(d + "/model.pt"));
 }
@@ -194,15 +167,17 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
     args.push_back(flag);
     RunResult r = Train(out, 4, args);
     ASSERT_EQ(r.exit_code, 0) << flag << ": " << r.err;
-    EXPECT_EQ(MetricsColumn(out, "lr"), MetricsColumn(a, "lr")) << flag;
-    losses.push_back(MetricsColumn(out, "loss"));
+    EXPECT_EQ(MetricsColumn(out + "/metrics.jsonl", "lr"),
+              MetricsColumn(a + "/metrics.jsonl", "lr"))
+        << flag;
+    losses.push_back(MetricsColumn(out + "/metrics.jsonl", "loss"));
     ASSERT_EQ(losses.back().size(), 4u) << flag;
   }
   EXPECT_EQ(losses[1], losses[0]);
   EXPECT_EQ(losses[2], losses[0]);
   // Weights trained 4 steps on this data: a lower first loss than the
   // freshly initialised model's.
-  EXPECT_LT(losses[0][0], MetricsColumn(a, "loss")[0]);
+  EXPECT_LT(losses[0][0], MetricsColumn(a + "/metrics.jsonl", "loss")[0]);
 }
 
 TEST(TorchCheckpointTest, WrongKeysAndShapesAreErrorsNamingThem) {
