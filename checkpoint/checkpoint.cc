@@ -26,11 +26,7 @@ namespace strata::checkpoint {
 namespace {
 
 std::vector<std::string> ParameterOrder(strategies::Strategy& strategy) {
-  std::vector<std::string> order;
-  for (const auto& item : strategy.model().named_parameters()) {
-    order.push_back(item.key());
-  }
-  return order;
+  return ParametersOf(strategy).order;
 }
 
 // The step of a "step_<n>" / "step_<n>.pth" entry, or -1.
@@ -96,6 +92,15 @@ absl::Status Publish(const std::string& root, const std::string& path,
 }
 
 }  // namespace
+
+ModelParameters ParametersOf(strategies::Strategy& strategy) {
+  ModelParameters out;
+  for (const auto& item : strategy.model().named_parameters()) {
+    out.order.push_back(item.key());
+    if (!item.value().requires_grad()) out.frozen.insert(item.key());
+  }
+  return out;
+}
 
 absl::StatusOr<Format> ParseFormat(const std::string& name,
                                    const std::string& flag) {
@@ -175,13 +180,14 @@ Contents PrepareContents(Contents contents, strategies::Strategy& strategy,
 
 absl::Status SaveState(const std::string& path, const TensorState& state,
                        const Contents& contents, const std::string& strategy,
-                       const std::vector<std::string>& parameter_order,
-                       comm::Group* group, const SaveOptions& options) {
+                       const ModelParameters& parameters, comm::Group* group,
+                       const SaveOptions& options) {
   switch (options.format) {
     case Format::kFull: {
       FullOptions full;
-      full.parameter_order = parameter_order;
-      full.param_group = options.param_group;
+      full.parameter_order = parameters.order;
+      full.frozen = parameters.frozen;
+      full.hyper = options.optimizer_hyperparameters;
       return SaveFull(path, state, contents, group, full);
     }
     case Format::kLocal:
@@ -199,7 +205,7 @@ absl::Status SaveCheckpoint(const std::string& path,
   return SaveState(
       path, state,
       PrepareContents(std::move(contents), strategy, group, options),
-      strategy.name(), ParameterOrder(strategy), group, options);
+      strategy.name(), ParametersOf(strategy), group, options);
 }
 
 absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
@@ -228,8 +234,10 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
       contents = LoadSharded(path, live, read, group);
     }
   } else if (std::filesystem::is_regular_file(path, ec)) {
+    const ModelParameters parameters = ParametersOf(strategy);
     FullOptions full;
-    full.parameter_order = ParameterOrder(strategy);
+    full.parameter_order = parameters.order;
+    full.frozen = parameters.frozen;
     contents = LoadFull(path, live, read, group, full);
   } else {
     return comm::AgreeOnStatus(
@@ -357,9 +365,9 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
   const std::string path = CheckpointPathForStep(root, step, options.format);
   thread_ = std::thread([this, path, root, keep_last, options,
                          prepared = std::move(prepared), name = strategy.name(),
-                         order = ParameterOrder(strategy)]() {
+                         parameters = ParametersOf(strategy)]() {
     absl::Status s =
-        SaveState(path, staging_, prepared, name, order, group_, options);
+        SaveState(path, staging_, prepared, name, parameters, group_, options);
     if (s.ok()) {
       const int rank = group_ == nullptr ? 0 : group_->rank();
       s = comm::AgreeOnStatus(group_, rank == 0 ? Publish(root, path, keep_last)

@@ -38,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -47,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/sharded.h"
+#include "checkpoint/torch_optimizer.h"
 #include "comm/group.h"
 #include "strategies/strategy.h"
 
@@ -74,9 +76,18 @@ struct SaveOptions {
   std::function<void(Contents&)> callback;
   // Sharded format: checksum block size, split size, test hooks.
   WriteOptions write;
-  // Full format: hyperparameters of the optimizer's param group.
-  std::vector<std::pair<std::string, double>> param_group;
+  // Full format: the AdamW hyperparameters its param groups record
+  // (torch_optimizer.h; lr: the next step's).
+  AdamWHyperparameters optimizer_hyperparameters;
 };
+
+// The model's parameters as the full format lists them: names in
+// named_parameters() order and those with requires_grad false.
+struct ModelParameters {
+  std::vector<std::string> order;
+  std::set<std::string> frozen;
+};
+ModelParameters ParametersOf(strategies::Strategy& strategy);
 
 struct LoadOptions {
   bool strict = true;
@@ -99,8 +110,8 @@ Contents PrepareContents(Contents contents, strategies::Strategy& strategy,
 // of SaveCheckpoint and the asynchronous saver.
 absl::Status SaveState(const std::string& path, const TensorState& state,
                        const Contents& contents, const std::string& strategy,
-                       const std::vector<std::string>& parameter_order,
-                       comm::Group* group, const SaveOptions& options);
+                       const ModelParameters& parameters, comm::Group* group,
+                       const SaveOptions& options);
 
 // mmengine's save_checkpoint: writes `path` (a file for full, a directory
 // otherwise), atomically.

@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
 #include "checkpoint/save_plan.h"
+#include "checkpoint/torch_optimizer.h"
 #include "comm/exchange.h"
 #include "serialization/pickle_writer.h"
 #include "serialization/torch_file.h"
@@ -63,11 +64,15 @@ std::vector<std::string> ParameterOrder(const SavePlan& plan,
   return order;
 }
 
-// The object saved: placeholders[j] stands for plan.tensors[j].
+// The object saved: placeholders[j] stands for plan.tensors[j]. The
+// optimizer's "step" is written as a value (`step`) in every parameter's
+// state, as PyTorch keeps it, not as the placeholder; so are frozen
+// parameters' moments left out (torch_optimizer.h).
 c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
                       const FullOptions& options,
                       const std::vector<at::Tensor>& placeholders,
-                      const std::map<std::string, int64_t>& checksums) {
+                      const std::map<std::string, int64_t>& checksums,
+                      int64_t step) {
   GenericDict root(c10::StringType::get(), c10::AnyType::get());
   GenericDict meta(c10::StringType::get(), c10::AnyType::get());
   const Meta& m = contents.meta;
@@ -110,47 +115,34 @@ c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
   root.insert("state_dict", state_dict);
 
   bool has_optimizer = false;
-  at::Tensor step;
-  std::map<int64_t, std::vector<std::pair<std::string, at::Tensor>>> per_param;
-  GenericDict others(c10::StringType::get(), c10::TensorType::get());
+  std::map<std::string, std::vector<std::pair<std::string, at::Tensor>>>
+      per_param;
+  std::vector<std::pair<std::string, at::Tensor>> others;
   for (size_t j = 0; j < plan.tensors.size(); ++j) {
     const PlannedTensor& t = plan.tensors[j];
     if (t.section != Section::kOptimizer) continue;
     has_optimizer = true;
     int64_t param;
     std::string key;
-    if (t.name == "step") {
-      step = placeholders[j];
-    } else if (SplitOptimizerName(t.name, index, &param, &key)) {
-      per_param[param].emplace_back(key, placeholders[j]);
+    if (t.name == "step") continue;  // Written per parameter, as a float.
+    if (SplitOptimizerName(t.name, index, &param, &key)) {
+      per_param[order[param]].emplace_back(key, placeholders[j]);
     } else {
-      others.insert(t.name, placeholders[j]);
+      others.emplace_back(t.name, placeholders[j]);
     }
   }
   if (has_optimizer) {
-    GenericDict optimizer(c10::StringType::get(), c10::AnyType::get());
-    GenericDict state(c10::IntType::get(), c10::AnyType::get());
-    for (const auto& [param, entries] : per_param) {
-      GenericDict s(c10::StringType::get(), c10::TensorType::get());
-      if (step.defined()) s.insert("step", step);
-      for (const auto& [key, tensor] : entries) s.insert(key, tensor);
-      state.insert(param, s);
+    std::vector<TorchParameter> params;
+    for (const std::string& name : order) {
+      auto it = model_tensor.find(name);
+      params.push_back({name,
+                        it == model_tensor.end()
+                            ? std::vector<int64_t>()
+                            : plan.tensors[it->second].shape,
+                        options.frozen.count(name) > 0});
     }
-    optimizer.insert("state", state);
-    GenericDict group(c10::StringType::get(), c10::AnyType::get());
-    c10::List<int64_t> params;
-    for (size_t i = 0; i < order.size(); ++i) params.push_back(i);
-    group.insert("params", params);
-    for (const auto& [key, value] : options.param_group)
-      group.insert(key, value);
-    GenericList groups(c10::AnyType::get());
-    groups.push_back(group);
-    optimizer.insert("param_groups", groups);
-    c10::List<std::string> names;
-    for (const std::string& name : order) names.push_back(name);
-    optimizer.insert("param_names", names);
-    if (!others.empty()) optimizer.insert("strata_state", others);
-    root.insert("optimizer", optimizer);
+    root.insert("optimizer", BuildTorchOptimizer(params, options.hyper,
+                                                 per_param, step, others));
   }
 
   GenericList schedulers(c10::AnyType::get());
@@ -218,66 +210,39 @@ absl::StatusOr<std::vector<SavedTensor>> ModelTensors(const std::string& path,
   return out;
 }
 
+// The optimizer's tensors under Strata's names (torch_optimizer.h), for
+// the parameters of `options.parameter_order` (or the file's model tensors)
+// with the shapes of the file's model tensors.
 absl::StatusOr<std::vector<SavedTensor>> OptimizerTensors(
     const std::string& path, const GenericDict& root,
-    const FullOptions& options) {
+    const std::vector<SavedTensor>& model, const FullOptions& options) {
   std::vector<SavedTensor> out;
   if (!root.contains("optimizer")) return out;
-  const std::string where = absl::StrCat("'", path, "' \"optimizer\"");
-  if (!root.at("optimizer").isGenericDict()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " is not a dict"));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<std::string> order = options.parameter_order;
+  for (const SavedTensor& s : model) {
+    shapes[s.info.name] = s.info.shape;
+    if (options.parameter_order.empty()) order.push_back(s.info.name);
   }
-  GenericDict optimizer = root.at("optimizer").toGenericDict();
-  std::vector<std::string> names = options.parameter_order;
-  if (optimizer.contains("param_names")) {
-    names.clear();
-    for (const c10::IValue& v : optimizer.at("param_names").toListRef()) {
-      names.push_back(v.toStringRef());
-    }
+  std::vector<TorchParameter> params;
+  for (const std::string& name : order) {
+    auto it = shapes.find(name);
+    params.push_back({name,
+                      it == shapes.end() ? std::vector<int64_t>() : it->second,
+                      options.frozen.count(name) > 0});
   }
-  bool have_step = false;
-  if (optimizer.contains("state")) {
-    for (const auto& entry : optimizer.at("state").toGenericDict()) {
-      if (!entry.key().isInt() || !entry.value().isGenericDict()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "[\"state\"] must map parameter indices to dicts"));
-      }
-      const int64_t index = entry.key().toInt();
-      if (index < 0 || index >= static_cast<int64_t>(names.size())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "[\"state\"] has parameter index ", index,
-                         " but ", names.size(), " parameters are named"));
-      }
-      for (const auto& kv : entry.value().toGenericDict()) {
-        if (!kv.value().isTensor()) continue;
-        SavedTensor s;
-        const std::string key = kv.key().toStringRef();
-        s.tensor = kv.value().toTensor();
-        if (key == "step") {
-          if (have_step) continue;
-          have_step = true;
-          s.info.name = "step";
-          s.tensor = s.tensor.to(at::kLong);
-        } else {
-          s.info.name = absl::StrCat(names[index], ".", key);
-        }
-        s.info.shape = s.tensor.sizes().vec();
-        s.info.dtype = s.tensor.scalar_type();
-        s.record_key = "optimizer/" + s.info.name;
-        out.push_back(std::move(s));
-      }
-    }
-  }
-  if (optimizer.contains("strata_state")) {
-    for (const auto& kv : optimizer.at("strata_state").toGenericDict()) {
-      SavedTensor s;
-      s.info.name = kv.key().toStringRef();
-      s.tensor = kv.value().toTensor();
-      s.info.shape = s.tensor.sizes().vec();
-      s.info.dtype = s.tensor.scalar_type();
-      s.record_key = "optimizer/" + s.info.name;
-      out.push_back(std::move(s));
-    }
+  STRATA_ASSIGN_OR_RETURN(
+      auto tensors,
+      ReadTorchOptimizer(absl::StrCat("'", path, "' \"optimizer\""),
+                         root.at("optimizer"), params));
+  for (auto& [name, tensor] : tensors) {
+    SavedTensor s;
+    s.info.name = name;
+    s.tensor = std::move(tensor);
+    s.info.shape = s.tensor.sizes().vec();
+    s.info.dtype = s.tensor.scalar_type();
+    s.record_key = "optimizer/" + s.info.name;
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -414,7 +379,7 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
       }
       STRATA_ASSIGN_OR_RETURN(
           first, serialization::Pickle(
-                     BuildRoot(plan, contents, options, placeholders, {})));
+                     BuildRoot(plan, contents, options, placeholders, {}, 0)));
       for (size_t i = 0; i < first.tensors.size(); ++i) {
         record_of[first.tensors[i].storage().data()] = i;
       }
@@ -429,6 +394,7 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
   }
 
   int tag = 0;
+  int64_t step = 0;  // The optimizer's, once gathered (rank 0).
   for (size_t j = 0; j < plan.tensors.size(); ++j) {
     const PlannedTensor& t = plan.tensors[j];
     const auto& runs =
@@ -452,12 +418,20 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
       }
     }
     if (rank == 0 && local.ok()) {
-      const int64_t bytes = buffer.numel() * buffer.element_size();
-      checksums[RecordKey(t)] = Crc32c(buffer.data_ptr(), bytes);
-      const size_t record = record_of.at(placeholders[j].storage().data());
-      local = archive->WriteStorage(
-          record, absl::string_view(static_cast<const char*>(buffer.data_ptr()),
-                                    bytes));
+      if (t.section == Section::kOptimizer && t.name == "step") {
+        step = buffer.item<int64_t>();
+      }
+      // Not every tensor is a record: "step" is written as a value, frozen
+      // parameters' moments are left out (BuildRoot).
+      auto record = record_of.find(placeholders[j].storage().data());
+      if (record != record_of.end()) {
+        const int64_t bytes = buffer.numel() * buffer.element_size();
+        checksums[RecordKey(t)] = Crc32c(buffer.data_ptr(), bytes);
+        local = archive->WriteStorage(
+            record->second,
+            absl::string_view(static_cast<const char*>(buffer.data_ptr()),
+                              bytes));
+      }
     }
   }
 
@@ -470,8 +444,8 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
       }
       STRATA_ASSIGN_OR_RETURN(
           const serialization::Pickled second,
-          serialization::Pickle(
-              BuildRoot(plan, contents, options, placeholders, checksums)));
+          serialization::Pickle(BuildRoot(plan, contents, options, placeholders,
+                                          checksums, step)));
       CHECK_EQ(second.tensors.size(), first.tensors.size());
       for (size_t i = 0; i < second.tensors.size(); ++i) {
         const at::Tensor& t = second.tensors[i];
@@ -552,7 +526,7 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
         Stage(path, live.model, model, match, checksums, model_staged));
     if (options.load_optimizer) {
       STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
-                              OptimizerTensors(path, root, full));
+                              OptimizerTensors(path, root, model, full));
       infos.clear();
       for (const auto& s : optimizer) infos.push_back(s.info);
       STRATA_ASSIGN_OR_RETURN(
@@ -581,7 +555,7 @@ absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path) {
   FullOptions full;
   full.parameter_order = out.parameter_order;
   STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
-                          OptimizerTensors(path, root, full));
+                          OptimizerTensors(path, root, model, full));
   for (int section = 0; section < 2; ++section) {
     const auto& saved = section == 0 ? model : optimizer;
     auto& runs = section == 0 ? out.state.model : out.state.optimizer;

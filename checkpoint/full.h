@@ -5,16 +5,18 @@
 //             "world_size", "strategy", "model_config",
 //             "checksums": {"<record key>": CRC-32C, ...}},
 //    "state_dict": {"<parameter>": tensor, ...},
-//    "optimizer": {"state": {<index>: {"exp_avg", "exp_avg_sq", "step"}},
-//                  "param_groups": [{"params": [0, 1, ...], <hyper>...}],
-//                  "param_names": ["<parameter>", ...]},
+//    "optimizer": torch.optim.AdamW.state_dict()'s layout
+//                 (torch_optimizer.h): {"state", "param_groups",
+//                 "param_names"},
 //    "param_schedulers": [{"<key>": value, ...}],
 //    <extra keys>...}
 //
-// The optimizer part has PyTorch's optimizer state-dict structure; parameter
-// indices follow `parameter_order` (the model's named_parameters() order),
-// and "param_names" (a Strata addition PyTorch ignores) names them. Extra
-// values: int, float, str; Bytes become uint8 tensors.
+// The optimizer part is what torch.optim.AdamW(...).state_dict() writes for
+// Strata's param groups (weight decay for matrices and embeddings, none for
+// biases and norms; frozen parameters in no group), so that a PyTorch user
+// loads it with load_state_dict and continues; "param_names" (ignored by
+// PyTorch) names each index. Extra values: int, float, str; Bytes become
+// uint8 tensors.
 //
 // Saving gathers one tensor at a time to rank 0 (point-to-point from the
 // ranks that hold its pieces) and writes it as the archive's next record
@@ -32,6 +34,7 @@
 #ifndef STRATA_CHECKPOINT_FULL_H_
 #define STRATA_CHECKPOINT_FULL_H_
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/contents.h"
+#include "checkpoint/torch_optimizer.h"
 #include "comm/group.h"
 
 namespace strata::checkpoint {
@@ -47,9 +51,11 @@ struct FullOptions {
   // Model parameter names in the model's order: the state dict's order and
   // the optimizer's parameter indices. Empty: the order of the saved state.
   std::vector<std::string> parameter_order;
-  // Hyperparameters written into the single param group (e.g. "lr",
-  // "weight_decay", "eps").
-  std::vector<std::pair<std::string, double>> param_group;
+  // Parameters with requires_grad false: in no param group, without state
+  // (torch_optimizer.h); loading gives them zero moments.
+  std::set<std::string> frozen;
+  // The param groups' hyperparameters (saving).
+  AdamWHyperparameters hyper;
 };
 
 // A collective over `group` (null: one process); `contents` from rank 0.

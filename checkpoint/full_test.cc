@@ -51,7 +51,8 @@ Contents SomeContents() {
 
 FullOptions Options() {
   FullOptions o;
-  o.param_group = {{"lr", 1e-4}, {"eps", 1e-8}, {"weight_decay", 0.1}};
+  o.hyper.lr = 1e-4;
+  o.hyper.weight_decay = 0.1;
   return o;
 }
 
@@ -155,12 +156,26 @@ assert ck["rng"].tolist() == [0, 1, 2, 3]
 opt = ck["optimizer"]
 names = opt["param_names"]
 sd = ck["state_dict"]
-assert list(sd.keys()) == names, (list(sd.keys()), names)
-params = [torch.zeros_like(sd[n], requires_grad=True) for n in names]
-adamw = torch.optim.AdamW(params)
+assert sorted(sd.keys()) == sorted(names), (list(sd.keys()), names)
+params = {n: torch.zeros_like(sd[n], requires_grad=True) for n in names}
+groups = [{"params": [params[names[i]] for i in g["params"]]}
+          for g in opt["param_groups"]]
+adamw = torch.optim.AdamW(groups)
+# Every hyperparameter AdamW.state_dict() writes, and the indices it uses.
+assert adamw.state_dict()["param_groups"][0].keys() == \
+    opt["param_groups"][0].keys(), opt["param_groups"][0].keys()
+assert [g["params"] for g in adamw.state_dict()["param_groups"]] == \
+    [g["params"] for g in opt["param_groups"]]
 adamw.load_state_dict(opt)
+assert [g["weight_decay"] for g in adamw.param_groups] == [0.1, 0.0]
+assert [g["lr"] for g in adamw.param_groups] == [1e-4, 1e-4]
+decay = [names[i] for i in opt["param_groups"][0]["params"]]
+assert all(sd[n].dim() >= 2 for n in decay), decay
+assert all(sd[n].dim() < 2 for n in names if n not in decay)
+params = [params[n] for n in names]
 exp_avg = {n: adamw.state[p]["exp_avg"] for n, p in zip(names, params)}
-assert all(int(adamw.state[p]["step"]) == 2 for p in params)
+assert all(adamw.state[p]["step"].dtype == torch.float32 and
+           adamw.state[p]["step"].item() == 2 for p in params)
 torch.save({"state_dict": dict(sd), "exp_avg": exp_avg}, sys.argv[2])
 print("ok")
 )PY";

@@ -157,9 +157,9 @@ absl::Status Convert(const std::string& src, const std::string& dst,
   }
   SaveOptions options;
   options.format = format;
-  STRATA_RETURN_IF_ERROR(SaveState(dst, s.state, s.contents,
-                                   s.contents.meta.strategy, s.parameter_order,
-                                   nullptr, options));
+  STRATA_RETURN_IF_ERROR(
+      SaveState(dst, s.state, s.contents, s.contents.meta.strategy,
+                ModelParameters{s.parameter_order, {}}, nullptr, options));
   std::cout << "wrote " << dst << " (" << to << ") from " << src << " ("
             << s.format << ")\n";
   return absl::OkStatus();

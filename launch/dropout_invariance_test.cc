@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 #include "launch/testing/train_runs.h"
 
@@ -19,9 +20,10 @@ namespace {
 using ::strata::launch::testing::RunResult;
 using ::strata::launch::testing::TempDir;
 
+// The values of `key` in each line of a metrics.jsonl file.
 std::vector<double> Field(const std::string& metrics_path,
                           const std::string& key) {
-  return launch::testing::MetricsField(metrics_path, key);
+  return launch::testing::MetricsColumn(metrics_path, key);
 }
 
 RunResult Train(const std::string& out, const std::vector<std::string>& more) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "checkpoint/contents.h"
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 #include "launch/testing/train_runs.h"
 
@@ -28,7 +29,7 @@ using ::strata::checkpoint::NamedValues;
 using ::strata::launch::testing::CheckpointExtras;
 using ::strata::launch::testing::DropoutRunArgs;
 using ::strata::launch::testing::KillRankOneDuringStep8Save;
-using ::strata::launch::testing::MetricsField;
+using ::strata::launch::testing::MetricsColumn;
 using ::strata::launch::testing::ReadFile;
 using ::strata::launch::testing::RunResult;
 using ::strata::launch::testing::TempDir;
@@ -94,9 +95,9 @@ void ExpectBitwiseContinuation(const std::string& whole,
                                const Config& config) {
   for (const std::string key : {"loss", "lr", "grad_norm"}) {
     const std::vector<double> want =
-        MetricsField(whole + "/metrics.jsonl", key);
+        MetricsColumn(whole + "/metrics.jsonl", key);
     const std::vector<double> got =
-        MetricsField(resumed + "/metrics.jsonl", key);
+        MetricsColumn(resumed + "/metrics.jsonl", key);
     ASSERT_EQ(want.size(), 8u) << config.Name() << " " << key;
     ASSERT_EQ(got.size(), 4u) << config.Name() << " " << key;
     for (int i = 0; i < 4; ++i) {
@@ -204,9 +205,9 @@ TEST(DropoutResumeKillTest, SigkillMidSaveThenResumeIsBitwiseExact) {
   const std::string whole = Uninterrupted(config);
   for (const std::string key : {"loss", "lr", "grad_norm"}) {
     const std::vector<double> want =
-        MetricsField(whole + "/metrics.jsonl", key);
+        MetricsColumn(whole + "/metrics.jsonl", key);
     const std::vector<double> got =
-        MetricsField(resumed + "/metrics.jsonl", key);
+        MetricsColumn(resumed + "/metrics.jsonl", key);
     ASSERT_EQ(want.size(), 8u) << key;
     ASSERT_EQ(got.size(), 4u) << key;
     for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]) << key;

@@ -170,7 +170,17 @@ DEFINE_bool(async_save, kDefaults.async_save,
 DEFINE_string(resume, kDefaults.resume,
               "Resume from this checkpoint (a path), or 'auto' for the "
               "latest one under --ckpt_dir; empty: start fresh. Restores the "
-              "model, optimizer, step, data position and generator.");
+              "model, optimizer, step, data position and generator. A "
+              "PyTorch file (torch.save of {\"state_dict\", \"optimizer\": "
+              "AdamW's state_dict(), \"meta\": {\"step\"}}) resumes too: "
+              "the data position is derived from the step.");
+DEFINE_string(load_weights, kDefaults.load_weights,
+              "Start a fresh run (step 0, fresh optimizer and schedule) from "
+              "the model weights of this checkpoint: a Strata full or "
+              "sharded checkpoint, or a PyTorch file (torch.save of a dict "
+              "with \"state_dict\", or of a bare state dict). Strict: "
+              "missing, unexpected or mis-shaped keys are an error. "
+              "Exclusive with --resume.");
 DEFINE_int32(collective_timeout_s, 600,
              "How long a collective may wait for the other ranks.");
 DEFINE_bool(debug_collectives, false,
@@ -316,6 +326,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   o.keep_last = FLAGS_keep_last;
   o.async_save = FLAGS_async_save;
   o.resume = FLAGS_resume;
+  o.load_weights = FLAGS_load_weights;
   o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
   o.dropout_test_default_generator = FLAGS_dropout_test_default_generator;
   if (o.threads == 0) o.threads = DefaultThreads(env);

@@ -190,6 +190,7 @@ TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   c.keep_last = o.keep_last;
   c.async_save = o.async_save;
   c.resume = o.resume;
+  c.load_weights = o.load_weights;
   c.test_pause_before_commit = absl::Milliseconds(o.ckpt_test_pause_ms);
   c.seed = o.seed;
   c.model_config = o.model;
@@ -403,6 +404,8 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
                                                      run->sampler_options));
   TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
   ckpt_options.schedule = schedule_options;
+  ckpt_options.weight_decay = optimizer_config.weight_decay;
+  ckpt_options.adamw = optimizer_config.adamw;
   STRATA_ASSIGN_OR_RETURN(
       run->checkpoints,
       TrainingCheckpoints::Create(ckpt_options, run->strategy.get(),
@@ -614,6 +617,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   at::manual_seed(o.seed * 1000003 + run.rank);
   // Resuming restores the state, the sampler position and the generator
   // (last: nothing may draw from the generator between this and the loop).
+  STRATA_RETURN_IF_ERROR(run.checkpoints->MaybeLoadWeights());
   STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
                           run.checkpoints->MaybeResume());
   STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));

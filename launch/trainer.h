@@ -92,6 +92,9 @@ struct TrainOptions {
   int keep_last = 0;        // Checkpoints kept; 0: all.
   bool async_save = false;  // Write in the background while training.
   std::string resume;       // "": none; a checkpoint path; "auto": latest.
+  // "": none; a checkpoint (full, sharded, or a PyTorch file) whose model
+  // weights start a fresh run (step 0, fresh optimizer).
+  std::string load_weights;
   int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
   // Test hook: dropout draws from each rank's default CPU generator
   // (at::dropout, no DropoutContext), so the run depends on every rank's

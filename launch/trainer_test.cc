@@ -19,6 +19,7 @@
 #include "base/testing/status_matchers.h"
 #include "checkpoint/metadata.h"
 #include "comm/testing/multi_rank.h"
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 #include "launch/testing/train_runs.h"
 #include "serialization/torch_file.h"

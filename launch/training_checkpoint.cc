@@ -42,6 +42,12 @@ absl::Status ValidateTrainingCheckpointOptions(
     return absl::InvalidArgumentError(absl::StrCat(
         "--keep_last must be >= 0 (0: keep all), got ", o.keep_last));
   }
+  if (!o.resume.empty() && !o.load_weights.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resume=", o.resume, " and --load_weights=", o.load_weights,
+        " are exclusive: --resume continues a run (weights, optimizer, "
+        "step), --load_weights starts a fresh one from weights"));
+  }
   if ((o.save_every > 0 || o.resume == "auto") && o.dir.empty()) {
     return absl::InvalidArgumentError(
         "checkpoints need a directory (--output_dir)");
@@ -104,8 +110,11 @@ absl::StatusOr<Contents> TrainingCheckpoints::Collect(
 
 absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
   if (options_.resume.empty()) return 0;
-  STRATA_ASSIGN_OR_RETURN(Contents c, Resume(options_.resume, *strategy_,
-                                             group_, true, true, options_.dir));
+  absl::StatusOr<Contents> resumed =
+      Resume(options_.resume, *strategy_, group_, true, true, options_.dir);
+  STRATA_RETURN_IF_ERROR(
+      Annotate(resumed.status(), absl::StrCat("--resume=", options_.resume)));
+  Contents& c = *resumed;
   std::vector<std::pair<std::string, int64_t>> sampler_state;
   for (const auto& [key, value] : c.extra) {
     if (absl::StartsWith(key, kSamplerPrefix)) {
@@ -117,12 +126,7 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
       sampler_state.emplace_back(key.substr(strlen(kSamplerPrefix)), *v);
     }
   }
-  if (sampler_state.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--resume=", options_.resume,
-                     ": the checkpoint has no data sampler state (not saved "
-                     "by a training run)"));
-  }
+  if (sampler_state.empty()) sampler_state = DerivedSamplerState(c.meta.step);
   STRATA_RETURN_IF_ERROR(Annotate(sampler_->LoadState(sampler_state),
                                   absl::StrCat("--resume=", options_.resume)));
   STRATA_RETURN_IF_ERROR(RestoreGenerator(c.extra));
@@ -186,12 +190,59 @@ absl::Status TrainingCheckpoints::RestoreGenerator(
   return absl::OkStatus();
 }
 
+std::vector<std::pair<std::string, int64_t>>
+TrainingCheckpoints::DerivedSamplerState(int64_t step) const {
+  std::vector<std::pair<std::string, int64_t>> state = sampler_->State();
+  const int64_t global_batch = sampler_->options().global_batch_size;
+  for (auto& [key, value] : state) {
+    if (key == "position") value = step * global_batch;
+  }
+  LOG(INFO) << "--resume=" << options_.resume
+            << ": the checkpoint has no data sampler state (e.g. saved by "
+               "PyTorch); assuming the run consumed meta.step "
+            << step << " x global batch " << global_batch << " = "
+            << step * global_batch
+            << " samples of this data in this sampler's order (--seed, "
+               "--seq_len)";
+  return state;
+}
+
+checkpoint::AdamWHyperparameters TrainingCheckpoints::HyperparametersAt(
+    int64_t steps_done) const {
+  checkpoint::AdamWHyperparameters h;
+  absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
+      optim::LrSchedule::Create(options_.schedule);
+  // The lr of the next step: PyTorch's group lr after scheduler.step().
+  h.lr =
+      schedule.ok() ? (*schedule)->LrAt(steps_done) : options_.schedule.base_lr;
+  h.beta1 = options_.adamw.beta1;
+  h.beta2 = options_.adamw.beta2;
+  h.eps = options_.adamw.eps;
+  h.weight_decay = options_.weight_decay;
+  return h;
+}
+
+absl::Status TrainingCheckpoints::MaybeLoadWeights() {
+  if (options_.load_weights.empty()) return absl::OkStatus();
+  checkpoint::LoadOptions load;
+  load.load_optimizer = false;
+  absl::StatusOr<Contents> loaded = checkpoint::LoadCheckpoint(
+      options_.load_weights, *strategy_, group_, load);
+  STRATA_RETURN_IF_ERROR(Annotate(
+      loaded.status(), absl::StrCat("--load_weights=", options_.load_weights)));
+  LOG(INFO) << "--load_weights=" << options_.load_weights
+            << ": loaded the model weights; starting at step 0 with a fresh "
+               "optimizer and schedule";
+  return absl::OkStatus();
+}
+
 absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   if (options_.save_every <= 0 || steps_done % options_.save_every != 0) {
     return absl::OkStatus();
   }
   SaveOptions save;
   save.format = format_;
+  save.optimizer_hyperparameters = HyperparametersAt(steps_done);
   save.write.pause_before_commit = options_.test_pause_before_commit;
   const auto start = std::chrono::steady_clock::now();
   absl::Status s;

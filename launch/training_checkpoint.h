@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +31,7 @@
 #include "checkpoint/checkpoint.h"
 #include "comm/group.h"
 #include "data/sampler.h"
+#include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "strategies/strategy.h"
 
@@ -46,8 +49,13 @@ struct TrainingCheckpointOptions {
   // Write in the background (AsyncCheckpointer) on a group split off the
   // training group.
   bool async_save = false;
-  // "" (none), a checkpoint path, or "auto" (FindLatest(dir)).
+  // "" (none), a checkpoint path, or "auto" (FindLatest(dir)). A file saved
+  // by PyTorch without sampler state resumes at the data position of its
+  // meta.step (step * global batch; logged).
   std::string resume;
+  // "" (none) or a checkpoint (full, sharded, PyTorch) whose model weights
+  // start the run; exclusive with `resume`.
+  std::string load_weights;
   // Test hook: pause inside each save after the data is written and before
   // the commit (a rank killed then must leave the previous checkpoint).
   absl::Duration test_pause_before_commit = absl::ZeroDuration();
@@ -57,10 +65,14 @@ struct TrainingCheckpointOptions {
   // The schedule in use (its State() is saved; on resume a saved schedule
   // with other options is reported).
   optim::LrScheduleOptions schedule;
+  // The optimizer's, recorded in full checkpoints' param groups (with the
+  // schedule's lr of the next step).
+  double weight_decay = 0.1;
+  optim::AdamWOptions adamw;
 };
 
 // Checks the options; errors name the flags (--ckpt_format, --save_every,
-// --keep_last, --resume).
+// --keep_last, --resume, --load_weights).
 absl::Status ValidateTrainingCheckpointOptions(
     const TrainingCheckpointOptions& options);
 
@@ -77,6 +89,11 @@ class TrainingCheckpoints {
   // sampler and generator; returns the step to continue from (0 without
   // resume).
   absl::StatusOr<int64_t> MaybeResume();
+
+  // With options.load_weights set: loads the model weights (strictly, a
+  // collective; the optimizer, step and data position stay fresh). Errors
+  // name --load_weights.
+  absl::Status MaybeLoadWeights();
 
   // After optimizer step `steps_done - 1` completed: saves if due.
   absl::Status AfterStep(int64_t steps_done);
@@ -100,6 +117,12 @@ class TrainingCheckpoints {
   // missing for it or left unused. A collective over group_: an unusable
   // state on any rank fails every rank before any generator changes.
   absl::Status RestoreGenerator(const checkpoint::NamedValues& extra) const;
+  // The param groups' hyperparameters of a save after `steps_done` steps.
+  checkpoint::AdamWHyperparameters HyperparametersAt(int64_t steps_done) const;
+  // The sampler state of a checkpoint that has none (a PyTorch file): the
+  // position of `step` steps of the global batch; logs what it assumes.
+  std::vector<std::pair<std::string, int64_t>> DerivedSamplerState(
+      int64_t step) const;
 
   const TrainingCheckpointOptions options_;
   const checkpoint::Format format_;

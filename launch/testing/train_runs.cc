@@ -19,37 +19,6 @@
 
 namespace strata::launch::testing {
 
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
-std::vector<double> MetricsField(const std::string& metrics_path,
-                                 const std::string& key) {
-  std::vector<double> values;
-  std::ifstream in(metrics_path);
-  const std::string name = absl::StrCat("\"", key, "\": ");
-  for (std::string line; std::getline(in, line);) {
-    for (absl::string_view field : absl::StrSplit(line, ", ")) {
-      const size_t at = field.find(name);
-      if (at == absl::string_view::npos) continue;
-      absl::string_view number = field.substr(at + name.size());
-      while (!number.empty() && (number.back() == '}' || number.back() == ' '))
-        number.remove_suffix(1);
-      double v = 0;
-      EXPECT_TRUE(absl::SimpleAtod(number, &v)) << field;
-      values.push_back(v);
-    }
-  }
-  return values;
-}
-
 std::vector<std::string> DropoutRunArgs(const std::string& out,
                                         const std::vector<std::string>& more) {
   std::vector<std::string> args = {RunfilePath("launch/train"),

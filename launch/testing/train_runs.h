@@ -1,7 +1,7 @@
 // Helpers for tests that run the train binary in fresh processes and compare
-// runs: temporary directories, files, metrics.jsonl fields, checkpoint
-// extras. (Ports and rank environments for ranks started by hand:
-// subprocess.h.)
+// runs: the dropout run, checkpoint extras, a rank killed mid-save (scratch
+// paths, files and metrics columns: run_output.h). (Ports and rank environments
+// for ranks started by hand: subprocess.h.)
 #ifndef STRATA_LAUNCH_TESTING_TRAIN_RUNS_H_
 #define STRATA_LAUNCH_TESTING_TRAIN_RUNS_H_
 
@@ -10,21 +10,10 @@
 
 #include "absl/time/time.h"
 #include "checkpoint/contents.h"
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 
 namespace strata::launch::testing {
-
-// <TEST_TMPDIR or /tmp>/<name>.
-std::string TempDir(const std::string& name);
-
-// The whole file ("" if it cannot be read).
-std::string ReadFile(const std::string& path);
-
-// The value of `"key": <number>` in each line of a metrics.jsonl file (a
-// line without it contributes nothing; a value that is not a number is a
-// test failure).
-std::vector<double> MetricsField(const std::string& metrics_path,
-                                 const std::string& key);
 
 // 8 steps of gpt-tiny with dropout 0.1 (32-token sequences, global batch 4,
 // micro-batch 1, lr 1e-4), a checkpoint every 4 steps, one metrics line per
