@@ -232,7 +232,12 @@ class Unpickler {
     } else {
       absl::StatusOr<at::Tensor> loaded =
           load_storage_(key, dtype->second, numel);
-      if (!loaded.ok()) return Error(std::string(loaded.status().message()));
+      if (!loaded.ok()) {
+        // The loader's code (DataLoss for a corrupted record) is kept.
+        return absl::Status(
+            loaded.status().code(),
+            Error(std::string(loaded.status().message())).message());
+      }
       tensor = *std::move(loaded);
       if (!tensor.defined() || tensor.dim() != 1 || tensor.numel() != numel ||
           tensor.scalar_type() != dtype->second) {
@@ -281,7 +286,12 @@ class Unpickler {
       if (sizes[i] < 0 || strides[i] < 0)
         return Error("negative tensor size or stride");
       if (sizes[i] == 0) empty = true;
-      extent += (sizes[i] - 1) * strides[i];
+      int64_t step = 0;
+      if (sizes[i] > 0 &&
+          (__builtin_mul_overflow(sizes[i] - 1, strides[i], &step) ||
+           __builtin_add_overflow(extent, step, &extent))) {
+        return Error("tensor size and stride overflow");
+      }
     }
     if (offset < 0 || (!empty && extent >= storage.numel())) {
       return Error(absl::StrCat("tensor of size ",
