@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/escape.h"
 #include "base/status.h"
 
 namespace strata::serialization {
@@ -38,7 +39,9 @@ const PyGlobal* AsGlobal(const c10::IValue& value) {
 }
 
 std::string Describe(const c10::IValue& value) {
-  if (const PyGlobal* global = AsGlobal(value)) return global->name;
+  if (const PyGlobal* global = AsGlobal(value)) {
+    return EscapeBytes(global->name);
+  }
   return value.tagKind();
 }
 
@@ -241,8 +244,8 @@ class Unpickler {
       tensor = *std::move(loaded);
       if (!tensor.defined() || tensor.dim() != 1 || tensor.numel() != numel ||
           tensor.scalar_type() != dtype->second) {
-        return Error(absl::StrCat("storage '", key, "' of ", numel, " ",
-                                  c10::toString(dtype->second),
+        return Error(absl::StrCat("storage '", EscapeBytes(key), "' of ", numel,
+                                  " ", c10::toString(dtype->second),
                                   " elements was loaded as another tensor"));
       }
     }
@@ -353,7 +356,7 @@ class Unpickler {
       return absl::OkStatus();
     }
     return Error(absl::StrCat(
-        "unsupported Python object '", name,
+        "unsupported Python object '", EscapeBytes(name),
         "' (readable: tensors, dicts, lists, tuples, strings, numbers)"));
   }
 
