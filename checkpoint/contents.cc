@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/build_info.h"
+#include "base/escape.h"
 
 namespace strata::checkpoint {
 
@@ -35,7 +36,8 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
   for (at::ScalarType t : kTypes) {
     if (name == c10::toString(t)) return t;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", EscapeBytes(name), "'"));
 }
 
 absl::Status CheckRuns(const std::vector<ShardedTensor>& runs) {
@@ -93,6 +95,8 @@ absl::StatusOr<std::vector<int>> MatchRuns(
       if (all_live_names.count(name) == 0) unexpected.push_back(name);
     }
     if (!missing.empty() || !unexpected.empty()) {
+      // Unexpected keys come from the file: quoted with escapes.
+      for (std::string& key : unexpected) key = EscapeBytes(key);
       std::string message = absl::StrCat(where, " does not match the model");
       if (!missing.empty()) {
         absl::StrAppend(&message,

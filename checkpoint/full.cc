@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/escape.h"
 #include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
@@ -191,13 +192,14 @@ absl::StatusOr<std::vector<SavedTensor>> ModelTensors(const std::string& path,
   std::vector<SavedTensor> out;
   for (const auto& entry : model) {
     if (!entry.key().isString() || !entry.value().isTensor()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", path,
-          "' is not a checkpoint: it has no \"state_dict\" and is "
-          "not a dict of tensors (key ",
-          entry.key().isString() ? "'" + entry.key().toStringRef() + "'"
-                                 : entry.key().tagKind(),
-          " holds a ", entry.value().tagKind(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path,
+                       "' is not a checkpoint: it has no \"state_dict\" and is "
+                       "not a dict of tensors (key ",
+                       entry.key().isString()
+                           ? "'" + EscapeBytes(entry.key().toStringRef()) + "'"
+                           : entry.key().tagKind(),
+                       " holds a ", entry.value().tagKind(), ")"));
     }
     SavedTensor s;
     s.info.name = entry.key().toStringRef();
@@ -306,34 +308,66 @@ Contents ContentsFromRoot(const GenericDict& root) {
   return c;
 }
 
+// Verifies `tensor` (contiguous, CPU) against the CRC-32C that meta
+// "checksums" records for `record_key`, if any.
+absl::Status VerifyChecksum(const std::string& path,
+                            const std::string& record_key,
+                            const at::Tensor& tensor,
+                            const std::map<std::string, int64_t>& checksums) {
+  auto it = checksums.find(record_key);
+  if (it == checksums.end()) return absl::OkStatus();
+  const uint32_t crc =
+      Crc32c(tensor.data_ptr(), tensor.numel() * tensor.element_size());
+  if (crc != static_cast<uint32_t>(it->second)) {
+    return absl::DataLossError(absl::StrFormat(
+        "'%s' is corrupted: tensor '%s' fails its checksum (stored "
+        "%08x, computed %08x)",
+        path, EscapeBytes(record_key), static_cast<uint32_t>(it->second), crc));
+  }
+  return absl::OkStatus();
+}
+
+// Stages each matched live run: its saved tensor read from the file (one at
+// a time, released before the next), verified, and the run's range copied
+// out. The extra memory is the largest saved tensor plus the staged runs.
 absl::Status Stage(const std::string& path,
+                   const serialization::TorchFileReader& file,
                    const std::vector<ShardedTensor>& live,
                    const std::vector<SavedTensor>& saved,
                    const std::vector<int>& match,
                    const std::map<std::string, int64_t>& checksums,
                    std::vector<at::Tensor>& staged) {
   staged.assign(live.size(), at::Tensor());
-  std::vector<bool> verified(saved.size(), false);
+  int current = -1;  // The saved tensor in `flat`.
+  at::Tensor flat;
   for (size_t i = 0; i < live.size(); ++i) {
     if (match[i] < 0) continue;
     const SavedTensor& s = saved[match[i]];
-    at::Tensor flat = s.tensor.contiguous();
-    if (!verified[match[i]]) {
-      auto it = checksums.find(s.record_key);
-      if (it != checksums.end()) {
-        const uint32_t crc =
-            Crc32c(flat.data_ptr(), flat.numel() * flat.element_size());
-        if (crc != static_cast<uint32_t>(it->second)) {
-          return absl::DataLossError(absl::StrFormat(
-              "'%s' is corrupted: tensor '%s' fails its checksum (stored "
-              "%08x, computed %08x)",
-              path, s.record_key, static_cast<uint32_t>(it->second), crc));
-        }
+    if (match[i] != current) {
+      flat = at::Tensor();  // Released before the next is read.
+      absl::StatusOr<at::Tensor> read = file.Materialize(s.tensor);
+      if (!read.ok()) {
+        return absl::Status(read.status().code(),
+                            absl::StrCat("tensor '", EscapeBytes(s.record_key),
+                                         "': ", read.status().message()));
       }
-      verified[match[i]] = true;
+      flat = read->contiguous().reshape({-1});
+      *read = at::Tensor();
+      STRATA_RETURN_IF_ERROR(
+          VerifyChecksum(path, s.record_key, flat, checksums));
+      current = match[i];
     }
-    staged[i] =
-        flat.reshape({-1}).narrow(0, live[i].offset, live[i].local.numel());
+    const int64_t numel = live[i].local.numel();
+    if (live[i].offset < 0 || live[i].offset + numel > flat.numel()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "': tensor '", EscapeBytes(s.record_key), "' has ",
+          flat.numel(), " elements, the live run needs [", live[i].offset, ", ",
+          live[i].offset + numel, ")"));
+    }
+    // A part is copied out so that the whole tensor is not kept.
+    staged[i] = numel == flat.numel()
+                    ? flat
+                    : flat.narrow(0, live[i].offset, numel).clone();
   }
   return absl::OkStatus();
 }
@@ -465,9 +499,11 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
 
 namespace {
 
-// A full checkpoint file read: its top-level dict and the per-tensor
-// checksums its meta records (empty for files Strata did not write).
+// A full checkpoint file opened: its top-level dict (tensors not read yet,
+// see TorchFileReader) and the per-tensor checksums its meta records (empty
+// for files Strata did not write).
 struct OpenedFull {
+  std::unique_ptr<serialization::TorchFileReader> file;
   GenericDict root;
   std::map<std::string, int64_t> checksums;
 };
@@ -478,18 +514,35 @@ absl::StatusOr<OpenedFull> OpenFull(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", path, "' is a directory, not a full checkpoint (a file)"));
   }
-  STRATA_ASSIGN_OR_RETURN(c10::IValue value,
-                          serialization::ReadTorchFile(path));
+  OpenedFull out{
+      nullptr, GenericDict(c10::StringType::get(), c10::AnyType::get()), {}};
+  STRATA_ASSIGN_OR_RETURN(out.file, serialization::TorchFileReader::Open(path));
+  const c10::IValue& value = out.file->value();
   if (!value.isGenericDict()) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a checkpoint: it holds a ",
                      value.tagKind(), ", expected a dict"));
   }
-  OpenedFull out{value.toGenericDict(), {}};
+  out.root = value.toGenericDict();
+  // Top-level tensors that are not state (extra bytes) are read now.
+  for (auto& kv : out.root) {
+    if (!kv.value().isTensor() ||
+        (kv.key().isString() &&
+         ReservedKeys().count(kv.key().toStringRef()) > 0)) {
+      continue;
+    }
+    STRATA_ASSIGN_OR_RETURN(at::Tensor read,
+                            out.file->Materialize(kv.value().toTensor()));
+    kv.setValue(read);
+  }
   if (out.root.contains("meta") && out.root.at("meta").isGenericDict()) {
     GenericDict meta = out.root.at("meta").toGenericDict();
     if (meta.contains("checksums") && meta.at("checksums").isGenericDict()) {
       for (const auto& kv : meta.at("checksums").toGenericDict()) {
+        if (!kv.key().isString() || !kv.value().isInt()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "'", path, "': meta \"checksums\" must map strings to ints"));
+        }
         out.checksums[kv.key().toStringRef()] = kv.value().toInt();
       }
     }
@@ -508,7 +561,7 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
   STRATA_ASSIGN_OR_RETURN(const std::set<std::string> optimizer_names,
                           comm::AllGatherNames(group, Names(live.optimizer)));
   std::vector<at::Tensor> model_staged, optimizer_staged;
-  absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
+  auto load = [&]() -> absl::StatusOr<Contents> {
     STRATA_ASSIGN_OR_RETURN(OpenedFull opened, OpenFull(path));
     const GenericDict& root = opened.root;
     const std::map<std::string, int64_t>& checksums = opened.checksums;
@@ -522,8 +575,8 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
         std::vector<int> match,
         MatchRuns(absl::StrCat("checkpoint '", path, "' (model)"), live.model,
                   model_names, infos, options, /*revise=*/true));
-    STRATA_RETURN_IF_ERROR(
-        Stage(path, live.model, model, match, checksums, model_staged));
+    STRATA_RETURN_IF_ERROR(Stage(path, *opened.file, live.model, model, match,
+                                 checksums, model_staged));
     if (options.load_optimizer) {
       STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
                               OptimizerTensors(path, root, model, full));
@@ -533,21 +586,29 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
           match, MatchRuns(absl::StrCat("checkpoint '", path, "' (optimizer)"),
                            live.optimizer, optimizer_names, infos, options,
                            /*revise=*/false));
-      STRATA_RETURN_IF_ERROR(Stage(path, live.optimizer, optimizer, match,
-                                   checksums, optimizer_staged));
+      STRATA_RETURN_IF_ERROR(Stage(path, *opened.file, live.optimizer,
+                                   optimizer, match, checksums,
+                                   optimizer_staged));
     }
     return ContentsFromRoot(root);
-  }();
+  };
+  // A malformed file that LibTorch's IValue accessors reject (c10::Error)
+  // is an error like any other.
+  absl::StatusOr<Contents> result = absl::UnknownError("not loaded");
+  const absl::Status thrown = StatusFromCall(
+      absl::StrCat("loading '", path, "'"), [&] { result = load(); });
+  if (!thrown.ok()) result = thrown;
   STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (options.load_optimizer) CopyStaged(live.optimizer, optimizer_staged);
   return result;
 }
 
-absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path) {
+namespace {
+
+absl::StatusOr<ReadCheckpoint> ReadWholeFull(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(OpenedFull opened, OpenFull(path));
   const GenericDict& root = opened.root;
-  const std::map<std::string, int64_t>& checksums = opened.checksums;
   ReadCheckpoint out;
   STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> model,
                           ModelTensors(path, root));
@@ -560,15 +621,29 @@ absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path) {
     const auto& saved = section == 0 ? model : optimizer;
     auto& runs = section == 0 ? out.state.model : out.state.optimizer;
     for (const SavedTensor& s : saved) {
-      runs.push_back({s.info.name, s.info.shape, 0, s.tensor.contiguous()});
+      STRATA_ASSIGN_OR_RETURN(at::Tensor read,
+                              opened.file->Materialize(s.tensor));
+      read = read.contiguous();
+      STRATA_RETURN_IF_ERROR(
+          VerifyChecksum(path, s.record_key, read, opened.checksums));
+      runs.push_back({s.info.name, s.info.shape, 0, read});
     }
-    std::vector<int> match(runs.size());
-    for (size_t i = 0; i < runs.size(); ++i) match[i] = static_cast<int>(i);
-    std::vector<at::Tensor> staged;
-    STRATA_RETURN_IF_ERROR(Stage(path, runs, saved, match, checksums, staged));
   }
+  // Records no tensor uses (e.g. "version") are verified too.
+  STRATA_RETURN_IF_ERROR(opened.file->VerifyAllRecords());
   out.contents = ContentsFromRoot(root);
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ReadCheckpoint> ReadFullCheckpoint(const std::string& path) {
+  absl::StatusOr<ReadCheckpoint> result = absl::UnknownError("not read");
+  const absl::Status thrown =
+      StatusFromCall(absl::StrCat("reading '", path, "'"),
+                     [&] { result = ReadWholeFull(path); });
+  if (!thrown.ok()) return thrown;
+  return result;
 }
 
 }  // namespace strata::checkpoint

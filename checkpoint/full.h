@@ -27,10 +27,14 @@
 // a temporary name, fsynced, renamed and its directory fsynced
 // (AtomicFileWriter): a crash leaves the previous file or none.
 //
-// Loading reads the whole file on every rank (each rank's memory holds the
-// full state once while loading), validates everything, then copies each
-// rank's runs. A file that is a plain state dict (Python's
-// `torch.save(model.state_dict(), path)`) loads as the model part.
+// Loading parses the pickle (every record the loader reads has its zip
+// CRC-32 verified, serialization/zip_reader.h), then reads the tensors this
+// rank's runs need one at a time (TorchFileReader::Materialize), verifies
+// each against its checksum and keeps only the runs' ranges: a rank's extra
+// memory is the largest tensor plus its own runs, not the file. Nothing is
+// copied into the live state until every rank validated everything. A file that
+// is a plain state dict (Python's `torch.save(model.state_dict(), path)`) loads
+// as the model part.
 #ifndef STRATA_CHECKPOINT_FULL_H_
 #define STRATA_CHECKPOINT_FULL_H_
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/escape.h"
 #include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/crc32c.h"
@@ -123,7 +124,7 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
   const int world = group == nullptr ? 1 : group->size();
   std::vector<at::Tensor> model_staged(live.model.size()),
       optimizer_staged(live.optimizer.size());
-  absl::StatusOr<Contents> result = [&]() -> absl::StatusOr<Contents> {
+  auto load = [&]() -> absl::StatusOr<Contents> {
     STRATA_ASSIGN_OR_RETURN(proto::Metadata md, ReadMetadataFile(dir));
     if (md.format() != kLocalFormat) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -138,7 +139,9 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
           dir, md.meta().world_size(), md.meta().strategy(), world, strategy));
     }
     const std::string path = dir + "/" + RankFile(rank);
-    STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+    // The whole rank file (its runs may share one storage, e.g. a flat
+    // buffer): every record's zip CRC-32 is verified as it is read.
+    STRATA_ASSIGN_OR_RETURN(const c10::IValue value,
                             serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {
       return absl::DataLossError(
@@ -174,8 +177,9 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
               ShapeString(run.global_shape)));
         }
         if (static_cast<int64_t>(TensorCrc(tensor)) != r.at("crc32c").toInt()) {
-          return absl::DataLossError(absl::StrFormat(
-              "'%s' is corrupted: %s fails its checksum", path, have));
+          return absl::DataLossError(
+              absl::StrFormat("'%s' is corrupted: %s fails its checksum", path,
+                              EscapeBytes(have)));
         }
         staged[i] = tensor;
       }
@@ -190,7 +194,13 @@ absl::StatusOr<Contents> LoadLocal(const std::string& dir,
                    r.at("offset").toInt(), r.at("tensor").toTensor().numel())));
     }
     return ContentsFromProto(md);
-  }();
+  };
+  // A malformed file that LibTorch's IValue accessors reject (c10::Error)
+  // is an error like any other.
+  absl::StatusOr<Contents> result = absl::UnknownError("not loaded");
+  const absl::Status thrown = StatusFromCall(
+      absl::StrCat("loading '", dir, "'"), [&] { result = load(); });
+  if (!thrown.ok()) result = thrown;
   STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, result.status()));
   CopyStaged(live.model, model_staged);
   if (load_optimizer) CopyStaged(live.optimizer, optimizer_staged);

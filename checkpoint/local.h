@@ -31,7 +31,8 @@ absl::Status SaveLocal(const std::string& dir, const TensorState& state,
 // A collective over `group`. Refuses (InvalidArgument, naming what differs)
 // another world size, another strategy, or runs that differ from this
 // rank's (the first differing run: its name, offset and length in both);
-// DataLoss for a checksum mismatch (naming the file and tensor). Nothing
+// DataLoss for a corrupted rank file (naming the file and the zip record
+// that fails its CRC-32, or the run that fails its CRC-32C). Nothing
 // changes on any rank unless all succeed.
 absl::StatusOr<Contents> LoadLocal(const std::string& dir,
                                    const TensorState& live,

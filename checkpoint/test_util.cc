@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "strategies/factory.h"
 #include "strategies/testing/parity.h"
 
@@ -103,12 +104,7 @@ void ExpectSnapshotsEqual(const std::map<std::string, at::Tensor>& actual,
 }
 
 std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return ::strata::testing::FreshTempDir(name);
 }
 
 }  // namespace strata::checkpoint::testing

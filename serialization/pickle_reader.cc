@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/escape.h"
 #include "base/status.h"
 
 namespace strata::serialization {
@@ -38,7 +39,9 @@ const PyGlobal* AsGlobal(const c10::IValue& value) {
 }
 
 std::string Describe(const c10::IValue& value) {
-  if (const PyGlobal* global = AsGlobal(value)) return global->name;
+  if (const PyGlobal* global = AsGlobal(value)) {
+    return EscapeBytes(global->name);
+  }
   return value.tagKind();
 }
 
@@ -232,12 +235,17 @@ class Unpickler {
     } else {
       absl::StatusOr<at::Tensor> loaded =
           load_storage_(key, dtype->second, numel);
-      if (!loaded.ok()) return Error(std::string(loaded.status().message()));
+      if (!loaded.ok()) {
+        // The loader's code (DataLoss for a corrupted record) is kept.
+        return absl::Status(
+            loaded.status().code(),
+            Error(std::string(loaded.status().message())).message());
+      }
       tensor = *std::move(loaded);
       if (!tensor.defined() || tensor.dim() != 1 || tensor.numel() != numel ||
           tensor.scalar_type() != dtype->second) {
-        return Error(absl::StrCat("storage '", key, "' of ", numel, " ",
-                                  c10::toString(dtype->second),
+        return Error(absl::StrCat("storage '", EscapeBytes(key), "' of ", numel,
+                                  " ", c10::toString(dtype->second),
                                   " elements was loaded as another tensor"));
       }
     }
@@ -281,7 +289,12 @@ class Unpickler {
       if (sizes[i] < 0 || strides[i] < 0)
         return Error("negative tensor size or stride");
       if (sizes[i] == 0) empty = true;
-      extent += (sizes[i] - 1) * strides[i];
+      int64_t step = 0;
+      if (sizes[i] > 0 &&
+          (__builtin_mul_overflow(sizes[i] - 1, strides[i], &step) ||
+           __builtin_add_overflow(extent, step, &extent))) {
+        return Error("tensor size and stride overflow");
+      }
     }
     if (offset < 0 || (!empty && extent >= storage.numel())) {
       return Error(absl::StrCat("tensor of size ",
@@ -343,7 +356,7 @@ class Unpickler {
       return absl::OkStatus();
     }
     return Error(absl::StrCat(
-        "unsupported Python object '", name,
+        "unsupported Python object '", EscapeBytes(name),
         "' (readable: tensors, dicts, lists, tuples, strings, numbers)"));
   }
 

@@ -25,8 +25,8 @@ namespace strata::serialization {
 
 // Returns storage `key` (a persistent id's key, e.g. "0") as a 1-D tensor of
 // `numel` elements of `dtype`. Called at most once per key, never
-// for an empty storage. Its error message is reported with `where` and the
-// pickle position prepended.
+// for an empty storage. Its error is reported with its code, with `where`
+// and the pickle position added to its message.
 using StorageLoader = std::function<absl::StatusOr<at::Tensor>(
     const std::string& key, at::ScalarType dtype, int64_t numel)>;
 

@@ -99,5 +99,16 @@ TEST(ReadPickleTest, UnknownGlobalIsNamed) {
                        HasSubstr("unsupported Python object 'os.system'")));
 }
 
+TEST(ReadPickleTest, ControlBytesInAGlobalNameAreEscaped) {
+  // GLOBAL "os\x1b[2J" "sys\xff": an escape sequence and a byte that is
+  // not UTF-8 must not reach the message raw.
+  const absl::StatusOr<c10::IValue> read =
+      Read(Bytes("\x80\x02"
+                 "cos\x1b[2J\nsys\xff\n)R."));
+  EXPECT_THAT(read, StatusIs(absl::StatusCode::kInvalidArgument,
+                             HasSubstr("'os\\x1b[2J.sys\\xff'")));
+  EXPECT_EQ(read.status().message().find('\x1b'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata::serialization

@@ -86,7 +86,7 @@ TEST(PickleTest, StorageBytesAreTheWholeStorage) {
   EXPECT_EQ(StorageBytes(base.narrow(0, 2, 3)).size(), 8 * sizeof(int32_t));
 }
 
-TEST(PickleTest, StorageLoaderErrorIsReportedWithWhere) {
+TEST(PickleTest, StorageLoaderErrorKeepsItsCodeAndGainsWhere) {
   c10::Dict<std::string, at::Tensor> dict;
   dict.insert("w", at::ones({4}));
   ASSERT_OK_AND_ASSIGN(const Pickled pickled, Pickle(dict));
@@ -96,7 +96,7 @@ TEST(PickleTest, StorageLoaderErrorIsReportedWithWhere) {
                     int64_t) -> absl::StatusOr<at::Tensor> {
                    return absl::NotFoundError("no record data/0");
                  }),
-      StatusIs(absl::StatusCode::kInvalidArgument,
+      StatusIs(absl::StatusCode::kNotFound,
                AllOf(HasSubstr("file.pt: "), HasSubstr("no record data/0"))));
 }
 

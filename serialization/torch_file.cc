@@ -2,18 +2,15 @@
 
 #include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/escape.h"
 #include "base/file_io.h"
 #include "base/status.h"
 #include "serialization/pickle_reader.h"
@@ -22,105 +19,156 @@
 namespace strata::serialization {
 namespace {
 
-// Storage `key` of the archive: record "data/<key>" as a 1-D tensor of
-// `numel` elements (owning the record's memory).
-absl::StatusOr<at::Tensor> LoadStorage(
-    caffe2::serialize::PyTorchStreamReader& archive, const std::string& key,
-    at::ScalarType dtype, int64_t numel) {
+// The archive's records live under one directory ("archive/", or the file's
+// stem for Python's torch.save): its name, with the slash.
+absl::StatusOr<std::string> RecordPrefix(const ZipReader& zip) {
+  if (zip.entries().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(zip.path(), ": not a PyTorch file (an empty zip file)"));
+  }
+  const std::string& first = zip.entries().front().name;
+  const size_t slash = first.find('/');
+  if (slash == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        zip.path(), ": not a PyTorch file (record '", EscapeBytes(first),
+        "' is not in the archive's directory)"));
+  }
+  return first.substr(0, slash + 1);
+}
+
+// Storage `key`'s record, "data/<key>", checked to hold `numel` elements of
+// `dtype` (so that no allocation exceeds the file's size).
+absl::StatusOr<const ZipReader::Entry*> StorageRecord(const ZipReader& zip,
+                                                      const std::string& prefix,
+                                                      const std::string& key,
+                                                      at::ScalarType dtype,
+                                                      int64_t numel) {
   const std::string record = "data/" + key;
-  if (!archive.hasRecord(record)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "missing tensor data record '", record, "' in the archive"));
-  }
-  const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
-  at::DataPtr data;
-  size_t size = 0;
-  std::tie(data, size) = archive.getRecord(record);
-  if (static_cast<int64_t>(size) < nbytes) {
+  const ZipReader::Entry* entry = zip.Find(prefix + record);
+  if (entry == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor data record '", record, "' has ", size,
-                     " bytes, expected ", nbytes));
+        absl::StrCat("missing tensor data record '", EscapeBytes(record),
+                     "' in the archive"));
   }
-  at::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data),
-                      /*allocator=*/nullptr, /*resizable=*/false);
-  return at::empty({0}, at::TensorOptions().dtype(dtype))
-      .set_(storage, 0, {numel}, {1});
+  const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(dtype));
+  if (numel > entry->size / element_bytes ||
+      numel * element_bytes != entry->size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor data record '", EscapeBytes(record), "' has ", entry->size,
+        " bytes, expected ", numel, " elements of ", element_bytes, " bytes"));
+  }
+  return entry;
 }
 
-absl::Status CheckReadableFile(const std::string& path) {
-  struct stat info;
-  if (stat(path.c_str(), &info) != 0) {
-    const int error = errno;
-    if (error == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+// The record read whole (CRC-32 verified) as a 1-D tensor of `numel`.
+absl::StatusOr<at::Tensor> ReadStorage(const ZipReader& zip,
+                                       const ZipReader::Entry& entry,
+                                       at::ScalarType dtype, int64_t numel) {
+  at::Tensor tensor = at::empty({numel}, at::TensorOptions().dtype(dtype));
+  STRATA_RETURN_IF_ERROR(zip.Read(entry, tensor.data_ptr()));
+  return tensor;
+}
+
+// Opens the archive and interprets its pickle; `load` makes each storage.
+absl::StatusOr<c10::IValue> ParseArchive(
+    const ZipReader& zip, int64_t* pickle_bytes,
+    const std::function<absl::StatusOr<at::Tensor>(
+        const ZipReader::Entry&, at::ScalarType, int64_t)>& load) {
+  const std::string& path = zip.path();
+  STRATA_ASSIGN_OR_RETURN(const std::string prefix, RecordPrefix(zip));
+  if (const ZipReader::Entry* order = zip.Find(prefix + "byteorder")) {
+    STRATA_ASSIGN_OR_RETURN(const std::string value, zip.ReadString(*order));
+    if (value != "little") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": saved with byte order '", EscapeBytes(value),
+                       "', expected 'little'"));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot stat: ", std::strerror(error)));
   }
-  if (S_ISDIR(info.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is a directory, not a PyTorch file"));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is not a regular file"));
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    const int error = errno;
-    return absl::PermissionDeniedError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(error)));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
-  STRATA_RETURN_IF_ERROR(CheckReadableFile(path));
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> archive;
-  absl::Status opened = StatusFromCall("", [&] {
-    archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-  });
-  if (!opened.ok()) {
+  const ZipReader::Entry* pickle_record = zip.Find(prefix + "data.pkl");
+  if (pickle_record == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": not a PyTorch file (expected the zip format written by torch.save "
-        "or torch::pickle_save; the legacy pre-1.6 format is not supported): ",
-        opened.message()));
+        path, ": not a PyTorch file saved by torch.save (no data.pkl)"));
   }
+  STRATA_ASSIGN_OR_RETURN(const std::string pickle,
+                          zip.ReadString(*pickle_record));
+  *pickle_bytes = pickle_record->size;
   c10::IValue result;
   absl::Status parsed = absl::OkStatus();
   STRATA_RETURN_IF_ERROR(StatusFromCall(absl::StrCat("reading ", path), [&] {
-    if (archive->hasRecord("byteorder")) {
-      at::DataPtr order;
-      size_t size = 0;
-      std::tie(order, size) = archive->getRecord("byteorder");
-      const std::string value(static_cast<const char*>(order.get()), size);
-      if (value != "little") {
-        parsed = absl::InvalidArgumentError(absl::StrCat(
-            path, ": saved with byte order '", value, "', expected 'little'"));
-        return;
-      }
-    }
-    if (!archive->hasRecord("data.pkl")) {
-      parsed = absl::InvalidArgumentError(absl::StrCat(
-          path, ": not a PyTorch file saved by torch.save (no data.pkl)"));
-      return;
-    }
-    at::DataPtr pickle;
-    size_t size = 0;
-    std::tie(pickle, size) = archive->getRecord("data.pkl");
-    absl::StatusOr<c10::IValue> value = ReadPickle(
-        absl::string_view(static_cast<const char*>(pickle.get()), size), path,
-        [&](const std::string& key, at::ScalarType dtype, int64_t numel) {
-          return LoadStorage(*archive, key, dtype, numel);
-        });
+    absl::StatusOr<c10::IValue> value =
+        ReadPickle(pickle, path,
+                   [&](const std::string& key, at::ScalarType dtype,
+                       int64_t numel) -> absl::StatusOr<at::Tensor> {
+                     STRATA_ASSIGN_OR_RETURN(
+                         const ZipReader::Entry* entry,
+                         StorageRecord(zip, prefix, key, dtype, numel));
+                     return load(*entry, dtype, numel);
+                   });
     if (value.ok()) result = *std::move(value);
     parsed = value.status();
   }));
   STRATA_RETURN_IF_ERROR(parsed);
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(const std::unique_ptr<ZipReader> zip,
+                          ZipReader::Open(path));
+  int64_t pickle_bytes = 0;
+  return ParseArchive(
+      *zip, &pickle_bytes,
+      [&](const ZipReader::Entry& entry, at::ScalarType dtype, int64_t numel) {
+        return ReadStorage(*zip, entry, dtype, numel);
+      });
+}
+
+absl::StatusOr<std::unique_ptr<TorchFileReader>> TorchFileReader::Open(
+    const std::string& path) {
+  std::unique_ptr<TorchFileReader> reader(new TorchFileReader());
+  STRATA_ASSIGN_OR_RETURN(reader->zip_, ZipReader::Open(path));
+  const ZipReader& zip = *reader->zip_;
+  auto& lazy = reader->lazy_;
+  STRATA_ASSIGN_OR_RETURN(
+      reader->value_,
+      ParseArchive(zip, &reader->pickle_bytes_,
+                   [&](const ZipReader::Entry& entry, at::ScalarType dtype,
+                       int64_t numel) -> absl::StatusOr<at::Tensor> {
+                     if (entry.size <= kEagerBytes) {
+                       return ReadStorage(zip, entry, dtype, numel);
+                     }
+                     at::Tensor meta = at::empty(
+                         {numel},
+                         at::TensorOptions().dtype(dtype).device(at::kMeta));
+                     lazy[meta.storage().unsafeGetStorageImpl()] = {
+                         &entry, dtype, numel};
+                     return meta;
+                   }));
+  return reader;
+}
+
+absl::StatusOr<at::Tensor> TorchFileReader::Materialize(
+    const at::Tensor& tensor) const {
+  if (!tensor.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(zip_->path(), ": materializing an undefined tensor"));
+  }
+  if (!tensor.is_meta()) return tensor;
+  auto it = lazy_.find(tensor.storage().unsafeGetStorageImpl());
+  if (it == lazy_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        zip_->path(), ": a meta tensor that is not one of the file's"));
+  }
+  const LazyStorage& s = it->second;
+  STRATA_ASSIGN_OR_RETURN(at::Tensor storage,
+                          ReadStorage(*zip_, *s.record, s.dtype, s.numel));
+  return storage.as_strided(tensor.sizes(), tensor.strides(),
+                            tensor.storage_offset());
+}
+
+absl::Status TorchFileReader::VerifyAllRecords() const {
+  return zip_->VerifyAll();
 }
 
 TorchArchiveWriter::TorchArchiveWriter(std::string name, Sink sink)

@@ -16,10 +16,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "serialization/zip_reader.h"
 
 namespace caffe2::serialize {
 class PyTorchStreamWriter;
@@ -28,13 +30,59 @@ class PyTorchStreamWriter;
 namespace strata::serialization {
 
 // Reads the object saved in `path`: what ReadPickle (pickle_reader.h)
-// supports, tensors on CPU whatever device they were saved from. Errors
-// (InvalidArgument unless said otherwise), all naming `path`: no such file
-// (NotFound), a directory, unreadable (PermissionDenied), not a PyTorch zip
-// file (e.g. the legacy pre-1.6 format or a TorchScript archive), a missing
-// or short tensor record, or content outside ReadPickle's subset (naming the
-// Python type or the pickle opcode).
+// supports, tensors on CPU whatever device they were saved from. Every
+// record read (data.pkl, byteorder, data/<key>) has its zip CRC-32 verified
+// and the container is cross-checked (zip_reader.h). Errors (InvalidArgument
+// unless said otherwise), all naming `path`: no such file (NotFound), a
+// directory, unreadable, not a PyTorch zip file (e.g. the legacy pre-1.6
+// format or a TorchScript archive), a corrupted container or a record that
+// fails its CRC-32 (DataLoss), a missing or short tensor record, or content
+// outside ReadPickle's subset (naming the Python type or the pickle opcode).
 absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path);
+
+// A PyTorch file opened for reading its tensors one at a time: the object
+// is parsed at Open() (the pickle and the container checked, as
+// ReadTorchFile), but a tensor's data is read only by Materialize(), so a
+// reader holds one storage at a time rather than the file. Owns the open
+// file. Thread-compatible; Materialize may be called from several threads.
+class TorchFileReader {
+ public:
+  // As ReadTorchFile, without reading tensor data beyond storages of at most
+  // kEagerBytes (scalars such as an optimizer's "step", read at Open).
+  static absl::StatusOr<std::unique_ptr<TorchFileReader>> Open(
+      const std::string& path);
+  static constexpr int64_t kEagerBytes = 16;
+
+  // The object. Its tensors have their dtype, shape, strides and storage
+  // offset; those whose storage was not read at Open are on the meta device
+  // (no data) until materialized.
+  const c10::IValue& value() const { return value_; }
+  // `tensor` (one of value()'s tensors, or a view of one sharing its
+  // storage) as a CPU tensor: its storage's record read whole, CRC-32
+  // verified, and viewed with `tensor`'s offset, sizes and strides. Errors:
+  // a tensor not from this file (InvalidArgument), a record that fails its
+  // CRC-32 (DataLoss), I/O.
+  absl::StatusOr<at::Tensor> Materialize(const at::Tensor& tensor) const;
+  // Verifies the CRC-32 of every record of the archive (streaming).
+  absl::Status VerifyAllRecords() const;
+  // The size of the data.pkl record (the pickle).
+  int64_t pickle_bytes() const { return pickle_bytes_; }
+
+ private:
+  // A storage not read at Open: its record and element type.
+  struct LazyStorage {
+    const ZipReader::Entry* record = nullptr;
+    at::ScalarType dtype = at::kFloat;
+    int64_t numel = 0;
+  };
+  TorchFileReader() = default;
+
+  std::unique_ptr<ZipReader> zip_;
+  c10::IValue value_;
+  int64_t pickle_bytes_ = 0;
+  // Keyed by the meta storage's StorageImpl (kept alive by value_).
+  std::unordered_map<const void*, LazyStorage> lazy_;
+};
 
 // Writes `value` to `path` as torch.save would (Python's torch.load reads
 // it), atomically (base/file_io.h's AtomicFileWriter): `path` is replaced

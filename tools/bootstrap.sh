@@ -36,7 +36,7 @@ PACKAGES=(
   # fp32 GEMM: without the OpenBLAS backend LibTorch falls back to reference BLAS (~40x slower).
   libopenblas0-pthread
   # Libraries.
-  libabsl-dev libgflags-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler
+  libabsl-dev libgflags-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python's torch: interoperability tests (torch.load) and peer benchmarks.
   python3 python3-torch python3-numpy
