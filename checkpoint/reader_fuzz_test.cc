@@ -50,8 +50,8 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
   file.write(bytes.data(), bytes.size());
 }
 
-// A few hundred bytes of state: model tensors of 4x8 and 16 floats, an
-// optimizer moment and step.
+// A few hundred bytes of state: model tensors of 4x8 and 16 floats, their
+// AdamW moments and the step.
 TensorState State(bool zero) {
   auto fill = [&](std::vector<int64_t> shape, float base) {
     const int64_t n = NumElements(shape);
@@ -61,7 +61,12 @@ TensorState State(bool zero) {
   TensorState s;
   s.model.push_back({"w", {4, 8}, 0, fill({4, 8}, 1.0f)});
   s.model.push_back({"b", {16}, 0, fill({16}, -3.0f)});
+  // AdamW's whole state (the full format stores it as PyTorch's
+  // optimizer state dict, which has both moments of every parameter).
   s.optimizer.push_back({"w.exp_avg", {4, 8}, 0, fill({4, 8}, 7.0f)});
+  s.optimizer.push_back({"w.exp_avg_sq", {4, 8}, 0, fill({4, 8}, 2.0f)});
+  s.optimizer.push_back({"b.exp_avg", {16}, 0, fill({16}, 5.0f)});
+  s.optimizer.push_back({"b.exp_avg_sq", {16}, 0, fill({16}, 4.0f)});
   s.optimizer.push_back(
       {"step",
        {},
