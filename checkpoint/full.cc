@@ -148,9 +148,14 @@ c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
 
   GenericList schedulers(c10::AnyType::get());
   if (!contents.param_scheduler.empty()) {
-    GenericDict s(c10::StringType::get(), c10::FloatType::get());
-    for (const auto& [key, value] : contents.param_scheduler)
-      s.insert(key, value);
+    // Named fields with their own types, like a PyTorch scheduler's
+    // state_dict(); bytes have no place in a schedule.
+    GenericDict s(c10::StringType::get(), c10::AnyType::get());
+    for (const auto& [key, value] : contents.param_scheduler) {
+      if (const auto* i = std::get_if<int64_t>(&value)) s.insert(key, *i);
+      if (const auto* d = std::get_if<double>(&value)) s.insert(key, *d);
+      if (const auto* t = std::get_if<std::string>(&value)) s.insert(key, *t);
+    }
     schedulers.push_back(s);
   }
   root.insert("param_schedulers", schedulers);
@@ -276,12 +281,13 @@ Contents ContentsFromRoot(const GenericDict& root) {
     for (const c10::IValue& s : root.at("param_schedulers").toListRef()) {
       if (!s.isGenericDict()) continue;
       for (const auto& kv : s.toGenericDict()) {
-        if (kv.key().isString() &&
-            (kv.value().isDouble() || kv.value().isInt())) {
-          c.param_scheduler.emplace_back(kv.key().toStringRef(),
-                                         kv.value().isDouble()
-                                             ? kv.value().toDouble()
-                                             : kv.value().toInt());
+        if (!kv.key().isString()) continue;
+        const std::string& key = kv.key().toStringRef();
+        const c10::IValue& v = kv.value();
+        if (v.isInt()) c.param_scheduler.emplace_back(key, v.toInt());
+        if (v.isDouble()) c.param_scheduler.emplace_back(key, v.toDouble());
+        if (v.isString()) {
+          c.param_scheduler.emplace_back(key, v.toStringRef());
         }
       }
       break;

@@ -125,7 +125,7 @@ void ContentsToProto(const Contents& contents, proto::Metadata& metadata) {
   for (const auto& [key, value] : contents.param_scheduler) {
     proto::NamedValue* nv = metadata.add_param_scheduler();
     nv->set_key(key);
-    nv->mutable_value()->set_double_value(value);
+    *nv->mutable_value() = ToProto(value);
   }
   for (const auto& [key, value] : contents.extra) {
     proto::NamedValue* nv = metadata.add_extra();
@@ -146,7 +146,7 @@ Contents ContentsFromProto(const proto::Metadata& metadata) {
   c.meta.strategy = m.strategy();
   c.meta.model_config = m.model_config();
   for (const proto::NamedValue& nv : metadata.param_scheduler()) {
-    c.param_scheduler.emplace_back(nv.key(), nv.value().double_value());
+    c.param_scheduler.emplace_back(nv.key(), FromProto(nv.value()));
   }
   for (const proto::NamedValue& nv : metadata.extra()) {
     c.extra.emplace_back(nv.key(), FromProto(nv.value()));

@@ -81,7 +81,9 @@ Contents SomeContents() {
   c.meta.step = 5;
   c.meta.seed = 3;
   c.meta.strategy = "single";
-  c.param_scheduler = {{"last_step", 5.0}, {"base_lr", 1e-3}};
+  c.param_scheduler = {{"kind", std::string("cosine")},
+                       {"last_step", int64_t{5}},
+                       {"base_lr", 1e-3}};
   c.extra = {{"sampler.position", int64_t{40}},
              {"rng", Bytes{std::string("\0\1\2\3\4\5\6\7", 8)}},
              {"note", std::string("fuzz")}};
@@ -104,10 +106,9 @@ std::string Fingerprint(const TensorState& state, const Contents& c) {
   absl::StrAppend(&out, m.step, "|", m.seed, "|", m.time, "|", m.strata_version,
                   "|", m.git_hash, "|", m.world_size, "|", m.strategy, "|",
                   m.model_config, "\n");
-  for (const auto& [key, value] : c.param_scheduler) {
-    absl::StrAppend(&out, key, "=", value, "\n");
-  }
-  for (const auto& [key, value] : c.extra) {
+  checkpoint::NamedValues named = c.param_scheduler;
+  named.insert(named.end(), c.extra.begin(), c.extra.end());
+  for (const auto& [key, value] : named) {
     absl::StrAppend(&out, key, "=", value.index(), ":");
     if (const auto* i = std::get_if<int64_t>(&value)) absl::StrAppend(&out, *i);
     if (const auto* d = std::get_if<double>(&value)) absl::StrAppend(&out, *d);

@@ -33,6 +33,9 @@ using ::testing::HasSubstr;
 //   weights IN OUT:   torch.save(model.state_dict()) (a bare OrderedDict)
 //   renamed IN OUT:   the weights with wte.weight renamed wte.weightx
 //   misshaped IN OUT: the weights with wpe.weight one row short
+//   schedule IN OUT:  checks param_schedulers' named, typed fields (the kind
+//                     by name, counts as ints, rates as floats; last_step
+//                     one behind meta.step) and writes its field names
 constexpr char kScript[] = R"PY(
 import collections, sys, torch
 cmd, src, dst = sys.argv[1:4]
@@ -59,6 +62,16 @@ elif cmd == "renamed":
 elif cmd == "misshaped":
     sd["wpe.weight"] = sd["wpe.weight"][:-1].clone()
     torch.save(sd, dst)
+elif cmd == "schedule":
+    (s,) = ck["param_schedulers"]
+    assert s["kind"] == "cosine", s
+    for k in ("warmup_steps", "total_steps", "step_size", "last_step"):
+        assert type(s[k]) is int, (k, s)
+    for k in ("base_lr", "min_lr", "gamma"):
+        assert type(s[k]) is float, (k, s)
+    assert s["last_step"] == ck["meta"]["step"] - 1, s
+    assert s["base_lr"] == 1e-3 and s["warmup_steps"] == 1, s
+    open(dst, "w").write(",".join(sorted(s)))
 else:
     raise SystemExit("unknown command " + cmd)
 )PY";
@@ -178,6 +191,19 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   // Weights trained 4 steps on this data: a lower first loss than the
   // freshly initialised model's.
   EXPECT_LT(losses[0][0], MetricsColumn(a + "/metrics.jsonl", "loss")[0]);
+}
+
+// PyTorch reads the LR schedule as named fields with their own types, not
+// numeric codes (the checks are in kScript's "schedule").
+TEST(TorchCheckpointTest, ParamSchedulersAreNamedTypedFields) {
+  const std::string out = TempDir("schedule_run");
+  RunResult run = Train(out, 4, {});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string names = TempDir("schedule_fields.txt");
+  Python("schedule", out + "/checkpoints/step_00000004.pth", names);
+  EXPECT_EQ(ReadFile(names),
+            "base_lr,gamma,kind,last_step,min_lr,step_size,total_steps,"
+            "warmup_steps");
 }
 
 TEST(TorchCheckpointTest, WrongKeysAndShapesAreErrorsNamingThem) {

@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "comm/exchange.h"
 #include "launch/generator_state.h"
+#include "launch/schedule_fields.h"
 
 namespace strata::launch {
 
@@ -96,7 +97,9 @@ absl::StatusOr<Contents> TrainingCheckpoints::Collect(
   c.meta.model_config = options_.model_config;
   absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
       optim::LrSchedule::Create(options_.schedule);
-  if (schedule.ok()) c.param_scheduler = (*schedule)->State(steps_done - 1);
+  if (schedule.ok()) {
+    c.param_scheduler = ScheduleFields(options_.schedule, steps_done - 1);
+  }
   for (const auto& [key, value] : sampler_->State()) {
     c.extra.emplace_back(absl::StrCat(kSamplerPrefix, key), value);
   }
@@ -131,10 +134,15 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
                                   absl::StrCat("--resume=", options_.resume)));
   STRATA_RETURN_IF_ERROR(RestoreGenerator(c.extra));
   if (!c.param_scheduler.empty()) {
-    auto restored = optim::LrSchedule::FromState(c.param_scheduler);
+    auto restored = ScheduleFromFields(c.param_scheduler);
     auto current = optim::LrSchedule::Create(options_.schedule);
-    if (restored.ok() && current.ok() &&
-        restored->schedule->State(0) != (*current)->State(0)) {
+    if (!restored.ok()) {
+      LOG(WARNING) << "--resume=" << options_.resume
+                   << ": the checkpoint's LR schedule is unreadable ("
+                   << restored.status().message()
+                   << "); continuing with the flags' schedule";
+    } else if (current.ok() &&
+               restored->schedule->State(0) != (*current)->State(0)) {
       LOG(WARNING) << "--resume=" << options_.resume
                    << ": the checkpoint's LR schedule differs from the flags'; "
                       "continuing with the flags' schedule";

@@ -3,7 +3,8 @@
 // asynchronous saves, and exact resume — the strategy's model and optimizer
 // state plus everything else a run's future depends on:
 //   - the step (meta.step: the number of optimizer steps taken),
-//   - the LR schedule's state (param_scheduler: LrSchedule::State),
+//   - the LR schedule's state (param_scheduler: named fields,
+//     launch/schedule_fields.h),
 //   - the data sampler's position (extra "sampler.<key>", the sampler's
 //     State(), independent of the world size),
 //   - every rank's LibTorch default CPU generator state (extras

@@ -169,6 +169,11 @@ absl::StatusOr<RestoredLrSchedule> LrSchedule::FromState(
     if (!value.ok()) return value.status();
     *field = *value;
   }
+  return FromOptions(options, last_step);
+}
+
+absl::StatusOr<RestoredLrSchedule> LrSchedule::FromOptions(
+    const LrScheduleOptions& options, int64_t last_step) {
   if (last_step < -1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "lr_schedule state 'last_step' must be >= -1, got ", last_step));

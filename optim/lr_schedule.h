@@ -78,6 +78,12 @@ class LrSchedule {
   static absl::StatusOr<RestoredLrSchedule> FromState(
       const std::vector<std::pair<std::string, double>>& state);
 
+  // Restores a schedule from its options and last step (the typed form of
+  // State(), which checkpoints store as named fields): the options
+  // validated as by ValidateLrScheduleOptions, last_step >= -1.
+  static absl::StatusOr<RestoredLrSchedule> FromOptions(
+      const LrScheduleOptions& options, int64_t last_step);
+
  private:
   enum class Kind { kConstant = 0, kCosine = 1, kLinear = 2, kStep = 3 };
 
