@@ -155,9 +155,9 @@ TEST(TorchCheckpointTest, ResumeFromPyTorchContinuesLikeStrataResume) {
 }
 
 // --load_weights starts at step 0 with a fresh optimizer: a bare PyTorch
-// state dict, Strata's full checkpoint of the same weights, and a PyTorch
-// checkpoint of those weights with an AdamW that never stepped (resumed at
-// meta.step 0) train identically, at 2 ranks under fsdp; the schedule
+// state dict, Strata's full and sharded checkpoints of the same weights, and a
+// PyTorch checkpoint of those weights with an AdamW that never stepped (resumed
+// at meta.step 0) train identically, at 2 ranks under fsdp; the schedule
 // restarts (the lr of the fresh run) and the losses are not the fresh
 // run's (the weights were loaded).
 TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
@@ -169,12 +169,17 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   const std::string never_stepped = TempDir("never_stepped.pth");
   Python("weights", step4, weights);
   Python("fresh", step4, never_stepped);
+  // The same run saving sharded checkpoints: the same weights at step 4.
+  const std::string s = TempDir("w_sharded");
+  RunResult sharded = Train(s, 4, {"--ckpt_format=sharded"});
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
+  const std::string sharded4 = s + "/checkpoints/step_00000004";
 
   const std::vector<std::string> two = {"--nproc=2", "--strategy=fsdp"};
   std::vector<std::vector<double>> losses;
   for (const std::string flag :
        {"--load_weights=" + weights, "--load_weights=" + step4,
-        "--resume=" + never_stepped}) {
+        "--resume=" + never_stepped, "--load_weights=" + sharded4}) {
     const std::string out = TempDir(absl::StrCat("w_", losses.size()));
     std::vector<std::string> args = two;
     args.push_back(flag);
@@ -188,6 +193,7 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   }
   EXPECT_EQ(losses[1], losses[0]);
   EXPECT_EQ(losses[2], losses[0]);
+  EXPECT_EQ(losses[3], losses[0]);
   // Weights trained 4 steps on this data: a lower first loss than the
   // freshly initialised model's.
   EXPECT_LT(losses[0][0], MetricsColumn(a + "/metrics.jsonl", "loss")[0]);
