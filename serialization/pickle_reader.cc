@@ -4,6 +4,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/custom_class.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -63,7 +64,37 @@ const std::map<std::string, at::ScalarType>& StorageTypes() {
   return *kTypes;
 }
 
+bool IsContainer(const c10::IValue& value) {
+  return value.isList() || value.isGenericDict() || value.isTuple();
+}
+
+// The values a container holds (a dict's keys are never containers).
+std::vector<c10::IValue> Children(const c10::IValue& container) {
+  std::vector<c10::IValue> children;
+  if (container.isList()) {
+    children = container.toListRef().vec();
+  } else if (container.isGenericDict()) {
+    for (const auto& item : container.toGenericDict()) {
+      children.push_back(item.value());
+    }
+  } else if (container.isTuple()) {
+    children = container.toTupleRef().elements().vec();
+  }
+  return children;
+}
+
 // Interprets one pickle. Borrows the pickle's bytes and the loader.
+//
+// Nesting: IValue destruction recurses, so a value nested 100 000 deep
+// overflows the stack when it dies. Every container the pickle builds is
+// kept in `retained_` until the end, so none dies while the pickle is read
+// (whatever is popped, overwritten or dropped on an error), and its
+// nesting is estimated as it is built and filled (`nesting_`, exact unless
+// a container is filled after being put in another), rejecting a pickle as
+// soon as it goes past kMaxPickleNesting. At STOP the exact nesting of
+// every container is computed without recursion (cycles are rejected). If
+// that fails, or the pickle is rejected earlier, the containers are
+// emptied one by one (Dismantle) before they are released.
 class Unpickler {
  public:
   Unpickler(const std::string& where, absl::string_view pickle,
@@ -73,24 +104,133 @@ class Unpickler {
         data_(pickle.data()),
         size_(pickle.size()) {}
 
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
+
+  ~Unpickler() {
+    if (!verified_) Dismantle();
+  }
+
   absl::StatusOr<c10::IValue> Run() {
     while (true) {
+      opcode_ = -1;
       uint8_t opcode = 0;
       STRATA_RETURN_IF_ERROR(Read(&opcode));
+      opcode_ = opcode;
       if (opcode == '.') break;  // STOP
-      STRATA_RETURN_IF_ERROR(Step(opcode));
+      // LibTorch throws on some values (e.g. torch.device("nonsense")).
+      absl::Status stepped;
+      const absl::Status thrown =
+          StatusFromCall("LibTorch", [&] { stepped = Step(opcode); });
+      if (!thrown.ok()) return Error(std::string(thrown.message()));
+      STRATA_RETURN_IF_ERROR(stepped);
     }
     if (stack_.size() != 1 || AsGlobal(stack_.back()) != nullptr) {
       return Error(absl::StrCat("malformed pickle: ", stack_.size(),
                                 " values left at STOP"));
     }
+    STRATA_RETURN_IF_ERROR(VerifyNesting());
+    verified_ = true;
     return stack_.back();
   }
 
  private:
   absl::Status Error(const std::string& message) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where_, ": ", message, " (at pickle byte ", pos_, ")"));
+    const std::string opcode =
+        opcode_ < 0 ? "" : absl::StrFormat("opcode 0x%02x, ", opcode_);
+    return absl::InvalidArgumentError(absl::StrCat(
+        where_, ": ", message, " (", opcode, "at pickle byte ", pos_, ")"));
+  }
+
+  absl::Status NestingError() const {
+    return Error(absl::StrCat("containers nested deeper than ",
+                              kMaxPickleNesting,
+                              " levels (the limit, kMaxPickleNesting)"));
+  }
+
+  // Keeps `container` (new) alive until the end; see the class comment.
+  c10::IValue Retain(c10::IValue container) {
+    retained_.push_back(container);
+    nesting_[container.internalToPointer()] = 1;
+    return container;
+  }
+
+  // The estimated nesting of `value`: 0 for a scalar or a tensor.
+  int NestingOf(const c10::IValue& value) const {
+    if (!IsContainer(value)) return 0;
+    auto it = nesting_.find(value.internalToPointer());
+    return it == nesting_.end() ? 1 : it->second;
+  }
+
+  // Records that `container` now holds `item`.
+  absl::Status Nest(const c10::IValue& container, const c10::IValue& item) {
+    int& nesting = nesting_[container.internalToPointer()];
+    nesting = std::max({nesting, 1, NestingOf(item) + 1});
+    if (nesting > kMaxPickleNesting) return NestingError();
+    return absl::OkStatus();
+  }
+
+  // The exact nesting of every container, computed with an explicit stack;
+  // an error if one is deeper than kMaxPickleNesting or contains itself.
+  absl::Status VerifyNesting() const {
+    std::unordered_map<const void*, int> depth;  // -1 while being walked
+    struct Frame {
+      const void* self;
+      std::vector<c10::IValue> children;
+      size_t next = 0;
+      int deepest = 0;
+    };
+    std::vector<Frame> path;
+    for (const c10::IValue& root : retained_) {
+      if (!depth.try_emplace(root.internalToPointer(), -1).second) continue;
+      path.push_back({root.internalToPointer(), Children(root)});
+      while (!path.empty()) {
+        Frame& top = path.back();
+        if (top.next == top.children.size()) {
+          const int done = top.deepest + 1;
+          if (done > kMaxPickleNesting) return NestingError();
+          depth[top.self] = done;
+          path.pop_back();
+          if (!path.empty()) {
+            path.back().deepest = std::max(path.back().deepest, done);
+          }
+          continue;
+        }
+        const c10::IValue& child = top.children[top.next++];
+        if (!IsContainer(child)) continue;
+        auto [it, fresh] = depth.try_emplace(child.internalToPointer(), -1);
+        if (!fresh) {
+          if (it->second < 0) {
+            return Error("malformed pickle: a container contains itself");
+          }
+          top.deepest = std::max(top.deepest, it->second);
+          continue;
+        }
+        if (path.size() >= static_cast<size_t>(kMaxPickleNesting)) {
+          return NestingError();
+        }
+        const void* self = child.internalToPointer();
+        path.push_back({self, Children(child)});  // invalidates `top`
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Empties every container, so that none is destroyed recursively.
+  void Dismantle() {
+    for (c10::IValue& container : retained_) {
+      if (container.isList()) {
+        container.toList().clear();
+      } else if (container.isGenericDict()) {
+        container.toGenericDict().clear();
+      } else if (container.isTuple()) {
+        const c10::intrusive_ptr<c10::ivalue::Tuple> tuple =
+            container.toTuple();
+        for (size_t i = 0; i < tuple->elements().size(); ++i) {
+          tuple->unsafeSetElement(i, c10::IValue());
+        }
+      }
+    }
   }
 
   template <typename T>
@@ -171,6 +311,7 @@ class Unpickler {
         return Error(
             absl::StrCat("unsupported dict key of type ", Describe(items[i])));
       }
+      STRATA_RETURN_IF_ERROR(Nest(target, items[i + 1]));
       dict.insert_or_assign(std::move(items[i]), std::move(items[i + 1]));
     }
     return absl::OkStatus();
@@ -181,12 +322,27 @@ class Unpickler {
       return Error(absl::StrCat("cannot append to ", Describe(target)));
     }
     c10::List<c10::IValue> list = target.toList();
-    for (c10::IValue& item : items) list.push_back(std::move(item));
+    for (c10::IValue& item : items) {
+      STRATA_RETURN_IF_ERROR(Nest(target, item));
+      list.push_back(std::move(item));
+    }
     return absl::OkStatus();
   }
 
-  static c10::IValue Tuple(std::vector<c10::IValue> items) {
-    return c10::ivalue::Tuple::create(std::move(items));
+  absl::Status PushTuple(std::vector<c10::IValue> items) {
+    int deepest = 0;
+    for (const c10::IValue& item : items) {
+      deepest = std::max(deepest, NestingOf(item));
+    }
+    if (deepest + 1 > kMaxPickleNesting) return NestingError();
+    c10::IValue tuple = Retain(c10::ivalue::Tuple::create(std::move(items)));
+    nesting_[tuple.internalToPointer()] = deepest + 1;
+    stack_.push_back(std::move(tuple));
+    return absl::OkStatus();
+  }
+
+  static c10::IValue NewDict() {
+    return c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
   }
 
   absl::Status PushInt(int64_t value) {
@@ -313,8 +469,7 @@ class Unpickler {
       return RebuildTensor(args, out);
     }
     if (name == "collections.OrderedDict") {
-      c10::IValue dict =
-          c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
+      c10::IValue dict = Retain(NewDict());
       if (!args.empty()) {
         if (args.size() != 1 || !args[0].isList()) {
           return Error("unsupported OrderedDict arguments");
@@ -369,6 +524,11 @@ class Unpickler {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, c10::IValue> memo_;
   std::unordered_map<std::string, c10::IValue> storages_;
+  // Every container built, and its estimated nesting; see the class comment.
+  std::vector<c10::IValue> retained_;
+  std::unordered_map<const void*, int> nesting_;
+  bool verified_ = false;
+  int opcode_ = -1;  // the opcode being executed, if any
 };
 
 absl::Status Unpickler::Step(uint8_t opcode) {
@@ -468,13 +628,11 @@ absl::Status Unpickler::Step(uint8_t opcode) {
       return PushString(n);
     }
     case ')':  // EMPTY_TUPLE
-      stack_.push_back(Tuple({}));
-      return absl::OkStatus();
+      return PushTuple({});
     case 't': {  // TUPLE
       std::vector<c10::IValue> items;
       STRATA_RETURN_IF_ERROR(PopMark(&items));
-      stack_.push_back(Tuple(std::move(items)));
-      return absl::OkStatus();
+      return PushTuple(std::move(items));
     }
     case 0x85:    // TUPLE1
     case 0x86:    // TUPLE2
@@ -483,16 +641,15 @@ absl::Status Unpickler::Step(uint8_t opcode) {
       for (auto it = items.rbegin(); it != items.rend(); ++it) {
         STRATA_RETURN_IF_ERROR(Pop(&*it));
       }
-      stack_.push_back(Tuple(std::move(items)));
-      return absl::OkStatus();
+      return PushTuple(std::move(items));
     }
     case ']':  // EMPTY_LIST
-      stack_.emplace_back(c10::impl::GenericList(c10::AnyType::get()));
+      stack_.push_back(Retain(c10::impl::GenericList(c10::AnyType::get())));
       return absl::OkStatus();
     case 'l': {  // LIST
       std::vector<c10::IValue> items;
       STRATA_RETURN_IF_ERROR(PopMark(&items));
-      c10::IValue list = c10::impl::GenericList(c10::AnyType::get());
+      c10::IValue list = Retain(c10::impl::GenericList(c10::AnyType::get()));
       STRATA_RETURN_IF_ERROR(Append(list, items));
       stack_.push_back(std::move(list));
       return absl::OkStatus();
@@ -512,14 +669,12 @@ absl::Status Unpickler::Step(uint8_t opcode) {
       return Append(*list, items);
     }
     case '}':  // EMPTY_DICT
-      stack_.emplace_back(
-          c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get()));
+      stack_.push_back(Retain(NewDict()));
       return absl::OkStatus();
     case 'd': {  // DICT
       std::vector<c10::IValue> items;
       STRATA_RETURN_IF_ERROR(PopMark(&items));
-      c10::IValue dict =
-          c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
+      c10::IValue dict = Retain(NewDict());
       STRATA_RETURN_IF_ERROR(SetItems(dict, items));
       stack_.push_back(std::move(dict));
       return absl::OkStatus();

@@ -30,6 +30,14 @@ namespace strata::serialization {
 using StorageLoader = std::function<absl::StatusOr<at::Tensor>(
     const std::string& key, at::ScalarType dtype, int64_t numel)>;
 
+// The deepest nesting of containers (dicts, lists, tuples) ReadPickle
+// accepts: a container holding only scalars and tensors is 1 deep. Deeper
+// pickles, and self-containing (cyclic) ones, are rejected while they are
+// read, so no value too deep to destroy without overflowing the stack (IValue
+// destruction recurses) is ever returned. torch.save of a state dict nests
+// fewer than 10 levels.
+inline constexpr int kMaxPickleNesting = 1000;
+
 // Interprets `pickle` (borrowed for the call). Values: dict and
 // collections.OrderedDict (as a generic dict; an OrderedDict's attributes,
 // such as a state dict's `_metadata`, are dropped), list, tuple, str, int,
@@ -37,7 +45,10 @@ using StorageLoader = std::function<absl::StatusOr<at::Tensor>(
 // of their storage; tensors naming the same storage share it) and
 // nn.Parameter (as its tensor). Errors (InvalidArgument) start with
 // "<where>: " and give the pickle byte position: truncated or malformed
-// pickles, an unsupported opcode, protocol or Python object (named).
+// pickles, an unsupported opcode, protocol or Python object (named),
+// nesting deeper than kMaxPickleNesting, or a container that contains
+// itself. Any input gives a value or an error: memory used is bounded by a
+// small multiple of the pickle's size plus what `load_storage` returns.
 absl::StatusOr<c10::IValue> ReadPickle(absl::string_view pickle,
                                        const std::string& where,
                                        const StorageLoader& load_storage);
