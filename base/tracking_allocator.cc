@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/torch_compat.h"
 #include "glog/logging.h"
 
 namespace strata {
@@ -112,7 +113,7 @@ struct alignas(64) Header {
 constexpr size_t kHeaderBytes = sizeof(Header);
 static_assert(kHeaderBytes == 64, "header must keep 64-byte alignment");
 
-// Frees a block made by TrackingCpuAllocator::allocate. Works as a raw
+// Frees a block made by TrackingCpuAllocator::Allocate. Works as a raw
 // deleter: data == context.
 void DeleteBlock(void* data) {
   if (data == nullptr) return;
@@ -123,12 +124,12 @@ void DeleteBlock(void* data) {
   header->inner_deleter(header->inner_context);
 }
 
-class TrackingCpuAllocator final : public c10::Allocator {
+class TrackingCpuAllocator final : public torch_compat::AllocatorBase {
  public:
   // `inner` is borrowed; LibTorch's allocators live for the whole process.
   explicit TrackingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t nbytes) const override {
+  c10::DataPtr Allocate(size_t nbytes) const override {
     c10::DataPtr block = inner_->allocate(nbytes + kHeaderBytes);
     CHECK(block.get() != nullptr) << "CPU allocator returned null for "
                                   << nbytes + kHeaderBytes << " bytes";

@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/matmul_peak.h"
+#include "base/torch_compat.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/unit.h"
@@ -97,12 +98,12 @@ StrataResult RunStrata(const strata::models::ModelConfig& config,
     const auto t0 = Clock::now();
     (*flat)->ZeroGrad();
     if (bf16) {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      strata::torch_compat::SetAutocastEnabled(c10::kCPU, true);
+      strata::torch_compat::SetAutocastDtype(c10::kCPU, at::kBFloat16);
     }
     at::Tensor loss = strata::models::UnitModel::Loss((*model)->Forward(x), y);
     if (bf16) {
-      at::autocast::set_cpu_enabled(false);
+      strata::torch_compat::SetAutocastEnabled(c10::kCPU, false);
       at::autocast::clear_cache();
     }
     const auto t1 = Clock::now();

@@ -278,7 +278,10 @@ Contents ContentsFromRoot(const GenericDict& root) {
   }
   if (root.contains("param_schedulers") &&
       root.at("param_schedulers").isList()) {
-    for (const c10::IValue& s : root.at("param_schedulers").toListRef()) {
+    // Held by value: at() returns a copy, and a range over the temporary's
+    // list would dangle.
+    const c10::IValue schedulers = root.at("param_schedulers");
+    for (const c10::IValue& s : schedulers.toListRef()) {
       if (!s.isGenericDict()) continue;
       for (const auto& kv : s.toGenericDict()) {
         if (!kv.key().isString()) continue;

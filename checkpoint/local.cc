@@ -223,7 +223,8 @@ absl::StatusOr<std::pair<TensorState, Contents>> ReadLocalCheckpoint(
       return absl::DataLossError(
           absl::StrCat("'", path, "' is not a Strata local checkpoint file"));
     }
-    for (const c10::IValue& v : value.toGenericDict().at("runs").toListRef()) {
+    const c10::IValue runs = value.toGenericDict().at("runs");
+    for (const c10::IValue& v : runs.toListRef()) {
       GenericDict r = v.toGenericDict();
       const at::Tensor tensor = r.at("tensor").toTensor().contiguous();
       const int section = static_cast<int>(r.at("section").toInt());

@@ -100,7 +100,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> GroupIndices(
           where, " has a group with amsgrad=True; Strata's AdamW has none"));
     }
     std::vector<int64_t> indices;
-    for (const c10::IValue& i : group.at("params").toListRef()) {
+    const c10::IValue params = group.at("params");
+    for (const c10::IValue& i : params.toListRef()) {
       if (!i.isInt()) {
         return absl::InvalidArgumentError(absl::StrCat(
             where, "[\"param_groups\"] has a parameter index that is a ",

@@ -86,7 +86,8 @@ TEST(TorchOptimizerTest, BuildWritesAdamWStateDictLayout) {
   EXPECT_EQ(no_decay.at("weight_decay").toDouble(), 0.0);
   EXPECT_EQ(no_decay.at("params").toIntVector(), (std::vector<int64_t>{2, 3}));
   std::vector<std::string> names;
-  for (const auto& v : opt.at("param_names").toListRef()) {
+  const c10::IValue param_names = opt.at("param_names");
+  for (const auto& v : param_names.toListRef()) {
     names.push_back(v.toStringRef());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"wte", "w", "b", "g"}));

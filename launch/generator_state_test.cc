@@ -41,7 +41,7 @@ TEST(GeneratorStateTest, GatherGivesOneKeyPerRankInRankOrder) {
                   3,
                   [](comm::Group& group) {
                     auto got = GatherGeneratorStates(&group);
-                    ASSERT_THAT(got, IsOk());
+                    ASSERT_THAT(got.status(), IsOk());
                     std::vector<std::string> keys;
                     for (const auto& kv : *got) keys.push_back(kv.first);
                     EXPECT_THAT(keys, ElementsAre("generator.cpu.rank0",

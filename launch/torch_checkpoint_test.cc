@@ -177,7 +177,7 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
 
   const std::vector<std::string> two = {"--nproc=2", "--strategy=fsdp"};
   std::vector<std::vector<double>> losses;
-  for (const std::string flag :
+  for (const std::string& flag :
        {"--load_weights=" + weights, "--load_weights=" + step4,
         "--resume=" + never_stepped, "--load_weights=" + sharded4}) {
     const std::string out = TempDir(absl::StrCat("w_", losses.size()));

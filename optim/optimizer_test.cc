@@ -58,7 +58,7 @@ std::unique_ptr<RecordingOptimizer> MakeRecording(
   at::Tensor params = at::zeros({numel});
   at::Tensor grads = at::zeros({numel});
   auto normalized = NormalizeParamRanges(std::move(ranges), numel);
-  EXPECT_THAT(normalized, IsOk());
+  EXPECT_THAT(normalized.status(), IsOk());
   return std::make_unique<RecordingOptimizer>(params, grads, *normalized);
 }
 

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/torch_compat.h"
 #include "glog/logging.h"
 
 namespace strata::strategies {
@@ -46,10 +47,8 @@ struct RecomputeState : torch::CustomClassHolder {
   at::Tensor rng_state;  // The CPU generator's state before the forward.
   // Autocast as the forward ran (an outer interceptor may have enabled it);
   // the recomputation runs under the same settings.
-  bool autocast_cpu = false;
-  at::ScalarType autocast_cpu_dtype = at::kBFloat16;
-  bool autocast_gpu = false;
-  at::ScalarType autocast_gpu_dtype = at::kHalf;
+  torch_compat::AutocastState autocast_cpu{false, at::kBFloat16};
+  torch_compat::AutocastState autocast_gpu{false, at::kHalf};
   std::shared_ptr<std::atomic<int64_t>> recomputations;
 };
 
@@ -83,30 +82,22 @@ class CpuRngStateGuard {
 class AutocastStateGuard {
  public:
   explicit AutocastStateGuard(const RecomputeState& state)
-      : cpu_(at::autocast::is_cpu_enabled()),
-        cpu_dtype_(at::autocast::get_autocast_cpu_dtype()),
-        gpu_(at::autocast::is_enabled()),
-        gpu_dtype_(at::autocast::get_autocast_gpu_dtype()) {
-    at::autocast::set_cpu_enabled(state.autocast_cpu);
-    at::autocast::set_autocast_cpu_dtype(state.autocast_cpu_dtype);
-    at::autocast::set_enabled(state.autocast_gpu);
-    at::autocast::set_autocast_gpu_dtype(state.autocast_gpu_dtype);
+      : cpu_(torch_compat::GetAutocastState(c10::kCPU)),
+        gpu_(torch_compat::GetAutocastState(c10::kCUDA)) {
+    torch_compat::SetAutocastState(c10::kCPU, state.autocast_cpu);
+    torch_compat::SetAutocastState(c10::kCUDA, state.autocast_gpu);
   }
   ~AutocastStateGuard() {
-    at::autocast::set_cpu_enabled(cpu_);
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype_);
-    at::autocast::set_enabled(gpu_);
-    at::autocast::set_autocast_gpu_dtype(gpu_dtype_);
-    if (!cpu_ && !gpu_) at::autocast::clear_cache();
+    torch_compat::SetAutocastState(c10::kCPU, cpu_);
+    torch_compat::SetAutocastState(c10::kCUDA, gpu_);
+    if (!cpu_.enabled && !gpu_.enabled) at::autocast::clear_cache();
   }
   AutocastStateGuard(const AutocastStateGuard&) = delete;
   AutocastStateGuard& operator=(const AutocastStateGuard&) = delete;
 
  private:
-  bool cpu_;
-  at::ScalarType cpu_dtype_;
-  bool gpu_;
-  at::ScalarType gpu_dtype_;
+  torch_compat::AutocastState cpu_;
+  torch_compat::AutocastState gpu_;
 };
 
 // Throws if the graph of `output` reaches a leaf requiring grad that is not
@@ -160,10 +151,8 @@ class CheckpointFunction
       std::lock_guard<std::mutex> lock(generator.mutex());
       state->rng_state = generator.get_state();
     }
-    state->autocast_cpu = at::autocast::is_cpu_enabled();
-    state->autocast_cpu_dtype = at::autocast::get_autocast_cpu_dtype();
-    state->autocast_gpu = at::autocast::is_enabled();
-    state->autocast_gpu_dtype = at::autocast::get_autocast_gpu_dtype();
+    state->autocast_cpu = torch_compat::GetAutocastState(c10::kCPU);
+    state->autocast_gpu = torch_compat::GetAutocastState(c10::kCUDA);
     ctx->save_for_backward({input});
     at::Tensor output = state->forward(input);
     ctx->saved_data["state"] = at::IValue::make_capsule(std::move(state));

@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "base/testing/status_matchers.h"
+#include "base/torch_compat.h"
 #include "base/tracking_allocator.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
@@ -337,10 +338,10 @@ class AutocastInterceptor : public models::UnitInterceptor {
  public:
   at::Tensor Run(const models::UnitInfo& unit, const at::Tensor& input,
                  const models::UnitForward& forward) override {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    torch_compat::SetAutocastEnabled(c10::kCPU, true);
+    torch_compat::SetAutocastDtype(c10::kCPU, at::kBFloat16);
     at::Tensor output = forward(input);
-    at::autocast::set_cpu_enabled(false);
+    torch_compat::SetAutocastEnabled(c10::kCPU, false);
     at::autocast::clear_cache();
     return output;
   }
@@ -356,7 +357,7 @@ TEST_F(ActivationCheckpointingTest, RecomputesUnderTheForwardsAutocast) {
   const LossAndGrads checkpointed = ForwardBackward(*model, 3);
   EXPECT_EQ(checkpointing->num_recomputations(), 3);
   ExpectBitwiseEqual(checkpointed, plain, "bf16 autocast outside");
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(torch_compat::IsAutocastEnabled(c10::kCPU));
 }
 
 // A two-unit model whose head reads the embedding table, declared as shared

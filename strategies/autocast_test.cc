@@ -4,6 +4,8 @@
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
+#include "base/torch_compat.h"
+
 namespace strata::strategies {
 namespace {
 
@@ -28,26 +30,26 @@ TEST(AutocastInterceptorTest, MatmulOutsideStaysFp32) {
 }
 
 TEST(AutocastInterceptorTest, RestoresDisabledAutocast) {
-  ASSERT_FALSE(at::autocast::is_cpu_enabled());
+  ASSERT_FALSE(torch_compat::IsAutocastEnabled(c10::kCPU));
   AutocastInterceptor interceptor;
   interceptor.Run(models::UnitInfo{}, at::ones({2, 4}, at::kFloat),
                   MatmulForward);
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(torch_compat::IsAutocastEnabled(c10::kCPU));
 }
 
 TEST(AutocastInterceptorTest, RestoresEnabledAutocast) {
-  const at::ScalarType default_dtype = at::autocast::get_autocast_cpu_dtype();
-  at::autocast::set_cpu_enabled(true);
+  const at::ScalarType default_dtype = torch_compat::AutocastDtype(c10::kCPU);
+  torch_compat::SetAutocastEnabled(c10::kCPU, true);
   AutocastInterceptor interceptor;
   bool enabled_inside = false;
   interceptor.Run(models::UnitInfo{}, at::ones({2, 4}, at::kFloat),
                   [&](const at::Tensor& input) {
-                    enabled_inside = at::autocast::is_cpu_enabled();
+                    enabled_inside = torch_compat::IsAutocastEnabled(c10::kCPU);
                     return MatmulForward(input);
                   });
-  const bool enabled_after = at::autocast::is_cpu_enabled();
-  const at::ScalarType dtype_after = at::autocast::get_autocast_cpu_dtype();
-  at::autocast::set_cpu_enabled(false);
+  const bool enabled_after = torch_compat::IsAutocastEnabled(c10::kCPU);
+  const at::ScalarType dtype_after = torch_compat::AutocastDtype(c10::kCPU);
+  torch_compat::SetAutocastEnabled(c10::kCPU, false);
   EXPECT_TRUE(enabled_inside);
   EXPECT_TRUE(enabled_after);
   // CPU autocast accepts only bf16 in LibTorch 1.13, so the dtype cannot

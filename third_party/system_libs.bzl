@@ -7,12 +7,29 @@ in a directory of their own and get a repository so that they can be declared.
 """
 
 load("//third_party:cuda_repository.bzl", "local_cuda_repository")
+load("//third_party:pkg_config_repository.bzl", "pkg_config_repository")
 
 def strata_system_libs():
     native.new_local_repository(
         name = "libtorch_api",
         path = "/usr/include/torch/csrc/api/include",
         build_file = "//third_party:libtorch_api.BUILD",
+    )
+
+    # abseil's libraries for the modules Strata includes, with everything
+    # they need, as this Debian release splits them (pkg_config_repository.bzl).
+    pkg_config_repository(
+        name = "system_absl",
+        modules = [
+            "absl_status",
+            "absl_statusor",
+            "absl_strings",
+            "absl_str_format",
+            "absl_time",
+            "absl_synchronization",
+            "absl_flat_hash_set",
+            "absl_cord",
+        ],
     )
 
     # CUDA toolkit and NCCL, optional: an empty stand-in on machines without

@@ -3,17 +3,44 @@
 # Idempotent: packages already present are not reinstalled and apt's lists are
 # refreshed only when a package is missing.
 #
-# Usage: tools/bootstrap.sh            (as root, or with passwordless sudo)
+# Supported: Debian 12 "bookworm" (LibTorch 1.13.1, the default) and Debian 13
+# "trixie" (LibTorch 2.6.0; tools/libtorch2/run.sh builds such a root here).
+#
+# Usage: tools/bootstrap.sh                  (as root, or with passwordless sudo)
+#        tools/bootstrap.sh --print-packages (the package list, one a line)
 set -euo pipefail
 
 log() { echo "[bootstrap] $*" >&2; }
 die() { echo "[bootstrap] ERROR: $*" >&2; exit 1; }
 
+PACKAGES=(
+  # Build systems and toolchain (CMake: the CMake build and its CI checks).
+  bazel-bootstrap g++ git ca-certificates cmake
+  # abseil's link flags come from pkg-config (third_party/pkg_config_repository.bzl).
+  pkgconf
+  # The format check (tools/check_format.sh) of the test suite.
+  clang-format
+  # LibTorch with c10d (1.13.1 on Debian 12, 2.6.0 on Debian 13), and the Gloo library it is built on.
+  libtorch-dev libgloo-dev
+  # fp32 GEMM: without the OpenBLAS backend LibTorch falls back to reference BLAS (~40x slower).
+  libopenblas0-pthread
+  # Libraries.
+  libabsl-dev libgflags-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Python's torch: interoperability tests (torch.load) and peer benchmarks.
+  python3 python3-torch python3-numpy
+)
+
+if [[ "${1:-}" == "--print-packages" ]]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
+
 # --- Machine checks --------------------------------------------------------
-[[ -r /etc/os-release ]] || die "cannot read /etc/os-release; Strata supports Debian 12 (bookworm) only."
+[[ -r /etc/os-release ]] || die "cannot read /etc/os-release; Strata supports Debian 12 (bookworm) and 13 (trixie)."
 . /etc/os-release
-if [[ "${ID:-}" != "debian" || "${VERSION_ID:-}" != "12" ]]; then
-  die "this machine is '${PRETTY_NAME:-unknown}'; Strata's bootstrap supports Debian 12 (bookworm) only, because it pins LibTorch 1.13.1 and Bazel 4.2.3 from that release's archive."
+if [[ "${ID:-}" != "debian" || ( "${VERSION_ID:-}" != "12" && "${VERSION_ID:-}" != "13" ) ]]; then
+  die "this machine is '${PRETTY_NAME:-unknown}'; Strata's bootstrap supports Debian 12 (bookworm, LibTorch 1.13.1) and Debian 13 (trixie, LibTorch 2.6.0) only, because it takes LibTorch and Bazel 4.2.3 from those releases' archives. On another Linux, build with CMake against any LibTorch >= 1.13 (README, \"CMake\")."
 fi
 arch=$(dpkg --print-architecture)
 [[ "$arch" == "amd64" ]] || die "architecture '$arch' is not supported; Strata is built and tested on amd64 only."
@@ -25,23 +52,7 @@ if [[ $(id -u) -ne 0 ]]; then
   $SUDO true 2>/dev/null || die "not running as root and sudo needs a password; run 'sudo tools/bootstrap.sh' once."
 fi
 
-# --- Packages --------------------------------------------------------------
-PACKAGES=(
-  # Build system and toolchain.
-  bazel-bootstrap g++ git ca-certificates
-  # The format check (tools/check_format.sh) of the test suite.
-  clang-format
-  # LibTorch 1.13.1 (CPU) with c10d, and the Gloo library it is built on.
-  libtorch-dev libgloo-dev
-  # fp32 GEMM: without the OpenBLAS backend LibTorch falls back to reference BLAS (~40x slower).
-  libopenblas0-pthread
-  # Libraries.
-  libabsl-dev libgflags-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler zlib1g-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  # Python's torch: interoperability tests (torch.load) and peer benchmarks.
-  python3 python3-torch python3-numpy
-)
-
+# --- Packages ----------------------------------------------------------------
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

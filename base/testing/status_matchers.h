@@ -32,6 +32,12 @@ const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
 }  // namespace internal
 
 // Matches an OK absl::Status or an absl::StatusOr holding a value.
+//
+// On failure GoogleTest prints the matched value. With LibTorch 2.x and
+// abseil 2023 or later a StatusOr<std::vector<T>> whose T has no operator<<
+// does not compile here (c10 declares an unconstrained operator<< for
+// std::vector, which absl's StatusOr printer takes at its word): match its
+// `.status()` instead.
 MATCHER(IsOk, "is OK") {
   const absl::Status& status = internal::GetStatus(arg);
   if (status.ok()) return true;
