@@ -27,8 +27,9 @@ fi
 
 # --- Packages --------------------------------------------------------------
 PACKAGES=(
-  # Build system and toolchain.
-  bazel-bootstrap g++ git ca-certificates
+  # Build system and toolchain; cmake for the CMake build beside Bazel's
+  # (tools/repo_checks.sh configures it).
+  bazel-bootstrap cmake g++ git ca-certificates
   # The format check (tools/check_format.sh) of the test suite.
   clang-format
   # LibTorch 1.13.1 (CPU) with c10d, and the Gloo library it is built on.
