@@ -32,10 +32,26 @@ no_cuda_analysis() {
     grep -q "CUDA_FOUND = False" "$(bazel info output_base)/external/local_cuda/defs.bzl"
 }
 
+# The CMake build (README, "CMake") configures: CMake syntax, paths and
+# dependencies between packages are sound. Only configures: a full CMake
+# build and ctest take too long for CI and are run by hand.
+cmake_configure() {
+  local dir rc
+  dir=$(mktemp -d /tmp/strata-cmake-configure.XXXXXX)
+  cmake -S . -B "$dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release
+  rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+
 run_check no_cuda_analysis no_cuda_analysis
 run_check sizes python3 tools/check_sizes.py .
 run_check layering python3 tools/check_layering.py
 run_check links python3 tools/check_links.py
 run_check links_self_test python3 tools/check_links.py --self-test
 run_check format tools/check_format.sh
+run_check cmake_sync python3 tools/check_cmake_sync.py
+run_check cmake_sync_self_test python3 tools/check_cmake_sync.py --self-test
+run_check cmake_configure cmake_configure
+run_check cmake_torch_version tools/cmake_torch_version_test.sh
 exit 0

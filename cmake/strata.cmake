@@ -1,0 +1,393 @@
+# Bazel-like rules for Strata's CMake build.
+#
+# Each package directory has a CMakeLists.txt next to its BUILD file that
+# calls these functions with the same names, sources and dependencies, in
+# Bazel's label syntax, so that the two read alike and
+# tools/check_cmake_sync.py can compare them:
+#
+#   strata_cc_library(NAME group SRCS group.cc HDRS group.h
+#                     COPTS ${STRATA_COPTS} DEPS :ring //base:status //third_party:absl)
+#
+# Target names: the label //<package>:<name> becomes the CMake target
+# <package with "/" replaced by "_">_<name> (//comm:group -> comm_group,
+# //comm/testing:multi_rank -> comm_testing_multi_rank), with the alias
+# strata::<package with "/" replaced by "::">::<name> for libraries
+# (strata::comm::group). Binaries and tests keep their Bazel name as the file
+# name.
+#
+# Runfiles: like `bazel test`, tests find binaries and data files under
+# $TEST_SRCDIR/strata/<workspace-relative path> and run in that directory.
+# Every executable is written to ${STRATA_RUNFILES}/strata/<package>/<name>
+# and every source file named in a DATA list is symlinked to the same place,
+# so one tree serves every test (and `train` run from it finds
+# launch/configs/ the way `bazel run` does).
+include_guard(GLOBAL)
+
+set(STRATA_RUNFILES "${CMAKE_BINARY_DIR}/runfiles")
+set(STRATA_RUNFILES_ROOT "${STRATA_RUNFILES}/strata")
+# Generated sources (.pb.h/.pb.cc, build_info.cc), under their
+# workspace-relative paths: the include root for "checkpoint/metadata.pb.h".
+set(STRATA_GENFILES "${CMAKE_BINARY_DIR}/genfiles")
+set(STRATA_INCLUDE_DIRS "${PROJECT_SOURCE_DIR}" "${STRATA_GENFILES}")
+
+# The warning flags every target passes as COPTS, read from
+# tools/build_defs/copts.bzl so that both builds use one list.
+function(_strata_read_copts out)
+  set(bzl "${PROJECT_SOURCE_DIR}/tools/build_defs/copts.bzl")
+  file(READ "${bzl}" text)
+  string(REGEX REPLACE "#[^\n]*" "" text "${text}")
+  string(REGEX MATCH "STRATA_COPTS = \\[[^]]*\\]" block "${text}")
+  string(REGEX MATCHALL "\"[^\"]*\"" copts "${block}")
+  list(TRANSFORM copts REPLACE "\"" "")
+  if(NOT copts)
+    message(FATAL_ERROR "cannot read STRATA_COPTS = [...] from ${bzl}")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${bzl}")
+  set(${out} "${copts}" PARENT_SCOPE)
+endfunction()
+_strata_read_copts(STRATA_COPTS)
+
+# Bazel's test timeouts by size (seconds).
+set(_STRATA_TIMEOUT_small 60)
+set(_STRATA_TIMEOUT_medium 300)
+set(_STRATA_TIMEOUT_large 900)
+set(_STRATA_TIMEOUT_enormous 3600)
+
+# The package of the CMakeLists.txt being processed: its directory relative
+# to the repository root ("comm", "comm/testing").
+function(_strata_package out)
+  file(RELATIVE_PATH pkg "${PROJECT_SOURCE_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}")
+  set(${out} "${pkg}" PARENT_SCOPE)
+endfunction()
+
+# Splits a label into package and name: "//a/b:c" -> a/b, c; "//a/b" -> a/b,
+# b; ":c" and "c" -> the current package, c.
+function(_strata_split_label label pkg_out name_out)
+  if(label MATCHES "^//([^:]*):(.+)$")
+    set(pkg "${CMAKE_MATCH_1}")
+    set(name "${CMAKE_MATCH_2}")
+  elseif(label MATCHES "^//([^:]+)$")
+    set(pkg "${CMAKE_MATCH_1}")
+    get_filename_component(name "${pkg}" NAME)
+  elseif(label MATCHES "^:(.+)$")
+    _strata_package(pkg)
+    set(name "${CMAKE_MATCH_1}")
+  else()
+    _strata_package(pkg)
+    set(name "${label}")
+  endif()
+  set(${pkg_out} "${pkg}" PARENT_SCOPE)
+  set(${name_out} "${name}" PARENT_SCOPE)
+endfunction()
+
+# The CMake target of a label (//comm:group -> comm_group).
+function(strata_target out label)
+  _strata_split_label("${label}" pkg name)
+  if(pkg STREQUAL "")
+    set(${out} "strata_${name}" PARENT_SCOPE)
+  else()
+    string(REPLACE "/" "_" prefix "${pkg}")
+    set(${out} "${prefix}_${name}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Fails on arguments a rule does not know: a typo must not be ignored.
+function(_strata_check_parsed rule)
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "${rule}(${ARG_NAME}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT ARG_NAME)
+    message(FATAL_ERROR "${rule}: NAME is required")
+  endif()
+endfunction()
+
+# Deps as CMake targets. Each is recorded and checked to exist once every
+# package is read (strata_check_targets): CMake would otherwise take a
+# misspelt target name for a library to link with -l.
+function(_strata_deps out owner)
+  set(targets)
+  foreach(label IN LISTS ARGN)
+    strata_target(t "${label}")
+    list(APPEND targets "${t}")
+    set_property(GLOBAL APPEND PROPERTY STRATA_REFERENCES "${owner}|${label}|${t}")
+  endforeach()
+  set(${out} "${targets}" PARENT_SCOPE)
+endfunction()
+
+# Sources as paths: files of the package, or labels of generated files
+# (strata_build_info_cc, strata_cc_proto_library).
+function(_strata_sources out)
+  set(paths)
+  foreach(src IN LISTS ARGN)
+    if(src MATCHES "^(//|:)")
+      _strata_split_label("${src}" pkg name)
+      get_property(generated GLOBAL PROPERTY "STRATA_GENERATED_//${pkg}:${name}")
+      if(NOT generated)
+        message(FATAL_ERROR "${src} is not a generated source defined before its use")
+      endif()
+      list(APPEND paths ${generated})
+    else()
+      list(APPEND paths "${CMAKE_CURRENT_SOURCE_DIR}/${src}")
+    endif()
+  endforeach()
+  set(${out} "${paths}" PARENT_SCOPE)
+endfunction()
+
+# Makes `DATA` available to `target` in the runfiles tree: source files are
+# symlinked there (a path in this package, possibly a glob like
+# configs/*.flags, or a label //pkg:path/to/file); labels of executables are
+# built before `target` (they are in the tree already).
+function(_strata_data target)
+  foreach(item IN LISTS ARGN)
+    if(item MATCHES "^(//|:)")
+      _strata_split_label("${item}" pkg name)
+      set(src "${PROJECT_SOURCE_DIR}/${pkg}/${name}")
+      if(EXISTS "${src}" AND NOT IS_DIRECTORY "${src}")
+        set(files "${pkg}/${name}")
+      else()
+        _strata_deps(dep "${target}" "${item}")
+        add_dependencies(${target} ${dep})
+        continue()
+      endif()
+    else()
+      _strata_package(pkg)
+      file(GLOB files RELATIVE "${PROJECT_SOURCE_DIR}" CONFIGURE_DEPENDS
+           "${CMAKE_CURRENT_SOURCE_DIR}/${item}")
+      if(NOT files)
+        message(FATAL_ERROR "${target}: data ${item} matches no file in ${pkg}/")
+      endif()
+    endif()
+    foreach(file IN LISTS files)
+      get_filename_component(dir "${STRATA_RUNFILES_ROOT}/${file}" DIRECTORY)
+      file(MAKE_DIRECTORY "${dir}")
+      file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${file}"
+           "${STRATA_RUNFILES_ROOT}/${file}" SYMBOLIC)
+    endforeach()
+  endforeach()
+endfunction()
+
+# Common to libraries, binaries and tests.
+function(_strata_compile target kind)
+  if(kind STREQUAL "INTERFACE")
+    target_include_directories(${target} INTERFACE ${STRATA_INCLUDE_DIRS})
+    target_link_libraries(${target} INTERFACE ${ARGN})
+    return()
+  endif()
+  target_include_directories(${target} PUBLIC ${STRATA_INCLUDE_DIRS})
+  target_link_libraries(${target} PUBLIC ${ARGN})
+endfunction()
+
+# Bazel's cc_library. A library with sources is a static library; one with
+# headers only is an INTERFACE library. COPTS apply to its own sources only
+# (as in Bazel); LINKOPTS reach everything that links it.
+function(strata_cc_library)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "TESTONLY" "NAME"
+                        "SRCS;HDRS;DEPS;COPTS;LINKOPTS")
+  _strata_check_parsed(strata_cc_library)
+  _strata_package(pkg)
+  strata_target(target ":${ARG_NAME}")
+  _strata_sources(srcs ${ARG_SRCS})
+  _strata_deps(deps "${target}" ${ARG_DEPS})
+  if(srcs)
+    list(TRANSFORM ARG_HDRS PREPEND "${CMAKE_CURRENT_SOURCE_DIR}/")
+    add_library(${target} STATIC ${srcs} ${ARG_HDRS})
+    target_compile_options(${target} PRIVATE ${ARG_COPTS})
+    _strata_compile(${target} STATIC ${deps})
+  else()
+    add_library(${target} INTERFACE)
+    _strata_compile(${target} INTERFACE ${deps})
+  endif()
+  target_link_options(${target} INTERFACE ${ARG_LINKOPTS})
+  string(REPLACE "/" "::" namespace "${pkg}")
+  add_library(strata::${namespace}::${ARG_NAME} ALIAS ${target})
+endfunction()
+
+# An executable in the runfiles tree: ${STRATA_RUNFILES_ROOT}/<pkg>/<name>.
+function(_strata_executable target name)
+  _strata_package(pkg)
+  _strata_sources(srcs ${ARG_SRCS})
+  _strata_deps(deps "${target}" ${ARG_DEPS})
+  add_executable(${target} ${srcs})
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME "${name}"
+    RUNTIME_OUTPUT_DIRECTORY "${STRATA_RUNFILES_ROOT}/${pkg}")
+  target_compile_options(${target} PRIVATE ${ARG_COPTS})
+  target_link_options(${target} PRIVATE ${ARG_LINKOPTS})
+  _strata_compile(${target} EXECUTABLE ${deps})
+  _strata_data(${target} ${ARG_DATA})
+  # `manual` targets are not part of //... in Bazel: not of `all` here.
+  if("manual" IN_LIST ARG_TAGS)
+    set_target_properties(${target} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endif()
+endfunction()
+
+# Bazel's cc_binary. Binaries tagged "benchmark" are built like any other.
+function(strata_cc_binary)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "TESTONLY" "NAME"
+                        "SRCS;DEPS;COPTS;LINKOPTS;DATA;TAGS")
+  _strata_check_parsed(strata_cc_binary)
+  strata_target(target ":${ARG_NAME}")
+  _strata_executable(${target} ${ARG_NAME})
+endfunction()
+
+# Registers `command` as the test //<pkg>:<name> the way `bazel test` runs
+# it: in the runfiles root, with TEST_SRCDIR, TEST_WORKSPACE, a fresh
+# TEST_TMPDIR and `env` in an otherwise fixed environment (cmake/run_test.sh),
+# the timeout of its size, and its tags and size as labels (`ctest -L small`). Tests tagged manual,
+# benchmark or gpu are not run: .bazelrc's --test_tag_filters=-benchmark,-gpu.
+function(_strata_add_test name size tags env)
+  _strata_package(pkg)
+  strata_target(target ":${name}")
+  if(NOT size)
+    set(size medium)  # Bazel's default.
+  endif()
+  if(NOT DEFINED _STRATA_TIMEOUT_${size})
+    message(FATAL_ERROR "${target}: SIZE must be small, medium, large or enormous, got ${size}")
+  endif()
+  foreach(skip IN ITEMS manual benchmark gpu)
+    if(skip IN_LIST tags)
+      return()
+    endif()
+  endforeach()
+  set(tmpdir "${CMAKE_BINARY_DIR}/testtmp/${pkg}/${name}")
+  set(labels ${size} ${tags})
+  set(environment
+    "TEST_SRCDIR=${STRATA_RUNFILES}" "RUNFILES_DIR=${STRATA_RUNFILES}"
+    "TEST_WORKSPACE=strata" "TEST_TMPDIR=${tmpdir}"
+    "TEST_TARGET=//${pkg}:${name}" "TEST_SIZE=${size}" ${env})
+  add_test(NAME "//${pkg}:${name}"
+           COMMAND "${PROJECT_SOURCE_DIR}/cmake/run_test.sh" ${environment} -- ${ARGN}
+           WORKING_DIRECTORY "${STRATA_RUNFILES_ROOT}")
+  set_tests_properties("//${pkg}:${name}" PROPERTIES
+    TIMEOUT ${_STRATA_TIMEOUT_${size}}
+    LABELS "${labels}")
+endfunction()
+
+# Bazel's cc_test. ARGS and ENV (KEY=VALUE) are the test's `args` and `env`.
+function(strata_cc_test)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME;SIZE"
+                        "SRCS;DEPS;COPTS;LINKOPTS;DATA;TAGS;ARGS;ENV")
+  _strata_check_parsed(strata_cc_test)
+  strata_target(target ":${ARG_NAME}")
+  _strata_executable(${target} ${ARG_NAME})
+  _strata_add_test(${ARG_NAME} "${ARG_SIZE}" "${ARG_TAGS}" "${ARG_ENV}"
+                   "$<TARGET_FILE:${target}>" ${ARG_ARGS})
+endfunction()
+
+# Bazel's sh_test: the script is symlinked into the runfiles tree and run
+# from there.
+function(strata_sh_test)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME;SIZE" "SRCS;DATA;TAGS;ARGS;ENV")
+  _strata_check_parsed(strata_sh_test)
+  list(LENGTH ARG_SRCS n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "strata_sh_test(${ARG_NAME}): SRCS must be one script")
+  endif()
+  _strata_package(pkg)
+  strata_target(target ":${ARG_NAME}")
+  # A target to carry the data dependencies, as Bazel's test rule does.
+  add_custom_target(${target})
+  _strata_data(${target} ${ARG_SRCS} ${ARG_DATA})
+  _strata_add_test(${ARG_NAME} "${ARG_SIZE}" "${ARG_TAGS}" "${ARG_ENV}"
+                   "${STRATA_RUNFILES_ROOT}/${pkg}/${ARG_SRCS}" ${ARG_ARGS})
+endfunction()
+
+# tools/build_defs/proto.bzl's strata_cc_proto_library: protoc --cpp_out on
+# one .proto, paths relative to the repository root (so imports and the
+# generated #include lines are workspace-relative), compiled without
+# warnings (they are protoc's). DEPS are other proto libraries whose .proto
+# files SRC imports.
+function(strata_cc_proto_library)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME;SRC" "DEPS")
+  _strata_check_parsed(strata_cc_proto_library)
+  if(NOT ARG_SRC MATCHES "\\.proto$")
+    message(FATAL_ERROR "strata_cc_proto_library(${ARG_NAME}): SRC must be a .proto file, got ${ARG_SRC}")
+  endif()
+  _strata_package(pkg)
+  strata_target(target ":${ARG_NAME}")
+  string(REGEX REPLACE "\\.proto$" "" base "${pkg}/${ARG_SRC}")
+  set(pb_h "${STRATA_GENFILES}/${base}.pb.h")
+  set(pb_cc "${STRATA_GENFILES}/${base}.pb.cc")
+  set(proto_deps)
+  foreach(label IN LISTS ARG_DEPS)
+    strata_target(dep "${label}")
+    list(APPEND proto_deps "$<TARGET_PROPERTY:${dep},STRATA_PROTO_SRC>")
+  endforeach()
+  add_custom_command(
+    OUTPUT "${pb_h}" "${pb_cc}"
+    COMMAND "${Protobuf_PROTOC_EXECUTABLE}"
+            "--proto_path=${PROJECT_SOURCE_DIR}"
+            "--cpp_out=${STRATA_GENFILES}"
+            "${pkg}/${ARG_SRC}"
+    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SRC}" ${proto_deps}
+            "${Protobuf_PROTOC_EXECUTABLE}"
+    WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+    COMMENT "protoc ${pkg}/${ARG_SRC}"
+    VERBATIM)
+  file(MAKE_DIRECTORY "${STRATA_GENFILES}/${pkg}")
+  _strata_deps(deps "${target}" ${ARG_DEPS} //third_party:protobuf)
+  add_library(${target} STATIC "${pb_cc}" "${pb_h}")
+  target_compile_options(${target} PRIVATE ${STRATA_COPTS} -Wno-unused-parameter -w)
+  _strata_compile(${target} STATIC ${deps})
+  set_target_properties(${target} PROPERTIES
+    STRATA_PROTO_SRC "${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SRC}")
+  string(REPLACE "/" "::" namespace "${pkg}")
+  add_library(strata::${namespace}::${ARG_NAME} ALIAS ${target})
+endfunction()
+
+# //base:build_info_cc, Bazel's stamped genrule: OUT (in this package's
+# genfiles) defines strata::GitCommit() returning the commit
+# tools/workspace_status.sh reports, or "unknown". The target runs at every
+# build but cmake/build_info.cmake rewrites OUT only when its text changes,
+# so build_info.cc recompiles only when the commit (or its -dirty) does.
+function(strata_build_info_cc)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME;OUT" "")
+  _strata_check_parsed(strata_build_info_cc)
+  _strata_package(pkg)
+  strata_target(target ":${ARG_NAME}")
+  set(out "${STRATA_GENFILES}/${pkg}/${ARG_OUT}")
+  add_custom_target(${target}
+    COMMAND "${CMAKE_COMMAND}" "-DSOURCE_DIR=${PROJECT_SOURCE_DIR}" "-DOUT=${out}"
+            -P "${PROJECT_SOURCE_DIR}/cmake/build_info.cmake"
+    BYPRODUCTS "${out}"
+    WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+    COMMENT "Stamping the git commit into ${pkg}/${ARG_OUT}"
+    VERBATIM)
+  set_property(GLOBAL PROPERTY "STRATA_GENERATED_//${pkg}:${ARG_NAME}" "${out}")
+  set_property(GLOBAL PROPERTY "STRATA_GENERATED_//${pkg}:${ARG_OUT}" "${out}")
+endfunction()
+
+# A //third_party wrapper: an INTERFACE target named like the Bazel one
+# (third_party_absl for //third_party:absl) that links LIBS (imported targets
+# from find_package, library paths or flags) and adds DEFINES.
+function(strata_system_library)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME" "LIBS;DEFINES")
+  _strata_check_parsed(strata_system_library)
+  strata_target(target ":${ARG_NAME}")
+  add_library(${target} INTERFACE)
+  target_link_libraries(${target} INTERFACE ${ARG_LIBS})
+  target_compile_definitions(${target} INTERFACE ${ARG_DEFINES})
+  add_library(strata::third_party::${ARG_NAME} ALIAS ${target})
+endfunction()
+
+# Called once every package is read: every label in DEPS or DATA must name a
+# target some package defined.
+function(strata_check_targets)
+  get_property(references GLOBAL PROPERTY STRATA_REFERENCES)
+  set(missing)
+  foreach(reference IN LISTS references)
+    string(REPLACE "|" ";" parts "${reference}")
+    list(GET parts 0 owner)
+    list(GET parts 1 label)
+    list(GET parts 2 target)
+    if(NOT TARGET ${target})
+      list(APPEND missing "  ${owner}: ${label} (no target ${target})")
+    endif()
+  endforeach()
+  if(missing)
+    list(JOIN missing "\n" text)
+    message(FATAL_ERROR "Dependencies on targets no CMakeLists.txt defines:\n${text}\n"
+            "A package's CMakeLists.txt may be missing from the top-level add_subdirectory list, "
+            "or the label is misspelt.")
+  endif()
+endfunction()
