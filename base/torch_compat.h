@@ -15,6 +15,8 @@
 #include <torch/version.h>
 
 #include <cstddef>
+#include <type_traits>
+#include <utility>
 
 // True when compiling against LibTorch `major`.`minor` or newer.
 #define STRATA_TORCH_AT_LEAST(major, minor) \
@@ -71,6 +73,33 @@ class AllocatorBase : public c10::Allocator {
   }
 #endif
 };
+
+// Asks a c10d::TCPStoreOptions for the classic socket backend.
+//
+// LibTorch 2.2 added a libuv TCPStore backend (TCPStoreOptions::useLibUV) and
+// 2.4 made it the default; a LibTorch built without libuv (Debian's) then
+// fails every TCPStore ("use_libuv was requested but PyTorch was build without
+// libuv support"). The classic backend is the one 1.13 has and serves
+// Strata's world sizes; before 2.2 this does nothing. A template, detecting the
+// field, so that this header needs no c10d include.
+template <typename TcpStoreOptions>
+void UseClassicTcpStoreBackend(TcpStoreOptions& options);
+
+// Implementation details follow.
+namespace internal {
+template <typename T, typename = void>
+struct HasUseLibUV : std::false_type {};
+template <typename T>
+struct HasUseLibUV<T, std::void_t<decltype(std::declval<T&>().useLibUV)>>
+    : std::true_type {};
+}  // namespace internal
+
+template <typename TcpStoreOptions>
+void UseClassicTcpStoreBackend(TcpStoreOptions& options) {
+  if constexpr (internal::HasUseLibUV<TcpStoreOptions>::value) {
+    options.useLibUV = false;
+  }
+}
 
 }  // namespace strata::torch_compat
 

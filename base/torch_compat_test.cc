@@ -81,6 +81,25 @@ TEST(TorchCompatTest, AllocatorBaseForwardsAllocateToAllocate) {
   EXPECT_EQ(static_cast<char*>(block.get())[63], 7);
 }
 
+struct OptionsWithLibUV {
+  bool useLibUV = true;
+};
+struct OptionsWithoutLibUV {
+  int port = 0;
+};
+
+TEST(TorchCompatTest, ClassicTcpStoreBackendTurnsLibUVOff) {
+  OptionsWithLibUV options;
+  UseClassicTcpStoreBackend(options);
+  EXPECT_FALSE(options.useLibUV);
+}
+
+TEST(TorchCompatTest, ClassicTcpStoreBackendLeavesOptionsWithoutLibUV) {
+  OptionsWithoutLibUV options;
+  UseClassicTcpStoreBackend(options);  // Compiles, and changes nothing.
+  EXPECT_EQ(options.port, 0);
+}
+
 TEST(TorchCompatDeathTest, OtherDeviceTypesAreRejected) {
   EXPECT_DEATH(IsAutocastEnabled(c10::kMeta), "only handled for CPU and CUDA");
 }

@@ -3,7 +3,6 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
-#include <torch/serialize.h>
 
 #include <set>
 
@@ -76,16 +75,12 @@ absl::Status SaveLocal(const std::string& dir, const TensorState& state,
       }
     }
     root.insert("runs", runs);
-    std::vector<char> bytes;
-    STRATA_RETURN_IF_ERROR(StatusFromCall("pickling the local checkpoint", [&] {
-      bytes = torch::pickle_save(c10::IValue(root));
-    }));
-    STRATA_ASSIGN_OR_RETURN(
-        FileWriter writer,
-        FileWriter::Create(StagingDir(dir) + "/" + RankFile(rank)));
-    STRATA_ASSIGN_OR_RETURN(int64_t at,
-                            writer.Append(bytes.data(), bytes.size()));
-    (void)at;
+    const std::string file = StagingDir(dir) + "/" + RankFile(rank);
+    STRATA_ASSIGN_OR_RETURN(FileWriter writer, FileWriter::Create(file));
+    STRATA_RETURN_IF_ERROR(serialization::WriteTorchArchive(
+        c10::IValue(root), file, [&](const void* data, size_t size) {
+          return writer.Append(data, size).status();
+        }));
     return writer.SyncAndClose();
   }();
   STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, written));

@@ -72,7 +72,7 @@ sys.path.insert(0, os.path.dirname(sys.argv[1]))
 import gpt_reference
 cfg = json.loads(sys.argv[2])
 ck = torch.load(sys.argv[3])
-tokens = torch.load(sys.argv[4])["tokens"]
+tokens = torch.load(sys.argv[4], weights_only=True)["tokens"]
 torch.set_num_threads(1)
 model = gpt_reference.Gpt(cfg)
 model.load_state_dict(ck["state_dict"])

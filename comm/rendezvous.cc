@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "base/status.h"
+#include "base/torch_compat.h"
 
 namespace strata::comm {
 namespace {
@@ -42,6 +43,7 @@ absl::StatusOr<std::unique_ptr<Group>> ConnectWorld(const RendezvousInfo& info,
     const bool serve = info.rank == 0 && !info.store_served_externally;
     store_options.isServer = serve;
     store_options.numWorkers = info.world_size;
+    torch_compat::UseClassicTcpStoreBackend(store_options);
     store_options.waitWorkers =
         false;  // Group::Create waits, with a clear error.
     store_options.timeout =

@@ -294,7 +294,7 @@ TEST(TrainTest, MissingDataFileIsNamed) {
 
 TEST(TrainTest, EmptyDataFileIsNamed) {
   const std::string path = TempDir("empty.txt");
-  { std::ofstream out(path); }
+  std::ofstream(path).close();  // Creates the file, empty.
   TrainOptions o;
   o.data = DataKind::kBytes;
   o.data_path = path;

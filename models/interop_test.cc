@@ -16,10 +16,8 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
-#include <torch/serialize.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,8 +69,9 @@ std::string ConfigJson(const ModelConfig& c) {
 at::Tensor WriteTokens(const std::string& path) {
   at::Generator generator = at::detail::createCPUGenerator(42);
   const at::Tensor tokens = at::randint(256, {2, 32}, generator, at::kLong);
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(tokens));
-  std::ofstream(path, std::ios::binary).write(bytes.data(), bytes.size());
+  const absl::Status written =
+      serialization::WriteTorchFile(path, c10::IValue(tokens));
+  EXPECT_TRUE(written.ok()) << written;
   return tokens;
 }
 

@@ -1,7 +1,6 @@
 #include "models/state_dict.h"
 
 #include <ATen/ATen.h>
-#include <torch/serialize.h>
 
 #include <map>
 #include <set>
@@ -12,7 +11,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/file_io.h"
 #include "base/status.h"
 #include "models/init.h"
 #include "serialization/torch_file.h"
@@ -62,11 +60,7 @@ absl::Status SaveStateDict(
     }
     dict.insert(name, value);
   }
-  std::vector<char> bytes;
-  STRATA_RETURN_IF_ERROR(
-      StatusFromCall(absl::StrCat("serialising the state dict for ", path),
-                     [&] { bytes = torch::pickle_save(c10::IValue(dict)); }));
-  return WriteFileAtomic(path, absl::string_view(bytes.data(), bytes.size()));
+  return serialization::WriteTorchFile(path, c10::IValue(dict));
 }
 
 absl::Status LoadStateDict(torch::nn::Module& model, const std::string& path,

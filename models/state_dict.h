@@ -23,8 +23,9 @@ namespace strata::models {
 std::vector<std::pair<std::string, at::Tensor>> NamedStateTensors(
     const torch::nn::Module& model);
 
-// Writes NamedStateTensors(model) as a {name: tensor} dict with
-// torch::pickle_save: contiguous CPU tensors, each with its own storage.
+// Writes NamedStateTensors(model) as a {name: tensor} dict, a PyTorch file
+// (serialization::WriteTorchFile; torch.load reads it, weights_only or not):
+// contiguous CPU tensors, each with its own storage.
 // Atomic: written to a temporary file beside `path`, synced, then renamed
 // over it, so readers never see a partial file. Errors name the file (or the
 // tensor: a parameter still on the meta device cannot be saved).

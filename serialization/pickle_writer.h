@@ -26,7 +26,10 @@ struct Pickled {
 };
 
 // Pickles `value` (dicts, lists, tuples, strings, numbers, bools, None and
-// CPU tensors; what an IValue holds). Errors (Internal) come from the
+// CPU tensors; what an IValue holds) as plain pickle containers: typed lists
+// and dicts are written untyped, with no torch.jit globals, so that
+// torch.load(weights_only=True) (PyTorch 2.6's default) reads the result; read
+// back, lists are List[Any]. Errors (Internal) come from the
 // pickler, e.g. for a value it cannot pickle.
 absl::StatusOr<Pickled> Pickle(const c10::IValue& value);
 

@@ -59,6 +59,41 @@ TEST(PickleTest, ScalarsAndContainersRoundTrip) {
   EXPECT_EQ(read.at("list").toListRef()[1].toInt(), 2);
 }
 
+// torch.load(weights_only=True) (PyTorch 2.6's default) refuses the
+// torch.jit._pickle globals LibTorch's pickler uses for typed containers
+// (restore_type_tag, build_intlist, ...): none may appear, whatever the
+// containers' static types, and the values still round trip.
+TEST(PickleTest, TypedContainersAreWrittenWithoutTorchJitGlobals) {
+  c10::Dict<std::string, at::Tensor> tensors;
+  tensors.insert("w", at::ones({2}));
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("tensors", tensors);
+  dict.insert("ints", c10::List<int64_t>({4, 5}));
+  dict.insert("doubles", c10::List<double>({0.5}));
+  dict.insert("bools", c10::List<bool>({true, false}));
+  dict.insert("tensor_list", c10::List<at::Tensor>({at::zeros({1})}));
+  dict.insert("tuple",
+              c10::ivalue::Tuple::create({c10::List<int64_t>({7}), 1.5}));
+  ASSERT_OK_AND_ASSIGN(const Pickled pickled, Pickle(dict));
+  EXPECT_THAT(pickled.data, ::testing::Not(HasSubstr("torch.jit")));
+  std::map<std::string, int> loads;
+  ASSERT_OK_AND_ASSIGN(const c10::IValue value, ReadBack(pickled, &loads));
+  const auto read = value.toGenericDict();
+  EXPECT_TRUE(at::equal(read.at("tensors").toGenericDict().at("w").toTensor(),
+                        at::ones({2})));
+  const auto& ints = read.at("ints").toListRef();
+  ASSERT_EQ(ints.size(), 2u);
+  EXPECT_EQ(ints[1].toInt(), 5);
+  EXPECT_EQ(read.at("doubles").toListRef()[0].toDouble(), 0.5);
+  EXPECT_FALSE(read.at("bools").toListRef()[1].toBool());
+  EXPECT_TRUE(at::equal(read.at("tensor_list").toListRef()[0].toTensor(),
+                        at::zeros({1})));
+  const auto& tuple = read.at("tuple").toTupleRef().elements();
+  ASSERT_EQ(tuple.size(), 2u);
+  EXPECT_EQ(tuple[0].toListRef()[0].toInt(), 7);
+  EXPECT_EQ(tuple[1].toDouble(), 1.5);
+}
+
 TEST(PickleTest, TensorsRoundTripOneRecordPerStorage) {
   const at::Tensor base = at::arange(12, at::kFloat);
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());

@@ -229,20 +229,25 @@ absl::Status TorchArchiveWriter::Finish(absl::string_view pickle) {
   return absl::OkStatus();
 }
 
-absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value) {
+absl::Status WriteTorchArchive(
+    const c10::IValue& value, const std::string& name,
+    std::function<absl::Status(const void* data, size_t size)> sink) {
   STRATA_ASSIGN_OR_RETURN(Pickled pickled, Pickle(value));
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file,
-                          AtomicFileWriter::Create(path));
-  STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<TorchArchiveWriter> archive,
-      TorchArchiveWriter::Create(path, [&](const void* data, size_t n) {
-        return file->Append(data, n);
-      }));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TorchArchiveWriter> archive,
+                          TorchArchiveWriter::Create(name, std::move(sink)));
   for (size_t i = 0; i < pickled.tensors.size(); ++i) {
     STRATA_RETURN_IF_ERROR(
         archive->WriteStorage(i, StorageBytes(pickled.tensors[i])));
   }
-  STRATA_RETURN_IF_ERROR(archive->Finish(pickled.data));
+  return archive->Finish(pickled.data);
+}
+
+absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file,
+                          AtomicFileWriter::Create(path));
+  STRATA_RETURN_IF_ERROR(WriteTorchArchive(
+      value, path,
+      [&](const void* data, size_t n) { return file->Append(data, n); }));
   return file->Commit();
 }
 

@@ -89,6 +89,13 @@ class TorchFileReader {
 // whole or left as it was.
 absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value);
 
+// Writes `value` as a whole PyTorch zip archive (what WriteTorchFile puts in
+// its file) into `sink`, one record at a time; `name` names the archive in
+// errors. For a caller that owns the file (e.g. a checkpoint's staging file).
+absl::Status WriteTorchArchive(
+    const c10::IValue& value, const std::string& name,
+    std::function<absl::Status(const void* data, size_t size)> sink);
+
 // Streams a PyTorch zip archive into a byte sink, one record at a time: the
 // tensor storages' records as their data becomes available (so a writer
 // holds one tensor at a time, not the whole state), then the pickle. Owns

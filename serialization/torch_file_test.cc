@@ -245,6 +245,9 @@ TEST(WriteTorchFileTest, ReadTorchFileReadsWhatItWrote) {
   EXPECT_EQ(value.toGenericDict().at("name").toStringRef(), "run");
 }
 
+// Plain torch.load, as users call it: weights-only from PyTorch 2.6 (the
+// Debian 13 run, tools/libtorch2/run.sh, checks that), a full unpickler
+// before. (1.13's weights-only unpickler cannot read floats at all.)
 TEST(WriteTorchFileTest, PythonTorchLoadReadsWhatItWrote) {
   const std::string path = TempPath("for_python.pt");
   ASSERT_THAT(WriteTorchFile(path, SampleValue()), IsOk());

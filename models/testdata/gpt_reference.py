@@ -92,7 +92,7 @@ class Gpt(nn.Module):
 
 
 def forward(cfg, state_dict_path, tokens_path, out_logits):
-    state_dict = torch.load(state_dict_path)
+    state_dict = torch.load(state_dict_path, weights_only=True)
     if type(state_dict) is not dict:
         raise TypeError(f"expected a dict, got {type(state_dict)}")
     for key, value in state_dict.items():
@@ -102,7 +102,7 @@ def forward(cfg, state_dict_path, tokens_path, out_logits):
     model.load_state_dict(state_dict, strict=True)
     model.eval()
     with torch.no_grad():
-        logits = model(torch.load(tokens_path))
+        logits = model(torch.load(tokens_path, weights_only=True))
     torch.save(logits, out_logits)
 
 
@@ -122,7 +122,7 @@ def init(cfg, seed, tokens_path, out_state_dict, out_logits):
                 p.copy_(0.1 * torch.randn_like(p))
     model.eval()
     with torch.no_grad():
-        logits = model(torch.load(tokens_path))
+        logits = model(torch.load(tokens_path, weights_only=True))
     torch.save(model.state_dict(), out_state_dict)
     torch.save(logits, out_logits)
 

@@ -101,11 +101,18 @@ fi
 mounts=()
 cleanup() {
   local i
+  # Bazel's server outlives the command and would keep the mounts busy.
+  if [[ -d "$root/strata/tools" ]]; then
+    chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
+      bash -c 'cd /strata && bazel shutdown' >/dev/null 2>&1 || true
+  fi
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
     umount -l "${mounts[i]}" 2>/dev/null || true
   done
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 bind() {  # bind SOURCE TARGET-inside-root
   mkdir -p "$root$2"
   mount --bind "$1" "$root$2" || die "cannot bind-mount $1 at $root$2"
