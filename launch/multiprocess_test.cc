@@ -171,13 +171,15 @@ TEST(MultiProcessTest, TrainNprocWithSingleStrategyIsRefused) {
 TEST(MultiProcessTest, RunsUnmodifiedUnderPythonTorchrun) {
   // Debian's torchrun (python3-torch 1.13 on Python 3.11) crashes with its
   // default --redirects 0 (IntFlag iteration changed in 3.11); 1 works.
+  // Debian 13's (PyTorch 2.6) is built without libuv but asks for it by
+  // default from 2.4: USE_LIBUV=0 gives its agent the classic TCPStore.
   const char* tmp = getenv("TEST_TMPDIR");
   RunResult r = testing::Run(
       {"/usr/bin/torchrun", "--redirects", "1", "--tee", "1", "--log_dir",
        absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/torchrun_logs"),
        "--no_python", "--nproc_per_node=2",
        absl::StrCat("--master_port=", FreePort()), Worker(), "iterations=5"},
-      {}, absl::Seconds(90));
+      {{"USE_LIBUV", "0"}}, absl::Seconds(90));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("rank 0 of 2 (torchrun): all 5 collectives"));
   EXPECT_THAT(r.err, HasSubstr("rank 1 of 2 (torchrun): all 5 collectives"));

@@ -15,6 +15,13 @@
 #include "base/shape.h"
 
 namespace strata::optim {
+
+std::ostream& operator<<(std::ostream& os, const ParamRange& range) {
+  os << "{offset " << range.offset << ", numel " << range.numel
+     << ", weight_decay " << range.weight_decay;
+  if (range.frozen) os << ", frozen";
+  return os << "}";
+}
 namespace {
 
 // Elements per parallel chunk: small enough for two cores to share a

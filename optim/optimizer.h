@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ struct ParamRange {
   // state for them (their state stays zero).
   bool frozen = false;
 };
+
+// "{offset, numel, weight_decay[, frozen]}", for logs and test failures.
+std::ostream& operator<<(std::ostream& os, const ParamRange& range);
 
 // Named tensors, in a fixed order (optimizer state, state dicts).
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;

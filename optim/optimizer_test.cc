@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,7 +59,7 @@ std::unique_ptr<RecordingOptimizer> MakeRecording(
   at::Tensor params = at::zeros({numel});
   at::Tensor grads = at::zeros({numel});
   auto normalized = NormalizeParamRanges(std::move(ranges), numel);
-  EXPECT_THAT(normalized.status(), IsOk());
+  EXPECT_THAT(normalized, IsOk());
   return std::make_unique<RecordingOptimizer>(params, grads, *normalized);
 }
 
@@ -115,6 +116,14 @@ TEST(ValidateFlatBuffersTest, RejectsOverlappingBuffers) {
   EXPECT_THAT(ValidateFlatBuffers(both.narrow(0, 0, 10), both.narrow(0, 5, 10))
                   .ToString(),
               HasSubstr("overlap"));
+}
+
+TEST(ParamRangeTest, PrintsItsFields) {
+  std::ostringstream os;
+  os << ParamRange{4, 6, 0.1, false} << " " << ParamRange{0, 2, 0.0, true};
+  EXPECT_EQ(os.str(),
+            "{offset 4, numel 6, weight_decay 0.1} "
+            "{offset 0, numel 2, weight_decay 0, frozen}");
 }
 
 TEST(NormalizeParamRangesTest, EmptyMeansTheWholeBufferWithoutDecay) {

@@ -81,14 +81,16 @@ TEST(PickleTest, TypedContainersAreWrittenWithoutTorchJitGlobals) {
   const auto read = value.toGenericDict();
   EXPECT_TRUE(at::equal(read.at("tensors").toGenericDict().at("w").toTensor(),
                         at::ones({2})));
-  const auto& ints = read.at("ints").toListRef();
+  const c10::IValue ints_value = read.at("ints");
+  const auto& ints = ints_value.toListRef();
   ASSERT_EQ(ints.size(), 2u);
   EXPECT_EQ(ints[1].toInt(), 5);
   EXPECT_EQ(read.at("doubles").toListRef()[0].toDouble(), 0.5);
   EXPECT_FALSE(read.at("bools").toListRef()[1].toBool());
   EXPECT_TRUE(at::equal(read.at("tensor_list").toListRef()[0].toTensor(),
                         at::zeros({1})));
-  const auto& tuple = read.at("tuple").toTupleRef().elements();
+  const c10::IValue tuple_value = read.at("tuple");
+  const auto& tuple = tuple_value.toTupleRef().elements();
   ASSERT_EQ(tuple.size(), 2u);
   EXPECT_EQ(tuple[0].toListRef()[0].toInt(), 7);
   EXPECT_EQ(tuple[1].toDouble(), 1.5);

@@ -53,7 +53,7 @@ command -v debootstrap >/dev/null 2>&1 || {
 make_root() {
   local partial="$root.partial"
   rm -rf "$partial"
-  mkdir -p "$(dirname "$root")"
+  mkdir -p "$(dirname "$root")" "$cache"
   local packages
   packages=$("$checkout/tools/bootstrap.sh" --print-packages | paste -sd, -)
   log "making a Debian 13 root in $root (debootstrap from $mirror; a few minutes)"
