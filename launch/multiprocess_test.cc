@@ -171,15 +171,18 @@ TEST(MultiProcessTest, TrainNprocWithSingleStrategyIsRefused) {
 TEST(MultiProcessTest, RunsUnmodifiedUnderPythonTorchrun) {
   // Debian's torchrun (python3-torch 1.13 on Python 3.11) crashes with its
   // default --redirects 0 (IntFlag iteration changed in 3.11); 1 works.
-  // Debian 13's (PyTorch 2.6) is built without libuv but asks for it by
-  // default from 2.4: USE_LIBUV=0 gives its agent the classic TCPStore.
+  // torchrun_classic_store.py is torchrun with its rendezvous store on the
+  // classic TCPStore backend: Debian 13's PyTorch 2.6 has no libuv, which
+  // plain torchrun asks for (pytorch/pytorch#148283); on 1.13 it is plain
+  // torchrun.
   const char* tmp = getenv("TEST_TMPDIR");
   RunResult r = testing::Run(
-      {"/usr/bin/torchrun", "--redirects", "1", "--tee", "1", "--log_dir",
+      {"/usr/bin/python3", RunfilePath("launch/torchrun_classic_store.py"),
+       "--redirects", "1", "--tee", "1", "--log_dir",
        absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/torchrun_logs"),
        "--no_python", "--nproc_per_node=2",
        absl::StrCat("--master_port=", FreePort()), Worker(), "iterations=5"},
-      {{"USE_LIBUV", "0"}}, absl::Seconds(90));
+      {}, absl::Seconds(90));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("rank 0 of 2 (torchrun): all 5 collectives"));
   EXPECT_THAT(r.err, HasSubstr("rank 1 of 2 (torchrun): all 5 collectives"));
