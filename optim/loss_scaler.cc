@@ -25,9 +25,9 @@ namespace {
 constexpr int64_t kGrainSize = 32768;
 constexpr double kFloatMax = std::numeric_limits<float>::max();
 constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
-constexpr std::array<const char*, 5> kStateKeys = {
-    "scale", "growth_factor", "backoff_factor", "growth_interval",
-    "growth_tracker"};
+constexpr std::array<const char*, 8> kStateKeys = {
+    "scale",          "growth_factor", "backoff_factor", "growth_interval",
+    "growth_tracker", "hysteresis",    "min_scale",      "hysteresis_left"};
 
 // Scales n floats by `factor`; returns whether any result is not finite
 // (exponent bits all ones), with a branch-free loop the compiler vectorises.
@@ -91,11 +91,22 @@ absl::Status ValidateLossScalerOptions(const LossScalerOptions& options) {
         absl::StrCat("loss scaler growth_interval must be >= 1, got ",
                      options.growth_interval));
   }
+  if (options.hysteresis < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss scaler hysteresis must be >= 1, got ", options.hysteresis));
+  }
+  if (!(options.min_scale >= 0 && options.min_scale <= kFloatMax)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss scaler min_scale must be >= 0 and fit in float32, got ",
+        options.min_scale));
+  }
   return absl::OkStatus();
 }
 
 LossScaler::LossScaler(const LossScalerOptions& options)
-    : options_(options), scale_(static_cast<float>(options.init_scale)) {}
+    : options_(options),
+      scale_(static_cast<float>(options.init_scale)),
+      hysteresis_left_(options.hysteresis) {}
 
 absl::StatusOr<std::unique_ptr<LossScaler>> LossScaler::Create(
     const LossScalerOptions& options) {
@@ -135,14 +146,20 @@ bool LossScaler::UnscaleAndCheck(
 
 void LossScaler::Update(bool found_inf) {
   if (found_inf) {
-    scale_ = static_cast<float>(scale_ * options_.backoff_factor);
     growth_tracker_ = 0;
+    if (hysteresis_left_ > 1) {
+      --hysteresis_left_;
+      return;
+    }
+    scale_ = static_cast<float>(
+        std::max(scale_ * options_.backoff_factor, options_.min_scale));
     return;
   }
   if (++growth_tracker_ < options_.growth_interval) return;
   const float grown = static_cast<float>(scale_ * options_.growth_factor);
   if (std::isfinite(grown)) scale_ = grown;
   growth_tracker_ = 0;
+  hysteresis_left_ = options_.hysteresis;
 }
 
 std::vector<std::pair<std::string, double>> LossScaler::State() const {
@@ -150,7 +167,10 @@ std::vector<std::pair<std::string, double>> LossScaler::State() const {
           {"growth_factor", options_.growth_factor},
           {"backoff_factor", options_.backoff_factor},
           {"growth_interval", static_cast<double>(options_.growth_interval)},
-          {"growth_tracker", static_cast<double>(growth_tracker_)}};
+          {"growth_tracker", static_cast<double>(growth_tracker_)},
+          {"hysteresis", static_cast<double>(options_.hysteresis)},
+          {"min_scale", options_.min_scale},
+          {"hysteresis_left", static_cast<double>(hysteresis_left_)}};
 }
 
 absl::Status LossScaler::LoadState(
@@ -158,7 +178,8 @@ absl::Status LossScaler::LoadState(
   STRATA_ASSIGN_OR_RETURN(
       auto values,
       NamedStateMap<double>("loss scaler state", state, kStateKeys));
-  for (const char* key : {"growth_interval", "growth_tracker"}) {
+  for (const char* key :
+       {"growth_interval", "growth_tracker", "hysteresis", "hysteresis_left"}) {
     const double v = values[key];
     if (!(std::floor(v) == v && std::abs(v) <= kMaxExactInteger)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -175,6 +196,8 @@ absl::Status LossScaler::LoadState(
   options.growth_factor = values["growth_factor"];
   options.backoff_factor = values["backoff_factor"];
   options.growth_interval = static_cast<int64_t>(values["growth_interval"]);
+  options.hysteresis = static_cast<int64_t>(values["hysteresis"]);
+  options.min_scale = values["min_scale"];
   if (absl::Status s = ValidateLossScalerOptions(options); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("loss scaler state: ", s.message()));
@@ -185,9 +208,17 @@ absl::Status LossScaler::LoadState(
         "loss scaler state 'growth_tracker' must be in [0, growth_interval = ",
         options.growth_interval, "), got ", tracker));
   }
+  const int64_t hysteresis_left =
+      static_cast<int64_t>(values["hysteresis_left"]);
+  if (hysteresis_left < 1 || hysteresis_left > options.hysteresis) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss scaler state 'hysteresis_left' must be in [1, hysteresis = ",
+        options.hysteresis, "], got ", hysteresis_left));
+  }
   options_ = options;
   scale_ = static_cast<float>(options.init_scale);
   growth_tracker_ = tracker;
+  hysteresis_left_ = hysteresis_left;
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
 // Dynamic loss scaling for fp16 training, with the semantics of
-// torch.cuda.amp.GradScaler.
+// torch.cuda.amp.GradScaler, or of DeepSpeed's DynamicLossScaler with
+// `hysteresis` and `min_scale` (DeepSpeed's fp16.hysteresis and
+// fp16.min_loss_scale; consecutive_hysteresis off, its default).
 //
 // Each step: multiply the loss by scale() before backward; call
 // UnscaleAndCheck on the gradients (after they were reduced across ranks,
@@ -33,10 +35,18 @@ struct LossScalerOptions {
   // 1: a static loss scale).
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
+  // Steps with infs/NaNs tolerated before a back-off: the first
+  // hysteresis - 1 of them are skipped without changing the scale; after
+  // that every one backs off, until the next growth restores the allowance
+  // (DeepSpeed's delayed_shift). 1: every one backs off (GradScaler).
+  int64_t hysteresis = 1;
+  // Back-offs never take the scale below this; 0: no floor (GradScaler).
+  double min_scale = 0.0;
 };
 
 // Checks 0 < init_scale <= float32 max, growth_factor >= 1,
-// 0 < backoff_factor <= 1, growth_interval >= 1; names the field.
+// 0 < backoff_factor <= 1, growth_interval >= 1, hysteresis >= 1,
+// 0 <= min_scale <= float32 max; names the field.
 absl::Status ValidateLossScalerOptions(const LossScalerOptions& options);
 
 class LossScaler {
@@ -49,8 +59,11 @@ class LossScaler {
 
   // The factor to multiply the loss by.
   double scale() const { return scale_; }
-  // Clean steps since the last growth or back-off.
+  // Clean steps since the last growth or step with infs/NaNs.
   int64_t growth_tracker() const { return growth_tracker_; }
+  // Steps with infs/NaNs still absorbed before the next back-off, plus one
+  // (1: the next one backs off).
+  int64_t hysteresis_left() const { return hysteresis_left_; }
   const LossScalerOptions& options() const { return options_; }
 
   // Multiplies `grads` in place by 1 / scale() (exactly a division for the
@@ -64,19 +77,22 @@ class LossScaler {
       at::Tensor grads,
       const std::function<bool(bool)>& any_across_shards = nullptr);
 
-  // Ends a step: on `found_inf` (the step was skipped) multiplies the scale
-  // by backoff_factor and restarts the count of clean steps; otherwise counts
-  // a clean step and, at growth_interval of them, multiplies the scale by
-  // growth_factor (unless that leaves float32's range) and restarts the
+  // Ends a step: on `found_inf` (the step was skipped) restarts the count of
+  // clean steps and, unless hysteresis absorbs it, multiplies the scale by
+  // backoff_factor (not below min_scale); otherwise counts a clean step and,
+  // at growth_interval of them, multiplies the scale by growth_factor (unless
+  // that leaves float32's range), restores the hysteresis and restarts the
   // count.
   void Update(bool found_inf);
 
-  // Saveable state as named doubles, as GradScaler's state_dict: "scale",
-  // "growth_factor", "backoff_factor", "growth_interval", "growth_tracker".
+  // Saveable state as named doubles: GradScaler's state_dict ("scale",
+  // "growth_factor", "backoff_factor", "growth_interval", "growth_tracker")
+  // and "hysteresis", "min_scale", "hysteresis_left".
   std::vector<std::pair<std::string, double>> State() const;
 
   // Loads State(): every key exactly once, values valid as options, the
-  // growth tracker an integer in [0, growth_interval). Replaces the options
+  // growth tracker an integer in [0, growth_interval), hysteresis_left an
+  // integer in [1, hysteresis]. Replaces the options
   // too (as GradScaler.load_state_dict does). Nothing changes on error.
   absl::Status LoadState(
       const std::vector<std::pair<std::string, double>>& state);
@@ -87,6 +103,7 @@ class LossScaler {
   LossScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
+  int64_t hysteresis_left_;
 };
 
 }  // namespace strata::optim

@@ -68,6 +68,84 @@ TEST(LossScalerTest, AnInfRestartsTheCountOfCleanSteps) {
   EXPECT_EQ(scaler->scale(), 8.0);
 }
 
+LossScalerOptions DeepSpeedOptions(double init_scale, int64_t window,
+                                   int64_t hysteresis, double min_scale) {
+  LossScalerOptions options = Options(init_scale, window);
+  options.hysteresis = hysteresis;
+  options.min_scale = min_scale;
+  return options;
+}
+
+TEST(LossScalerTest, HysteresisAbsorbsTheFirstInfsUntilAGrowth) {
+  // DeepSpeed's DynamicLossScaler with delayed_shift 2, scale_window 2:
+  // inf (absorbed), inf (back off), inf (back off again: the allowance is
+  // only restored by a growth), clean x2 (grow, restore), inf (absorbed),
+  // inf (back off).
+  std::unique_ptr<LossScaler> scaler =
+      MustCreate(DeepSpeedOptions(64.0, 2, 2, 0.0));
+  const std::vector<bool> found_inf = {true,  true, true, false,
+                                       false, true, true};
+  const std::vector<double> scale = {64, 32, 16, 16, 32, 32, 16};
+  const std::vector<int64_t> left = {1, 1, 1, 1, 2, 1, 1};
+  for (size_t i = 0; i < found_inf.size(); ++i) {
+    scaler->Update(found_inf[i]);
+    EXPECT_EQ(scaler->scale(), scale[i]) << "after update " << i;
+    EXPECT_EQ(scaler->hysteresis_left(), left[i]) << "after update " << i;
+  }
+}
+
+TEST(LossScalerTest, AnAbsorbedInfStillRestartsTheCountOfCleanSteps) {
+  // DeepSpeed grows scale_window steps after the last overflow, absorbed or
+  // not.
+  std::unique_ptr<LossScaler> scaler =
+      MustCreate(DeepSpeedOptions(64.0, 2, 2, 0.0));
+  scaler->Update(false);
+  scaler->Update(true);  // Absorbed.
+  scaler->Update(false);
+  EXPECT_EQ(scaler->scale(), 64.0);
+  scaler->Update(false);
+  EXPECT_EQ(scaler->scale(), 128.0);
+}
+
+TEST(LossScalerTest, BackOffStopsAtMinScale) {
+  std::unique_ptr<LossScaler> scaler =
+      MustCreate(DeepSpeedOptions(4.0, 1000, 1, 1.0));
+  for (double expected : {2.0, 1.0, 1.0, 1.0}) {
+    scaler->Update(true);
+    EXPECT_EQ(scaler->scale(), expected);
+  }
+}
+
+TEST(LossScalerTest, StateRoundTripKeepsTheHysteresisLeft) {
+  std::unique_ptr<LossScaler> a = MustCreate(DeepSpeedOptions(64.0, 3, 3, 2.0));
+  a->Update(true);
+  std::unique_ptr<LossScaler> b = MustCreate(LossScalerOptions());
+  ASSERT_THAT(b->LoadState(a->State()), IsOk());
+  EXPECT_EQ(b->hysteresis_left(), 2);
+  EXPECT_EQ(b->options().hysteresis, 3);
+  EXPECT_EQ(b->options().min_scale, 2.0);
+  for (bool found_inf : {true, true, true, true, true}) {
+    a->Update(found_inf);
+    b->Update(found_inf);
+    EXPECT_EQ(a->scale(), b->scale());
+    EXPECT_EQ(a->hysteresis_left(), b->hysteresis_left());
+  }
+}
+
+TEST(LossScalerTest, RejectsAZeroHysteresis) {
+  LossScalerOptions options;
+  options.hysteresis = 0;
+  EXPECT_THAT(ValidateLossScalerOptions(options).ToString(),
+              HasSubstr("loss scaler hysteresis must be >= 1, got 0"));
+}
+
+TEST(LossScalerTest, RejectsANegativeMinScale) {
+  LossScalerOptions options;
+  options.min_scale = -1;
+  EXPECT_THAT(ValidateLossScalerOptions(options).ToString(),
+              HasSubstr("loss scaler min_scale must be >= 0"));
+}
+
 TEST(LossScalerTest, DoesNotGrowPastFloatRange) {
   std::unique_ptr<LossScaler> scaler =
       MustCreate(Options(std::ldexp(1.0, 127), 1));
@@ -167,11 +245,10 @@ TEST(LossScalerTest, StateHasGradScalersKeys) {
   std::unique_ptr<LossScaler> scaler = MustCreate(Options(8.0, 5));
   scaler->Update(false);
   const std::vector<std::pair<std::string, double>> expected = {
-      {"scale", 8.0},
-      {"growth_factor", 2.0},
-      {"backoff_factor", 0.5},
-      {"growth_interval", 5.0},
-      {"growth_tracker", 1.0}};
+      {"scale", 8.0},          {"growth_factor", 2.0},
+      {"backoff_factor", 0.5}, {"growth_interval", 5.0},
+      {"growth_tracker", 1.0}, {"hysteresis", 1.0},
+      {"min_scale", 0.0},      {"hysteresis_left", 1.0}};
   EXPECT_EQ(scaler->State(), expected);
 }
 
@@ -193,7 +270,17 @@ TEST(LossScalerTest, LoadStateRejectsAMissingKey) {
   std::vector<std::pair<std::string, double>> state = ValidState();
   state.pop_back();
   EXPECT_THAT(LoadStateError(state),
-              HasSubstr("loss scaler state is missing key 'growth_tracker'"));
+              HasSubstr("loss scaler state is missing key 'hysteresis_left'"));
+}
+
+TEST(LossScalerTest, LoadStateRejectsHysteresisLeftPastTheHysteresis) {
+  std::vector<std::pair<std::string, double>> state = ValidState();
+  for (auto& [key, value] : state) {
+    if (key == "hysteresis_left") value = 2.0;
+  }
+  EXPECT_THAT(LoadStateError(state),
+              HasSubstr("'hysteresis_left' must be in [1, hysteresis = 1], "
+                        "got 2"));
 }
 
 TEST(LossScalerTest, LoadStateRejectsAnUnexpectedKey) {
