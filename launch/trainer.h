@@ -53,10 +53,16 @@ struct TrainOptions {
   // after warm-up (torch.optim.lr_scheduler.StepLR).
   int64_t lr_step_size = 0;
   double lr_gamma = 0.1;
-  double weight_decay = 0.1;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double grad_clip = 1.0;  // 0: off.
+  // --optimizer: adamw, adam or sgd (strategies::OptimizerConfig).
+  strategies::OptimizerKind optimizer = strategies::OptimizerKind::kAdamW;
+  double weight_decay = 0.1;  // Decoupled (adamw) or L2 (adam, sgd).
+  double beta1 = 0.9;         // adamw, adam.
+  double beta2 = 0.95;        // adamw, adam.
+  double eps = 1e-8;          // adamw, adam.
+  double momentum = 0.0;      // sgd.
+  double dampening = 0.0;     // sgd.
+  bool nesterov = false;      // sgd.
+  double grad_clip = 1.0;     // 0: off.
   // Strategy (strategies/strategy.h).
   strategies::StrategyKind strategy = strategies::StrategyKind::kSingle;
   int64_t bucket_bytes = int64_t{25} << 20;
