@@ -3,11 +3,11 @@
 // path, with its JSON type, its range or accepted values, DeepSpeed's
 // default and whether Strata implements it, plus the parameters each
 // optimizer and scheduler type takes. Keys, defaults and ranges follow
-// DeepSpeed's config classes (DeepSpeed 0.14-0.16: runtime/config.py,
-// runtime/zero/config.py and offload_config.py, precision_config.py,
-// lr_schedules.py, activation_checkpointing/config.py), and the typed
-// DeepSpeedConfig the parser fills. Pure data and lookups; no JSON parsing
-// here.
+// DeepSpeed's config classes as its current sources have them
+// (runtime/config.py, runtime/zero/config.py and offload_config.py,
+// precision_config.py, lr_schedules.py, activation_checkpointing/config.py),
+// and the typed DeepSpeedConfig the parser fills. Pure data and lookups; no
+// JSON parsing here.
 #ifndef STRATA_LAUNCH_DEEPSPEED_SCHEMA_H_
 #define STRATA_LAUNCH_DEEPSPEED_SCHEMA_H_
 

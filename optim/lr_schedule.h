@@ -14,10 +14,11 @@
 //
 // DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR
 // (deepspeed/runtime/lr_schedules.py), exactly: the same expressions in the
-// same order of operations, and DeepSpeed's timing. DeepSpeed sets the lr
-// of the first step when the scheduler is built and steps the scheduler
-// after each optimizer step, so step s >= 1 runs at the schedule's value
-// for i = s - 1 (DeepSpeed's last_batch_iteration). With
+// same order of operations, and DeepSpeed's timing. DeepSpeed (its current
+// sources; older releases left the optimizer's lr for the first step) sets
+// the lr of the first step when the scheduler is built and steps the
+// scheduler after each optimizer step, so step s >= 1 runs at the
+// schedule's value for i = s - 1 (DeepSpeed's last_batch_iteration). With
 // W = max(2, warmup_steps), T = total_steps and the warm-up fraction
 //   g(i) = (1 / ln W) * ln(i + 1)   (warmup_type "log", DeepSpeed's default)
 //   g(i) = i / W                    (warmup_type "linear"):
