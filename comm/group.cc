@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "comm/collective_checks.h"
 #include "comm/ring.h"
+#include "comm/wait_clock.h"
 
 namespace strata::comm {
 namespace {
@@ -96,7 +97,10 @@ class C10dWork final : public Work {
     if (waited_) return status_;
     waited_ = true;
     status_ = StatusFromCall(description_, [&] {
-      work_->wait();
+      {
+        CollectiveWaitTimer timer;
+        work_->wait();
+      }
       if (finish_) finish_();
     });
     if (!status_.ok()) {
@@ -128,7 +132,10 @@ class TaskWork final : public Work {
   };
   explicit TaskWork(std::shared_ptr<State> state) : state_(std::move(state)) {}
   absl::Status Wait() override {
-    state_->done.WaitForNotification();
+    {
+      CollectiveWaitTimer timer;
+      state_->done.WaitForNotification();
+    }
     return state_->status;
   }
 
@@ -333,7 +340,10 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
                       "'%s' (rank %d of %d)",
                       num_calls_, descriptor.ToString(), options_.name,
                       options_.rank, options_.world_size),
-      [&] { process_group_->allgather(outputs, inputs)->wait(); });
+      [&] {
+        CollectiveWaitTimer timer;
+        process_group_->allgather(outputs, inputs)->wait();
+      });
   if (!exchanged.ok()) {
     broken_->store(true);
     return exchanged;
@@ -620,8 +630,10 @@ absl::Status Group::Barrier() {
       !s.ok()) {
     return s;
   }
-  absl::Status status =
-      StatusFromCall(description, [&] { process_group_->barrier()->wait(); });
+  absl::Status status = StatusFromCall(description, [&] {
+    CollectiveWaitTimer timer;
+    process_group_->barrier()->wait();
+  });
   if (!status.ok()) broken_->store(true);
   return status;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
+#include "comm/wait_clock.h"
 
 namespace strata::comm {
 namespace {
@@ -224,6 +226,42 @@ TEST(GroupTest, AsyncCollectivesCompleteInOrder) {
                 EXPECT_TRUE(at::equal(rs_out, at::full({1000}, n * 1.0)));
                 EXPECT_TRUE(at::equal(
                     ag_out, at::arange(3).repeat_interleave(5).to(at::kFloat)));
+              }).ok());
+}
+
+// The wait counter: time inside Wait counts (so it is positive and at most
+// the wall time around the call), on the waiting thread only.
+TEST(GroupTest, WaitingCountsOnTheWaitingThread) {
+  ASSERT_TRUE(RunOnRanks(2, [](Group& group) {
+                at::Tensor t = at::ones({1000}, at::kFloat);
+                const double before = ThreadCollectiveWaitSeconds();
+                const auto start = std::chrono::steady_clock::now();
+                ASSERT_THAT(group.AllReduce(t), IsOk());
+                const double wall =
+                    std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+                const double waited = ThreadCollectiveWaitSeconds() - before;
+                EXPECT_GT(waited, 0.0);
+                EXPECT_LE(waited, wall);
+              }).ok());
+}
+
+TEST(GroupTest, WaitingOnAnotherThreadDoesNotCountHere) {
+  ASSERT_TRUE(RunOnRanks(2, [](Group& group) {
+                at::Tensor t = at::ones({1000}, at::kFloat);
+                // (Launching waits for check_collectives' exchange.)
+                std::unique_ptr<Work> work = group.AllReduceAsync(t);
+                const double before = ThreadCollectiveWaitSeconds();
+                double helper_waited = 0;
+                std::thread helper([&] {
+                  const double helper_before = ThreadCollectiveWaitSeconds();
+                  EXPECT_THAT(work->Wait(), IsOk());
+                  helper_waited = ThreadCollectiveWaitSeconds() - helper_before;
+                });
+                helper.join();
+                EXPECT_EQ(ThreadCollectiveWaitSeconds(), before);
+                EXPECT_GT(helper_waited, 0.0);
               }).ok());
 }
 

@@ -33,9 +33,12 @@ absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name) {
   if (name == "cosine") return LrScheduleKind::kCosine;
   if (name == "linear") return LrScheduleKind::kLinear;
   if (name == "step") return LrScheduleKind::kStep;
+  if (name == "warmup_lr") return LrScheduleKind::kWarmupLr;
+  if (name == "warmup_decay_lr") return LrScheduleKind::kWarmupDecayLr;
+  if (name == "warmup_cosine_lr") return LrScheduleKind::kWarmupCosineLr;
   return absl::InvalidArgumentError(
-      absl::StrCat("--lr_schedule: must be constant, cosine, linear or step, "
-                   "got '",
+      absl::StrCat("--lr_schedule: must be constant, cosine, linear, step, "
+                   "warmup_lr, warmup_decay_lr or warmup_cosine_lr, got '",
                    name, "'"));
 }
 
@@ -49,8 +52,20 @@ absl::string_view LrScheduleKindName(LrScheduleKind kind) {
       return "linear";
     case LrScheduleKind::kStep:
       return "step";
+    case LrScheduleKind::kWarmupLr:
+      return "warmup_lr";
+    case LrScheduleKind::kWarmupDecayLr:
+      return "warmup_decay_lr";
+    case LrScheduleKind::kWarmupCosineLr:
+      return "warmup_cosine_lr";
   }
   return "unknown";
+}
+
+bool IsDeepSpeedSchedule(LrScheduleKind kind) {
+  return kind == LrScheduleKind::kWarmupLr ||
+         kind == LrScheduleKind::kWarmupDecayLr ||
+         kind == LrScheduleKind::kWarmupCosineLr;
 }
 
 absl::StatusOr<CheckpointFormat> ParseCheckpointFormat(absl::string_view name) {

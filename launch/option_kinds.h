@@ -21,11 +21,21 @@ enum class DataKind {
 absl::StatusOr<DataKind> ParseDataKind(absl::string_view name);
 absl::string_view DataKindName(DataKind kind);
 
-// --lr_schedule: the learning rate after linear warm-up
-// (optim/lr_schedule.h).
-enum class LrScheduleKind { kConstant, kCosine, kLinear, kStep };
+// --lr_schedule: the learning rate after linear warm-up, or one of
+// DeepSpeed's warm-up schedules (optim/lr_schedule.h).
+enum class LrScheduleKind {
+  kConstant,
+  kCosine,
+  kLinear,
+  kStep,
+  kWarmupLr,        // "warmup_lr": DeepSpeed's WarmupLR.
+  kWarmupDecayLr,   // "warmup_decay_lr": DeepSpeed's WarmupDecayLR.
+  kWarmupCosineLr,  // "warmup_cosine_lr": DeepSpeed's WarmupCosineLR.
+};
 absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name);
 absl::string_view LrScheduleKindName(LrScheduleKind kind);
+// kWarmupLr, kWarmupDecayLr or kWarmupCosineLr.
+bool IsDeepSpeedSchedule(LrScheduleKind kind);
 
 // --ckpt_format: how training checkpoints are written.
 enum class CheckpointFormat {

@@ -37,7 +37,9 @@ TEST(DataKindTest, UnknownNameNamesTheFlagAndTheChoices) {
 TEST(LrScheduleKindTest, NamesRoundTrip) {
   for (LrScheduleKind kind :
        {LrScheduleKind::kConstant, LrScheduleKind::kCosine,
-        LrScheduleKind::kLinear, LrScheduleKind::kStep}) {
+        LrScheduleKind::kLinear, LrScheduleKind::kStep,
+        LrScheduleKind::kWarmupLr, LrScheduleKind::kWarmupDecayLr,
+        LrScheduleKind::kWarmupCosineLr}) {
     ASSERT_OK_AND_ASSIGN(const LrScheduleKind parsed,
                          ParseLrScheduleKind(LrScheduleKindName(kind)));
     EXPECT_EQ(parsed, kind) << LrScheduleKindName(kind);
@@ -49,13 +51,25 @@ TEST(LrScheduleKindTest, Names) {
   EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kCosine), "cosine");
   EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kLinear), "linear");
   EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kStep), "step");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupLr), "warmup_lr");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupDecayLr),
+            "warmup_decay_lr");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupCosineLr),
+            "warmup_cosine_lr");
+}
+
+TEST(LrScheduleKindTest, DeepSpeedSchedulesAreTheWarmupKinds) {
+  EXPECT_TRUE(IsDeepSpeedSchedule(LrScheduleKind::kWarmupLr));
+  EXPECT_TRUE(IsDeepSpeedSchedule(LrScheduleKind::kWarmupCosineLr));
+  EXPECT_FALSE(IsDeepSpeedSchedule(LrScheduleKind::kCosine));
 }
 
 TEST(LrScheduleKindTest, UnknownNameNamesTheFlagAndTheChoices) {
   EXPECT_THAT(ParseLrScheduleKind("Cosine"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--lr_schedule: must be constant, cosine, linear or "
-                       "step, got 'Cosine'"));
+                       "--lr_schedule: must be constant, cosine, linear, "
+                       "step, warmup_lr, warmup_decay_lr or "
+                       "warmup_cosine_lr, got 'Cosine'"));
 }
 
 TEST(CheckpointFormatTest, NamesRoundTrip) {

@@ -34,11 +34,20 @@ std::string FormatProgressLine(const ProgressRecord& r) {
                         "%.1f%% | ETA %s",
                         r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
                         FormatEta(r.eta_s));
+  if (r.phases.has_value()) {
+    const PhaseTimes& p = *r.phases;
+    absl::StrAppendFormat(&line,
+                          " | per step: fwd+bwd %.1fms, step %.1fms (comm "
+                          "wait %.1fms), data %.1fms, ckpt %.1fms",
+                          1e3 * p.forward_backward_s, 1e3 * p.step_s,
+                          1e3 * p.comm_wait_s, 1e3 * p.data_s,
+                          1e3 * p.checkpoint_s);
+  }
   return line;
 }
 
 std::string FormatMetricsRecord(const ProgressRecord& r) {
-  const std::vector<std::pair<const char*, double>> fields = {
+  std::vector<std::pair<const char*, double>> fields = {
       {"step", static_cast<double>(r.step)},
       {"loss", r.loss},
       {"eval_loss", r.eval_loss.value_or(NAN)},
@@ -48,6 +57,14 @@ std::string FormatMetricsRecord(const ProgressRecord& r) {
       {"tokens_per_s", r.tokens_per_s},
       {"mfu", r.mfu},
       {"elapsed_s", r.elapsed_s}};
+  if (r.phases.has_value()) {
+    const PhaseTimes& p = *r.phases;
+    fields.insert(fields.end(), {{"forward_backward_s", p.forward_backward_s},
+                                 {"step_s", p.step_s},
+                                 {"comm_wait_s", p.comm_wait_s},
+                                 {"data_s", p.data_s},
+                                 {"checkpoint_s", p.checkpoint_s}});
+  }
   std::vector<std::string> parts;
   for (const auto& [key, value] : fields) {
     parts.push_back(std::isfinite(value)

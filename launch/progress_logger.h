@@ -7,6 +7,12 @@
 //   {"step": 100, "loss": 2.1234, "eval_loss": 2.2, "entropy_floor": 1.9,
 //    "lr": 0.003, "grad_norm": 0.512, "tokens_per_s": 12345, "mfu": 0.123,
 //    "elapsed_s": 10}
+//
+// With phase times (--wall_clock_breakdown) the line ends with
+//   | per step: fwd+bwd 41.2ms, step 3.1ms (comm wait 0.8ms), data 0.1ms,
+//   ckpt 0.0ms
+// and the record has "forward_backward_s", "step_s", "comm_wait_s",
+// "data_s" and "checkpoint_s".
 #ifndef STRATA_LAUNCH_PROGRESS_LOGGER_H_
 #define STRATA_LAUNCH_PROGRESS_LOGGER_H_
 
@@ -20,6 +26,27 @@
 #include "absl/status/statusor.h"
 
 namespace strata::launch {
+
+// Wall-clock seconds of the phases of a training step on rank 0, per step
+// (the mean over a log interval), measured with a steady clock
+// (--wall_clock_breakdown).
+struct PhaseTimes {
+  // Strategy::ForwardBackward, every micro-batch: forward, backward, and
+  // the communication started or waited for inside them (DDP/ZeRO bucket
+  // launches, FSDP's gathers and reductions).
+  double forward_backward_s = 0;
+  // Strategy::Step: finishing the gradient communication, clipping, the
+  // optimizer update and refreshing parameters (ZeRO's all-gather).
+  double step_s = 0;
+  // Of those two, the time the training thread was blocked waiting for
+  // collectives: the communication it did not overlap
+  // (comm::ThreadCollectiveWaitSeconds).
+  double comm_wait_s = 0;
+  // Reading the step's batch from the sampler.
+  double data_s = 0;
+  // Saving checkpoints (or copying state for an async save) after the step.
+  double checkpoint_s = 0;
+};
 
 // What one progress line reports.
 struct ProgressRecord {
@@ -35,6 +62,7 @@ struct ProgressRecord {
   double mfu = 0;           // Fraction of the measured matmul peak.
   double elapsed_s = 0;     // Since the first step.
   double eta_s = 0;         // Estimated time left; non-finite or < 0: "?".
+  std::optional<PhaseTimes> phases;  // Set with --wall_clock_breakdown.
 };
 
 // A duration in whole seconds as absl::FormatDuration writes it ("1m30s"),
@@ -45,7 +73,8 @@ std::string FormatEta(double seconds);
 std::string FormatProgressLine(const ProgressRecord& record);
 
 // The metrics.jsonl record (one JSON object, no trailing newline): every
-// field with %.9g, non-finite values (and a missing eval_loss) as null.
+// field with %.9g, non-finite values (and a missing eval_loss) as null; the
+// phase times only when set.
 std::string FormatMetricsRecord(const ProgressRecord& record);
 
 // Writes progress lines to glog and records to a metrics file. Used by rank 0

@@ -71,6 +71,34 @@ TEST(FormatMetricsRecordTest, EvalAndFloorAreWritten) {
               HasSubstr("\"eval_loss\": 2.75, \"entropy_floor\": 2.25,"));
 }
 
+PhaseTimes Phases() {
+  PhaseTimes p;
+  p.forward_backward_s = 0.0412;
+  p.step_s = 0.0031;
+  p.comm_wait_s = 0.0008;
+  p.data_s = 0.0001;
+  p.checkpoint_s = 0;
+  return p;
+}
+
+TEST(FormatProgressLineTest, PhaseTimesEndTheLineInMilliseconds) {
+  ProgressRecord r = Record();
+  r.phases = Phases();
+  EXPECT_EQ(FormatProgressLine(r),
+            "step 100/1000 | loss 2.5000 | lr 0.003 | grad norm 0.500 | "
+            "12345 tok/s | MFU 12.3% | ETA 1m30s | per step: fwd+bwd 41.2ms, "
+            "step 3.1ms (comm wait 0.8ms), data 0.1ms, ckpt 0.0ms");
+}
+
+TEST(FormatMetricsRecordTest, PhaseTimesAreWrittenInSeconds) {
+  ProgressRecord r = Record();
+  r.phases = Phases();
+  EXPECT_THAT(FormatMetricsRecord(r),
+              HasSubstr("\"elapsed_s\": 10, \"forward_backward_s\": 0.0412, "
+                        "\"step_s\": 0.0031, \"comm_wait_s\": 0.0008, "
+                        "\"data_s\": 0.0001, \"checkpoint_s\": 0}"));
+}
+
 TEST(ProgressLoggerTest, WritesOneRecordPerLine) {
   const std::string path =
       std::string(std::getenv("TEST_TMPDIR")) + "/metrics.jsonl";

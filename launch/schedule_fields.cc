@@ -23,8 +23,18 @@ const std::map<std::string, FieldType>& FieldTypes() {
       {"min_lr", FieldType::kReal},
       {"step_size", FieldType::kInteger},
       {"gamma", FieldType::kReal},
-      {"last_step", FieldType::kInteger}};
+      {"last_step", FieldType::kInteger},
+      {"warmup_type", FieldType::kString},
+      {"warmup_min_ratio", FieldType::kReal},
+      {"min_ratio", FieldType::kReal}};
   return *types;
+}
+
+// Fields added with DeepSpeed's schedules: a checkpoint written before them
+// lacks them, and their defaults describe its schedule.
+bool IsLaterField(const std::string& key) {
+  return key == "warmup_type" || key == "warmup_min_ratio" ||
+         key == "min_ratio";
 }
 
 const char* TypeName(FieldType type) {
@@ -59,7 +69,10 @@ checkpoint::NamedValues ScheduleFields(const optim::LrScheduleOptions& options,
           {"min_lr", options.min_lr},
           {"step_size", options.step_size},
           {"gamma", options.gamma},
-          {"last_step", last_step}};
+          {"last_step", last_step},
+          {"warmup_type", options.warmup_type},
+          {"warmup_min_ratio", options.warmup_min_ratio},
+          {"min_ratio", options.min_ratio}};
 }
 
 absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
@@ -100,7 +113,7 @@ absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
     }
   }
   for (const auto& [key, type] : FieldTypes()) {
-    if (by_key.count(key) == 0) {
+    if (by_key.count(key) == 0 && !IsLaterField(key)) {
       return absl::InvalidArgumentError(
           absl::StrCat("param_scheduler: missing field '", key, "'"));
     }
@@ -122,6 +135,13 @@ absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
   options.min_lr = real("min_lr");
   options.step_size = integer("step_size");
   options.gamma = real("gamma");
+  if (by_key.count("warmup_type") > 0) {
+    options.warmup_type = std::get<std::string>(*by_key.at("warmup_type"));
+  }
+  if (by_key.count("warmup_min_ratio") > 0) {
+    options.warmup_min_ratio = real("warmup_min_ratio");
+  }
+  if (by_key.count("min_ratio") > 0) options.min_ratio = real("min_ratio");
   return optim::LrSchedule::FromOptions(options, integer("last_step"));
 }
 

@@ -34,8 +34,9 @@ using ::testing::HasSubstr;
 //   renamed IN OUT:   the weights with wte.weight renamed wte.weightx
 //   misshaped IN OUT: the weights with wpe.weight one row short
 //   schedule IN OUT:  checks param_schedulers' named, typed fields (the kind
-//                     by name, counts as ints, rates as floats; last_step
-//                     one behind meta.step) and writes its field names
+//                     and warm-up type by name, counts as ints, rates and
+//                     ratios as floats; last_step one behind meta.step) and
+//                     writes its field names
 constexpr char kScript[] = R"PY(
 import collections, sys, torch
 cmd, src, dst = sys.argv[1:4]
@@ -67,8 +68,9 @@ elif cmd == "schedule":
     assert s["kind"] == "cosine", s
     for k in ("warmup_steps", "total_steps", "step_size", "last_step"):
         assert type(s[k]) is int, (k, s)
-    for k in ("base_lr", "min_lr", "gamma"):
+    for k in ("base_lr", "min_lr", "gamma", "warmup_min_ratio", "min_ratio"):
         assert type(s[k]) is float, (k, s)
+    assert s["warmup_type"] == "linear", s
     assert s["last_step"] == ck["meta"]["step"] - 1, s
     assert s["base_lr"] == 1e-3 and s["warmup_steps"] == 1, s
     open(dst, "w").write(",".join(sorted(s)))
@@ -208,8 +210,8 @@ TEST(TorchCheckpointTest, ParamSchedulersAreNamedTypedFields) {
   const std::string names = TempDir("schedule_fields.txt");
   Python("schedule", out + "/checkpoints/step_00000004.pth", names);
   EXPECT_EQ(ReadFile(names),
-            "base_lr,gamma,kind,last_step,min_lr,step_size,total_steps,"
-            "warmup_steps");
+            "base_lr,gamma,kind,last_step,min_lr,min_ratio,step_size,"
+            "total_steps,warmup_min_ratio,warmup_steps,warmup_type");
 }
 
 TEST(TorchCheckpointTest, WrongKeysAndShapesAreErrorsNamingThem) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/file_io.h"
 #include "base/status.h"
+#include "comm/environment.h"
+#include "launch/deepspeed_config.h"
+#include "launch/deepspeed_options.h"
 #include "launch/option_kinds.h"
 #include "strategies/options.h"
 
@@ -59,7 +64,9 @@ DEFINE_double(lr, kDefaults.lr, "Peak learning rate.");
 DEFINE_string(
     lr_schedule,
     std::string(strata::launch::LrScheduleKindName(kDefaults.lr_schedule)),
-    "constant, cosine, linear or step (after linear warm-up).");
+    "constant, cosine, linear or step (after linear warm-up); or "
+    "DeepSpeed's warmup_lr, warmup_decay_lr, warmup_cosine_lr (WarmupLR, "
+    "WarmupDecayLR, WarmupCosineLR, exactly: see optim/lr_schedule.h).");
 DEFINE_int64(warmup_steps, kDefaults.warmup_steps, "Linear warm-up steps.");
 DEFINE_int64(lr_step_size, kDefaults.lr_step_size,
              "--lr_schedule=step: multiply the learning rate by --lr_gamma "
@@ -68,7 +75,23 @@ DEFINE_double(lr_gamma, kDefaults.lr_gamma,
               "--lr_schedule=step: the factor applied every --lr_step_size "
               "steps (> 0).");
 DEFINE_double(min_lr, kDefaults.min_lr,
-              "Final learning rate of the cosine/linear schedules.");
+              "Final learning rate of the cosine/linear schedules; where "
+              "warmup_lr and warmup_decay_lr start (and warmup_decay_lr "
+              "ends): DeepSpeed's warmup_min_lr.");
+DEFINE_int64(lr_total_steps, kDefaults.lr_total_steps,
+             "cosine, linear, warmup_decay_lr, warmup_cosine_lr: the step at "
+             "which the decay ends (DeepSpeed's total_num_steps); 0: "
+             "--steps.");
+DEFINE_string(lr_warmup_type, kDefaults.lr_warmup_type,
+              "warmup_lr, warmup_decay_lr, warmup_cosine_lr: the warm-up "
+              "curve, log or linear (DeepSpeed's warmup_type); empty: log "
+              "for those, linear (the only one) for the others.");
+DEFINE_double(lr_warmup_min_ratio, kDefaults.lr_warmup_min_ratio,
+              "--lr_schedule=warmup_cosine_lr: the warm-up starts at this "
+              "fraction of --lr (DeepSpeed's warmup_min_ratio).");
+DEFINE_double(lr_cos_min_ratio, kDefaults.lr_cos_min_ratio,
+              "--lr_schedule=warmup_cosine_lr: the cosine ends at this "
+              "fraction of --lr (DeepSpeed's cos_min_ratio).");
 DEFINE_double(weight_decay, kDefaults.weight_decay,
               "AdamW weight decay (matrices and embeddings only).");
 DEFINE_double(beta1, kDefaults.beta1, "AdamW beta1.");
@@ -195,6 +218,19 @@ DEFINE_string(precision,
               "bf16 weights with fp32 masters see --param_dtype).");
 DEFINE_int64(log_interval, kDefaults.log_interval,
              "Steps between progress lines and metrics records.");
+DEFINE_bool(wall_clock_breakdown, kDefaults.wall_clock_breakdown,
+            "Add the per-step wall-clock times of the step's phases to every "
+            "progress line and metrics record: forward+backward, optimizer "
+            "step, the time spent waiting for collectives, data, "
+            "checkpoints (rank 0's, steady clock).");
+DEFINE_string(deepspeed_config, "",
+              "A DeepSpeed config (JSON) mapped onto these flags, as "
+              "mmengine's DeepSpeedStrategy passes it to DeepSpeed: batch "
+              "sizes, ZeRO stage -> --strategy, bf16, optimizer, scheduler, "
+              "clipping, activation checkpointing, ... (README.md, "
+              "\"DeepSpeed configs\"). Flags given explicitly override it "
+              "(logged). A relative path is tried from the working "
+              "directory, then from where `bazel run` was started.");
 DEFINE_int64(eval_interval, kDefaults.eval_interval,
              "Steps between evaluations; 0: only at the end.");
 DEFINE_int64(eval_batches, kDefaults.eval_batches,
@@ -259,9 +295,67 @@ std::string DefaultOutputDir(const comm::EnvLookup& env) {
   return absl::StrCat(cwd.has_value() ? *cwd : ".", "/", kDefaults.output_dir);
 }
 
+// The flags of this file given on the command line (or in a --flagfile),
+// --deepspeed_config aside: the ones that override the config.
+std::set<std::string> ExplicitTrainFlags() {
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);
+  std::set<std::string> given;
+  for (const auto& f : flags) {
+    if (f.filename.find("launch/train_flags.cc") == std::string::npos) continue;
+    if (!f.is_default && f.name != "deepspeed_config") given.insert(f.name);
+  }
+  return given;
+}
+
+// The world the run will have: the launcher's (or torchrun's, srun's,
+// mpirun's) world size, else --nproc (train re-launches itself as that
+// many ranks).
+absl::StatusOr<int> WorldSize(const comm::EnvLookup& env) {
+  STRATA_ASSIGN_OR_RETURN(const comm::RendezvousInfo world,
+                          comm::RendezvousInfoFromEnv(env));
+  return world.source == "single-process" ? FLAGS_nproc : world.world_size;
+}
+
+// --deepspeed_config's file: as given, else (relative) under the directory
+// `bazel run` was started in.
+absl::StatusOr<std::string> ReadDeepSpeedConfig(const comm::EnvLookup& env) {
+  const std::string& path = FLAGS_deepspeed_config;
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  const std::optional<std::string> cwd = env("BUILD_WORKING_DIRECTORY");
+  if (!text.ok() && absl::IsNotFound(text.status()) && !path.empty() &&
+      path[0] != '/' && cwd.has_value()) {
+    absl::StatusOr<std::string> there =
+        ReadWholeFile(absl::StrCat(*cwd, "/", path));
+    if (there.ok() || !absl::IsNotFound(there.status())) return there;
+    return absl::NotFoundError(absl::StrCat(
+        "no such file here or under ", *cwd,
+        " (where bazel run was started): ", text.status().message()));
+  }
+  return text;
+}
+
+absl::Status ApplyDeepSpeedFlag(const comm::EnvLookup& env, TrainOptions* o,
+                                std::vector<std::string>* notes) {
+  STRATA_ASSIGN_OR_RETURN(const std::string text, ReadDeepSpeedConfig(env));
+  STRATA_ASSIGN_OR_RETURN(const DeepSpeedConfig config,
+                          ParseDeepSpeedConfig(text, FLAGS_deepspeed_config));
+  STRATA_ASSIGN_OR_RETURN(const int world_size, WorldSize(env));
+  std::vector<std::string> lines;
+  STRATA_RETURN_IF_ERROR(ApplyDeepSpeedConfig(config, world_size,
+                                              ExplicitTrainFlags(), o, &lines));
+  if (notes != nullptr) {
+    for (std::string& line : lines) {
+      notes->push_back(absl::StrCat("--deepspeed_config: ", line));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
+absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
+    const comm::EnvLookup& env, std::vector<std::string>* notes) {
   TrainOptions o;
   o.model = FLAGS_model;
   o.vocab_size = FLAGS_vocab_size;
@@ -283,6 +377,10 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   o.lr_step_size = FLAGS_lr_step_size;
   o.lr_gamma = FLAGS_lr_gamma;
   o.min_lr = FLAGS_min_lr;
+  o.lr_total_steps = FLAGS_lr_total_steps;
+  o.lr_warmup_type = FLAGS_lr_warmup_type;
+  o.lr_warmup_min_ratio = FLAGS_lr_warmup_min_ratio;
+  o.lr_cos_min_ratio = FLAGS_lr_cos_min_ratio;
   o.weight_decay = FLAGS_weight_decay;
   o.beta1 = FLAGS_beta1;
   o.beta2 = FLAGS_beta2;
@@ -290,6 +388,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   o.seed = FLAGS_seed;
   STRATA_ASSIGN_OR_RETURN(o.precision, ParsePrecision(FLAGS_precision));
   o.log_interval = FLAGS_log_interval;
+  o.wall_clock_breakdown = FLAGS_wall_clock_breakdown;
   o.eval_interval = FLAGS_eval_interval;
   o.eval_batches = FLAGS_eval_batches;
   o.threads = FLAGS_threads;
@@ -332,6 +431,11 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env) {
   if (o.threads == 0) o.threads = DefaultThreads(env);
   o.output_dir = FLAGS_output_dir;
   if (o.output_dir.empty()) o.output_dir = DefaultOutputDir(env);
+  if (!FLAGS_deepspeed_config.empty()) {
+    STRATA_RETURN_IF_ERROR(
+        Annotate(ApplyDeepSpeedFlag(env, &o, notes),
+                 absl::StrCat("--deepspeed_config=", FLAGS_deepspeed_config)));
+  }
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include <gflags/gflags.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/environment.h"
@@ -27,10 +28,18 @@ namespace strata::launch {
 // command line. --threads=0 resolves through OMP_NUM_THREADS in `env` (else
 // this process's CPU affinity), an empty --output_dir to out/train under
 // BUILD_WORKING_DIRECTORY in `env` (where `bazel run` was started; else the
-// working directory). Errors: an enumerated flag (--data, --lr_schedule,
-// --ckpt_format, --precision) with a value it does not accept, naming the
-// flag and the accepted values. Other checks are ValidateTrainOptions'.
-absl::StatusOr<TrainOptions> TrainOptionsFromFlags(const comm::EnvLookup& env);
+// working directory). With --deepspeed_config, the file is read (a relative
+// path from the working directory, else from BUILD_WORKING_DIRECTORY),
+// parsed and applied for the world of the rank environment in `env` (else
+// --nproc ranks), flags given explicitly winning (launch/deepspeed_options.h);
+// what it set and overrode is appended to `notes` (may be null), one line
+// each, for the caller to log. Errors: an enumerated flag (--data,
+// --lr_schedule, --ckpt_format, --precision) with a value it does not
+// accept, naming the flag and the accepted values; a DeepSpeed config that
+// is missing, unreadable or rejected, naming --deepspeed_config, the path
+// and the key. Other checks are ValidateTrainOptions'.
+absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
+    const comm::EnvLookup& env, std::vector<std::string>* notes = nullptr);
 
 // " --<name>=<value>" for every flag defined in train_flags.cc (test hooks
 // included), in name order, doubles as %g: the start-up "flags:" line.

@@ -21,6 +21,7 @@ namespace strata::launch {
 namespace {
 
 using ::strata::testing::StatusIs;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -193,6 +194,139 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
   EXPECT_THAT(help, HasSubstr("-nproc"));
   EXPECT_THAT(help, Not(HasSubstr("ckpt_test_pause_ms")));
   EXPECT_THAT(help, Not(HasSubstr("dropout_test_default_generator")));
+}
+
+// A DeepSpeed config written under TEST_TMPDIR; returns its path.
+std::string WriteConfig(const std::string& name, const std::string& json) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::ofstream(path) << json;
+  return path;
+}
+
+TEST(DeepSpeedConfigFlagTest, AppliesTheConfigAndExplicitFlagsWin) {
+  gflags::FlagSaver saver;
+  SetFlag("deepspeed_config",
+          WriteConfig("applied.json", R"({"train_batch_size": 8,
+              "gradient_clipping": 0.5, "zero_optimization": {"stage": 2}})")
+              .c_str());
+  SetFlag("grad_clip", "2");
+  std::vector<std::string> notes;
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({}), &notes));
+  EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero2);
+  EXPECT_EQ(o.global_batch, 8);
+  EXPECT_EQ(o.grad_clip, 2.0);
+  EXPECT_THAT(notes, Contains(HasSubstr("--deepspeed_config: --grad_clip=2 "
+                                        "overrides gradient_clipping=0.5 from "
+                                        "/")));
+}
+
+TEST(DeepSpeedConfigFlagTest, TheWorldIsNprocBeforeTheRanksStart) {
+  gflags::FlagSaver saver;
+  SetFlag("deepspeed_config",
+          WriteConfig("nproc.json", R"({"train_batch_size": 8})").c_str());
+  SetFlag("nproc", "2");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.micro_batch, 4);  // 8 / 2 ranks.
+  EXPECT_EQ(o.strategy, strategies::StrategyKind::kDdp);
+}
+
+TEST(DeepSpeedConfigFlagTest, TheWorldOfALaunchedRankIsTheLaunchers) {
+  gflags::FlagSaver saver;
+  SetFlag("deepspeed_config",
+          WriteConfig("launched.json", R"({"train_batch_size": 8})").c_str());
+  ASSERT_OK_AND_ASSIGN(
+      const TrainOptions o,
+      TrainOptionsFromFlags(FakeEnv({{"RANK", "1"},
+                                     {"WORLD_SIZE", "4"},
+                                     {"MASTER_ADDR", "127.0.0.1"},
+                                     {"MASTER_PORT", "29500"}})));
+  EXPECT_EQ(o.micro_batch, 2);  // 8 / 4 ranks.
+}
+
+TEST(DeepSpeedConfigFlagTest, AMissingFileNamesTheFlagAndThePath) {
+  gflags::FlagSaver saver;
+  SetFlag("deepspeed_config", "/nonexistent/ds.json");
+  EXPECT_THAT(TrainOptionsFromFlags(FakeEnv({})),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("--deepspeed_config=/nonexistent/ds.json: "
+                                 "cannot open '/nonexistent/ds.json'")));
+}
+
+TEST(DeepSpeedConfigFlagTest, ARelativePathIsAlsoLookedUpWhereBazelRanFrom) {
+  gflags::FlagSaver saver;
+  const std::string path = WriteConfig("relative.json", R"({
+      "zero_optimization": {"stage": 1}})");
+  const std::string dir = path.substr(0, path.rfind('/'));
+  SetFlag("deepspeed_config", "relative.json");
+  ASSERT_OK_AND_ASSIGN(
+      const TrainOptions o,
+      TrainOptionsFromFlags(FakeEnv({{"BUILD_WORKING_DIRECTORY", dir}})));
+  EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero1);
+}
+
+TEST(DeepSpeedConfigFlagTest, ARejectedKeyNamesTheFlagTheFileAndTheKey) {
+  gflags::FlagSaver saver;
+  const std::string path =
+      WriteConfig("rejected.json", R"({"zero_optimization": {"stage": 4}})");
+  SetFlag("deepspeed_config", path.c_str());
+  EXPECT_THAT(TrainOptionsFromFlags(FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--deepspeed_config=" + path + ": " + path +
+                                 ": zero_optimization.stage: 4 is not one of "
+                                 "0, 1, 2, 3")));
+}
+
+TEST(TrainOptionsFromFlagsTest, ReadsTheScheduleAndBreakdownFlags) {
+  gflags::FlagSaver saver;
+  SetFlag("lr_schedule", "warmup_cosine_lr");
+  SetFlag("lr_total_steps", "500");
+  SetFlag("lr_warmup_type", "linear");
+  SetFlag("lr_warmup_min_ratio", "0.1");
+  SetFlag("lr_cos_min_ratio", "0.01");
+  SetFlag("wall_clock_breakdown", "true");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.lr_schedule, LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(o.lr_total_steps, 500);
+  EXPECT_EQ(o.lr_warmup_type, "linear");
+  EXPECT_EQ(o.lr_warmup_min_ratio, 0.1);
+  EXPECT_EQ(o.lr_cos_min_ratio, 0.01);
+  EXPECT_TRUE(o.wall_clock_breakdown);
+}
+
+// Every DeepSpeed config under launch/configs/ loads through
+// --deepspeed_config, at 2 ranks (the batch sizes of some need them), into
+// TrainOptions that pass ValidateTrainOptions. The runs themselves are
+// deepspeed_train_test's.
+TEST(ConfigsTest, EveryDeepSpeedConfigLoadsIntoValidOptions) {
+  const std::string dir = testing::RunfilePath("launch/configs");
+  std::map<std::string, TrainOptions> loaded;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    gflags::FlagSaver saver;
+    const std::string name = entry.path().filename().string();
+    SetFlag("deepspeed_config", entry.path().c_str());
+    SetFlag("nproc", "2");
+    absl::StatusOr<TrainOptions> o = TrainOptionsFromFlags(FakeEnv({}));
+    ASSERT_TRUE(o.ok()) << name << ": " << o.status();
+    EXPECT_TRUE(ValidateTrainOptions(*o).ok())
+        << name << ": " << ValidateTrainOptions(*o);
+    loaded[name] = *o;
+  }
+  ASSERT_EQ(loaded.size(), 2u) << "a new config: check its values below";
+  const TrainOptions& zero2 = loaded["gpt_tiny_zero2_bf16.json"];
+  EXPECT_EQ(zero2.strategy, strategies::StrategyKind::kZero2);
+  EXPECT_EQ(zero2.param_dtype, "bf16");
+  EXPECT_EQ(zero2.lr_schedule, LrScheduleKind::kWarmupCosineLr);
+  const TrainOptions& zero3 = loaded["gpt_tiny_zero3_offload.json"];
+  EXPECT_EQ(zero3.strategy, strategies::StrategyKind::kFsdp);
+  EXPECT_TRUE(zero3.fsdp_cpu_offload);
+  EXPECT_THAT(zero3.checkpoint_units, ElementsAre("GPTBlock"));
+  EXPECT_EQ(zero3.lr_schedule, LrScheduleKind::kWarmupDecayLr);
 }
 
 // Every experiment under launch/configs/ loads as train_main loads it

@@ -28,7 +28,8 @@ namespace {
 
 // One rank (or the only process) of a training run: joins the world for a
 // data-parallel strategy and trains.
-int TrainRank(const TrainOptions& o, const comm::RendezvousInfo& world) {
+int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
+              const comm::RendezvousInfo& world) {
   if (world.world_size > 1 &&
       o.strategy == strata::strategies::StrategyKind::kSingle) {
     LOG(ERROR) << "--strategy=single trains in one process, but this is rank "
@@ -38,7 +39,10 @@ int TrainRank(const TrainOptions& o, const comm::RendezvousInfo& world) {
                   "on all ranks";
     return 1;
   }
-  if (world.rank == 0) LOG(INFO) << "flags:" << TrainFlagsSummary();
+  if (world.rank == 0) {
+    LOG(INFO) << "flags:" << TrainFlagsSummary();
+    for (const std::string& note : notes) LOG(INFO) << note;
+  }
 
   std::unique_ptr<comm::Group> group;
   if (o.strategy != strata::strategies::StrategyKind::kSingle) {
@@ -81,8 +85,9 @@ int Main(int argc, char** argv) {
     LOG(ERROR) << "--nproc must be >= 1, got " << FLAGS_nproc;
     return 1;
   }
+  std::vector<std::string> notes;
   absl::StatusOr<TrainOptions> options =
-      TrainOptionsFromFlags(comm::ProcessEnv());
+      TrainOptionsFromFlags(comm::ProcessEnv(), &notes);
   if (!options.ok()) {
     LOG(ERROR) << options.status().message();
     return 1;
@@ -101,7 +106,7 @@ int Main(int argc, char** argv) {
   spec.nproc = FLAGS_nproc;
   spec.args = original_args;
   return RunSelfLaunchedOrRank(spec, [&](const comm::RendezvousInfo& world) {
-    return TrainRank(*options, world);
+    return TrainRank(*options, notes, world);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,8 @@
 #include "absl/time/time.h"
 #include "base/matmul_peak.h"
 #include "base/status.h"
+#include "comm/group.h"
+#include "comm/wait_clock.h"
 #include "data/file_sources.h"
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
@@ -127,16 +130,63 @@ optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
   schedule.kind = std::string(LrScheduleKindName(o.lr_schedule));
   schedule.base_lr = o.lr;
   schedule.warmup_steps = o.warmup_steps;
-  schedule.total_steps = o.steps;
+  schedule.total_steps = o.lr_total_steps > 0 ? o.lr_total_steps : o.steps;
   schedule.min_lr = o.min_lr;
   schedule.step_size = o.lr_step_size;
   schedule.gamma = o.lr_gamma;
+  schedule.warmup_type = !o.lr_warmup_type.empty()            ? o.lr_warmup_type
+                         : IsDeepSpeedSchedule(o.lr_schedule) ? "log"
+                                                              : "linear";
+  if (o.lr_schedule == LrScheduleKind::kWarmupCosineLr) {
+    schedule.warmup_min_ratio = o.lr_warmup_min_ratio;
+    schedule.min_ratio = o.lr_cos_min_ratio;
+  }
   return schedule;
 }
 
 }  // namespace
 
 namespace {
+
+// The flags of the schedules' later options: --lr_total_steps,
+// --lr_warmup_type and the warmup_cosine_lr ratios, each only where its
+// schedule reads it.
+absl::Status ValidateScheduleFlags(const TrainOptions& o) {
+  const TrainOptions defaults;
+  const std::string kind(LrScheduleKindName(o.lr_schedule));
+  if (o.lr_total_steps < 0) {
+    return FlagError(
+        "lr_total_steps",
+        absl::StrCat("must be >= 0 (0 = --steps), got ", o.lr_total_steps));
+  }
+  if (!o.lr_warmup_type.empty() && o.lr_warmup_type != "linear" &&
+      o.lr_warmup_type != "log") {
+    return FlagError(
+        "lr_warmup_type",
+        absl::StrCat("must be log or linear, got '", o.lr_warmup_type, "'"));
+  }
+  if (o.lr_warmup_type == "log" && !IsDeepSpeedSchedule(o.lr_schedule)) {
+    return FlagError("lr_warmup_type",
+                     absl::StrCat("log is for --lr_schedule=warmup_lr, "
+                                  "warmup_decay_lr or warmup_cosine_lr; ",
+                                  kind, " warms up linearly"));
+  }
+  if (o.lr_schedule != LrScheduleKind::kWarmupCosineLr) {
+    for (auto [flag, value, fallback] :
+         {std::tuple<const char*, double, double>{"lr_warmup_min_ratio",
+                                                  o.lr_warmup_min_ratio,
+                                                  defaults.lr_warmup_min_ratio},
+          {"lr_cos_min_ratio", o.lr_cos_min_ratio,
+           defaults.lr_cos_min_ratio}}) {
+      if (value != fallback) {
+        return FlagError(flag, absl::StrCat("is read by --lr_schedule="
+                                            "warmup_cosine_lr only, not ",
+                                            kind));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The strategy flags (--strategy, buckets, --checkpoint_units, the dtype
 // and --fsdp_* flags) as StrategyOptions; parse errors name the flag.
@@ -238,8 +288,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (o.threads < 0) return FlagError("threads", "must be >= 0 (0 = default)");
   if (o.output_dir.empty()) return FlagError("output_dir", "must not be empty");
+  // DeepSpeed's schedules may warm up for longer than the run, as DeepSpeed
+  // allows.
   if (o.warmup_steps < 0 || (o.warmup_steps >= o.steps &&
-                             o.lr_schedule != LrScheduleKind::kConstant)) {
+                             o.lr_schedule != LrScheduleKind::kConstant &&
+                             !IsDeepSpeedSchedule(o.lr_schedule))) {
     return FlagError("warmup_steps",
                      absl::StrFormat("must be in [0, --steps=%d) for "
                                      "--lr_schedule=%s, got %d",
@@ -258,9 +311,19 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                     o.lr_gamma));
     }
   }
+  STRATA_RETURN_IF_ERROR(ValidateScheduleFlags(o));
   if (absl::Status s = optim::ValidateLrScheduleOptions(LrScheduleOptionsOf(o));
       !s.ok()) {
     return FlagError("lr_schedule", s.message());
+  }
+  if (o.optimizer != strategies::OptimizerKind::kAdamW) {
+    return FlagError(
+        "optimizer",
+        absl::StrCat(strategies::OptimizerKindName(o.optimizer),
+                     ": this trainer runs AdamW only so far (Adam with L2 "
+                     "decay and SGD are being added to the strategies); use "
+                     "adamw (DeepSpeed: type AdamW, or Adam with adam_w_mode "
+                     "true)"));
   }
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
                           StrategyOptionsFromFlags(o));
@@ -389,6 +452,7 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   optimizer_config.weight_decay = o.weight_decay;
   optimizer_config.adamw.beta1 = o.beta1;
   optimizer_config.adamw.beta2 = o.beta2;
+  optimizer_config.adamw.eps = o.eps;
   optimizer_config.grad_clip = o.grad_clip;
   const optim::LrScheduleOptions schedule_options = LrScheduleOptionsOf(o);
   STRATA_ASSIGN_OR_RETURN(
@@ -493,10 +557,17 @@ absl::StatusOr<double> Evaluate(const TrainOptions& o, Run& run) {
   return total / o.eval_batches;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 // One optimizer step (all micro-batches); returns this rank's mean loss and
-// sets `*stepped`. A non-finite loss is an error.
+// sets `*stepped`; adds the step's phase times to `*phases`. A non-finite
+// loss is an error.
 absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
-                                 strategies::StepResult* stepped) {
+                                 strategies::StepResult* stepped,
+                                 PhaseTimes* phases) {
   run.strategy->ZeroGrad();
   // The global index of this rank's first sample of the step: dropout masks
   // are drawn from (seed, step, global sample index), so they do not depend
@@ -504,8 +575,12 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
   // (models/dropout.h).
   const int64_t first_sample =
       run.sampler->position() + run.rank * run.local_batch;
+  const auto data_start = std::chrono::steady_clock::now();
   STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
                           run.sampler->NextBatch(run.rank, run.world_size));
+  phases->data_s += SecondsSince(data_start);
+  const double waited_before = comm::ThreadCollectiveWaitSeconds();
+  const auto forward_start = std::chrono::steady_clock::now();
   const int64_t local_batch = run.local_batch;
   const int64_t micro = run.micro;
   double step_loss = 0;
@@ -527,7 +602,11 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
                          /*last_micro_batch=*/m + micro == local_batch));
     step_loss += loss * micro / local_batch;
   }
+  phases->forward_backward_s += SecondsSince(forward_start);
+  const auto step_start = std::chrono::steady_clock::now();
   STRATA_ASSIGN_OR_RETURN(*stepped, run.strategy->Step(step));
+  phases->step_s += SecondsSince(step_start);
+  phases->comm_wait_s += comm::ThreadCollectiveWaitSeconds() - waited_before;
   if (!std::isfinite(step_loss)) {
     return absl::InternalError(absl::StrFormat(
         "rank %d: loss became %f at step %d (lr %.3g, grad norm %.3g); "
@@ -537,9 +616,16 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
   return step_loss;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
+// The interval's phase times per step.
+PhaseTimes PerStep(const PhaseTimes& total, int64_t steps) {
+  const double n = static_cast<double>(steps);
+  PhaseTimes p;
+  p.forward_backward_s = total.forward_backward_s / n;
+  p.step_s = total.step_s / n;
+  p.comm_wait_s = total.comm_wait_s / n;
+  p.data_s = total.data_s / n;
+  p.checkpoint_s = total.checkpoint_s / n;
+  return p;
 }
 
 // The steps from `first_step` to --steps with evaluation and progress
@@ -551,12 +637,16 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
   double interval_loss = 0;
   int64_t interval_steps = 0;
   double interval_eval_s = 0;
+  PhaseTimes interval_phases;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
   for (int64_t step = first_step; step < o.steps; ++step) {
     strategies::StepResult stepped;
-    STRATA_ASSIGN_OR_RETURN(const double step_loss,
-                            TrainStep(o, run, step, &stepped));
+    STRATA_ASSIGN_OR_RETURN(
+        const double step_loss,
+        TrainStep(o, run, step, &stepped, &interval_phases));
+    const auto checkpoint_start = std::chrono::steady_clock::now();
     STRATA_RETURN_IF_ERROR(run.checkpoints->AfterStep(step + 1));
+    interval_phases.checkpoint_s += SecondsSince(checkpoint_start);
     interval_loss += step_loss;
     ++interval_steps;
 
@@ -587,6 +677,9 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     record.tokens_per_s = interval_steps * run.tokens_per_step / interval_s;
     record.mfu = record.tokens_per_s * run.flops_per_token / run.peak_flops;
     record.eta_s = record.elapsed_s / (step + 1) * (o.steps - step - 1);
+    if (o.wall_clock_breakdown) {
+      record.phases = PerStep(interval_phases, interval_steps);
+    }
     if (run.rank == 0) run.progress->Log(record);
     result->final_train_loss = record.loss;
     result->tokens_per_s = record.tokens_per_s;
@@ -594,6 +687,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     interval_loss = 0;
     interval_steps = 0;
     interval_eval_s = 0;
+    interval_phases = PhaseTimes();
   }
   result->final_eval_loss = eval_loss;
   return absl::OkStatus();

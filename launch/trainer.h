@@ -53,10 +53,29 @@ struct TrainOptions {
   // after warm-up (torch.optim.lr_scheduler.StepLR).
   int64_t lr_step_size = 0;
   double lr_gamma = 0.1;
-  double weight_decay = 0.1;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double grad_clip = 1.0;  // 0: off.
+  // cosine, linear, warmup_decay_lr, warmup_cosine_lr: the step at which the
+  // decay ends (DeepSpeed's total_num_steps); 0: --steps.
+  int64_t lr_total_steps = 0;
+  // DeepSpeed's schedules (warmup_lr, warmup_decay_lr, warmup_cosine_lr):
+  // the warm-up curve, "log" or "linear"; "": the kind's own (log for
+  // DeepSpeed's, as DeepSpeed's default; linear, the only one, for the
+  // others).
+  std::string lr_warmup_type;
+  // warmup_cosine_lr: the warm-up starts at lr_warmup_min_ratio * --lr and
+  // the cosine ends at lr_cos_min_ratio * --lr (DeepSpeed's
+  // warmup_min_ratio and cos_min_ratio, with DeepSpeed's defaults).
+  double lr_warmup_min_ratio = 0.0;
+  double lr_cos_min_ratio = 1e-4;
+  // --optimizer: adamw, adam or sgd (strategies::OptimizerConfig).
+  strategies::OptimizerKind optimizer = strategies::OptimizerKind::kAdamW;
+  double weight_decay = 0.1;  // Decoupled (adamw) or L2 (adam, sgd).
+  double beta1 = 0.9;         // adamw, adam.
+  double beta2 = 0.95;        // adamw, adam.
+  double eps = 1e-8;          // adamw, adam.
+  double momentum = 0.0;      // sgd.
+  double dampening = 0.0;     // sgd.
+  bool nesterov = false;      // sgd.
+  double grad_clip = 1.0;     // 0: off.
   // Strategy (strategies/strategy.h).
   strategies::StrategyKind strategy = strategies::StrategyKind::kSingle;
   int64_t bucket_bytes = int64_t{25} << 20;
@@ -104,6 +123,10 @@ struct TrainOptions {
   uint64_t seed = 1;
   Precision precision = Precision::kFp32;  // bf16: autocast, bf16 matmuls.
   int64_t log_interval = 50;
+  // Per-step wall-clock times of the step's phases (forward+backward,
+  // optimizer step, the communication waited for, data, checkpoints) on
+  // every progress line and metrics record.
+  bool wall_clock_breakdown = false;
   int64_t eval_interval = 250;
   int64_t eval_batches = 8;
   std::string output_dir = "out/train";

@@ -285,6 +285,38 @@ TEST(TrainTest, BadOptionsNameTheFlag) {
   EXPECT_THAT(ErrorOf(o), HasSubstr("--steps: must be >= 1"));
 }
 
+TEST(TrainTest, ScheduleFlagsAreCheckedWhereTheirScheduleReadsThem) {
+  TrainOptions o;
+  o.lr_cos_min_ratio = 0.5;
+  EXPECT_THAT(ErrorOf(o),
+              HasSubstr("--lr_cos_min_ratio: is read by "
+                        "--lr_schedule=warmup_cosine_lr only, not cosine"));
+  o = TrainOptions();
+  o.lr_warmup_type = "log";
+  EXPECT_THAT(ErrorOf(o),
+              HasSubstr("--lr_warmup_type: log is for --lr_schedule="
+                        "warmup_lr, warmup_decay_lr or warmup_cosine_lr"));
+  o = TrainOptions();
+  o.lr_total_steps = -1;
+  EXPECT_THAT(ErrorOf(o), HasSubstr("--lr_total_steps: must be >= 0"));
+}
+
+TEST(TrainTest, DeepSpeedSchedulesMayWarmUpLongerThanTheRun) {
+  TrainOptions o;
+  o.steps = 10;
+  o.warmup_steps = 1000;  // DeepSpeed's default warmup_num_steps.
+  o.lr_schedule = LrScheduleKind::kWarmupLr;
+  EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+}
+
+TEST(TrainTest, OptimizersOtherThanAdamWAreNotRunYet) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  EXPECT_THAT(ErrorOf(o),
+              HasSubstr("--optimizer: sgd: this trainer runs AdamW only so "
+                        "far"));
+}
+
 TEST(TrainTest, MissingDataFileIsNamed) {
   TrainOptions o;
   o.data = DataKind::kBytes;

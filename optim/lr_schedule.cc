@@ -16,21 +16,65 @@
 namespace strata::optim {
 namespace {
 
-constexpr std::array<const char*, 4> kKindNames = {"constant", "cosine",
-                                                   "linear", "step"};
+constexpr std::array<const char*, 7> kKindNames = {
+    "constant",  "cosine",          "linear",          "step",
+    "warmup_lr", "warmup_decay_lr", "warmup_cosine_lr"};
+constexpr std::array<const char*, 2> kWarmupTypes = {"linear", "log"};
 constexpr double kPi = 3.14159265358979323846;
 // Integers that a double holds exactly.
 constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
 
-constexpr std::array<const char*, 8> kStateKeys = {
-    "kind",   "base_lr",   "warmup_steps", "total_steps",
-    "min_lr", "step_size", "gamma",        "last_step"};
+constexpr std::array<const char*, 11> kStateKeys = {
+    "kind",        "base_lr",          "warmup_steps", "total_steps",
+    "min_lr",      "step_size",        "gamma",        "last_step",
+    "warmup_type", "warmup_min_ratio", "min_ratio"};
+// The keys a state saved before DeepSpeed's kinds lacks, and their values.
+constexpr std::array<std::pair<const char*, double>, 3> kLaterStateKeys = {
+    {{"warmup_type", 0.0}, {"warmup_min_ratio", 0.0}, {"min_ratio", 0.0}}};
 
-int KindIndex(const std::string& kind) {
-  for (size_t i = 0; i < kKindNames.size(); ++i) {
-    if (kind == kKindNames[i]) return static_cast<int>(i);
+template <size_t N>
+int IndexOf(const std::array<const char*, N>& names, const std::string& name) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (name == names[i]) return static_cast<int>(i);
   }
   return -1;
+}
+
+int KindIndex(const std::string& kind) { return IndexOf(kKindNames, kind); }
+
+bool IsDeepSpeedKind(const std::string& kind) {
+  return KindIndex(kind) >= KindIndex("warmup_lr");
+}
+
+// DeepSpeed warms up over at least 2 steps.
+int64_t DeepSpeedWarmup(const LrScheduleOptions& o) {
+  return std::max<int64_t>(2, o.warmup_steps);
+}
+
+// DeepSpeed's kinds: warm-up type, ratios and the cosine's period.
+absl::Status ValidateDeepSpeedOptions(const LrScheduleOptions& options,
+                                      const std::string& prefix) {
+  if (!(std::isfinite(options.min_lr) && options.min_lr >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, " needs min_lr >= 0, got ", options.min_lr));
+  }
+  for (auto [name, ratio] : {std::pair<const char*, double>{
+                                 "warmup_min_ratio", options.warmup_min_ratio},
+                             {"min_ratio", options.min_ratio}}) {
+    if (!(ratio >= 0 && ratio <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, " needs ", name, " in [0, 1], got ", ratio));
+    }
+  }
+  if (options.kind == "warmup_cosine_lr" &&
+      options.total_steps == DeepSpeedWarmup(options)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix,
+                     " needs total_steps != max(2, warmup_steps) (its cosine "
+                     "divides by their difference), got both ",
+                     options.total_steps));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> ToInteger(const std::string& key, double value) {
@@ -75,6 +119,19 @@ absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
                        options.min_lr, " and base_lr ", options.base_lr));
     }
   }
+  if (IndexOf(kWarmupTypes, options.warmup_type) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, " needs warmup_type linear or log, got '",
+                     options.warmup_type, "'"));
+  }
+  if (IsDeepSpeedKind(options.kind)) {
+    return ValidateDeepSpeedOptions(options, prefix);
+  }
+  if (options.warmup_type != "linear") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, " warms up linearly; warmup_type '", options.warmup_type,
+        "' is for warmup_lr, warmup_decay_lr and warmup_cosine_lr"));
+  }
   if (options.kind == "step") {
     if (options.step_size <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -98,9 +155,45 @@ absl::StatusOr<std::unique_ptr<LrSchedule>> LrSchedule::Create(
       new LrSchedule(options, static_cast<Kind>(KindIndex(options.kind))));
 }
 
+double LrSchedule::DeepSpeedLrAt(int64_t step) const {
+  const LrScheduleOptions& o = options_;
+  // The lr DeepSpeed sets when it builds the scheduler, used by step 0.
+  if (step == 0) return kind_ == Kind::kWarmupCosineLr ? 0.0 : o.min_lr;
+  // Step s runs at the value for DeepSpeed's last_batch_iteration s - 1.
+  const int64_t i = step - 1;
+  const int64_t warmup = DeepSpeedWarmup(o);
+  const double inverse_log_warmup = 1.0 / std::log(static_cast<double>(warmup));
+  double gamma = 1.0;  // The warm-up fraction g(i).
+  if (i < warmup) {
+    gamma = o.warmup_type == "log"
+                ? inverse_log_warmup * std::log(static_cast<double>(i + 1))
+                : static_cast<double>(i) / static_cast<double>(warmup);
+  }
+  if (kind_ == Kind::kWarmupCosineLr) {
+    double ratio = 0;
+    if (i < warmup) {
+      ratio = o.warmup_min_ratio + gamma * (1.0 - o.warmup_min_ratio);
+    } else {
+      const double real_last_step = static_cast<double>(i - warmup + 1);
+      const double real_total_steps =
+          static_cast<double>(o.total_steps - warmup);
+      ratio = (1 + std::cos(kPi * real_last_step / real_total_steps)) / 2;
+      ratio = std::max(0.0, o.min_ratio + (1.0 - o.min_ratio) * ratio);
+    }
+    return o.base_lr * ratio;
+  }
+  if (kind_ == Kind::kWarmupDecayLr && i >= warmup) {
+    gamma = std::max(
+        0.0, static_cast<double>(o.total_steps - i) /
+                 std::max(1.0, static_cast<double>(o.total_steps - warmup)));
+  }
+  return o.min_lr + (o.base_lr - o.min_lr) * gamma;
+}
+
 double LrSchedule::LrAt(int64_t step) const {
   CHECK_GE(step, 0) << "lr_schedule steps count from 0";
   const LrScheduleOptions& o = options_;
+  if (IsDeepSpeedKind(o.kind)) return DeepSpeedLrAt(step);
   if (step < o.warmup_steps) {
     return o.base_lr * static_cast<double>(step + 1) /
            static_cast<double>(o.warmup_steps);
@@ -122,6 +215,10 @@ double LrSchedule::LrAt(int64_t step) const {
     case Kind::kStep:
       return o.base_lr *
              std::pow(o.gamma, static_cast<double>(t / o.step_size));
+    case Kind::kWarmupLr:
+    case Kind::kWarmupDecayLr:
+    case Kind::kWarmupCosineLr:
+      break;  // DeepSpeedLrAt.
   }
   LOG(FATAL) << "unknown lr_schedule kind " << static_cast<int>(kind_);
 }
@@ -137,27 +234,59 @@ std::vector<std::pair<std::string, double>> LrSchedule::State(
           {"min_lr", o.min_lr},
           {"step_size", static_cast<double>(o.step_size)},
           {"gamma", o.gamma},
-          {"last_step", static_cast<double>(last_step)}};
+          {"last_step", static_cast<double>(last_step)},
+          {"warmup_type",
+           static_cast<double>(IndexOf(kWarmupTypes, o.warmup_type))},
+          {"warmup_min_ratio", o.warmup_min_ratio},
+          {"min_ratio", o.min_ratio}};
 }
 
 absl::StatusOr<RestoredLrSchedule> LrSchedule::FromState(
-    const std::vector<std::pair<std::string, double>>& state) {
+    const std::vector<std::pair<std::string, double>>& saved) {
+  std::vector<std::pair<std::string, double>> state = saved;
+  // A state saved before DeepSpeed's kinds: none of the later keys.
+  const bool earlier = std::none_of(
+      state.begin(), state.end(), [](const std::pair<std::string, double>& kv) {
+        for (const auto& [key, value] : kLaterStateKeys) {
+          if (kv.first == key) return true;
+        }
+        return false;
+      });
+  if (earlier) {
+    for (const auto& [key, value] : kLaterStateKeys) {
+      state.emplace_back(key, value);
+    }
+  }
   STRATA_ASSIGN_OR_RETURN(
       auto values,
       NamedStateMap<double>("lr_schedule state", state, kStateKeys));
-  absl::StatusOr<int64_t> kind = ToInteger("kind", values["kind"]);
-  if (!kind.ok()) return kind.status();
-  if (*kind < 0 || *kind >= static_cast<int64_t>(kKindNames.size())) {
+  for (const char* key : {"kind", "warmup_type"}) {
+    absl::StatusOr<int64_t> code = ToInteger(key, values[key]);
+    if (!code.ok()) return code.status();
+  }
+  const double kind = values["kind"];
+  if (kind < 0 || kind >= static_cast<double>(kKindNames.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "lr_schedule state 'kind' must be 0 (constant), 1 (cosine), 2 "
-        "(linear) or 3 (step), got ",
-        values["kind"]));
+        "(linear), 3 (step), 4 (warmup_lr), 5 (warmup_decay_lr) or 6 "
+        "(warmup_cosine_lr), got ",
+        kind));
+  }
+  const double warmup_type = values["warmup_type"];
+  if (warmup_type < 0 || warmup_type >= kWarmupTypes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lr_schedule state 'warmup_type' must be 0 (linear) or "
+                     "1 (log), got ",
+                     warmup_type));
   }
   LrScheduleOptions options;
-  options.kind = kKindNames[*kind];
+  options.kind = kKindNames[static_cast<size_t>(kind)];
+  options.warmup_type = kWarmupTypes[static_cast<size_t>(warmup_type)];
   options.base_lr = values["base_lr"];
   options.min_lr = values["min_lr"];
   options.gamma = values["gamma"];
+  options.warmup_min_ratio = values["warmup_min_ratio"];
+  options.min_ratio = values["min_ratio"];
   int64_t last_step = 0;
   for (auto [key, field] :
        std::initializer_list<std::pair<const char*, int64_t*>>{

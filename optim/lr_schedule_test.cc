@@ -121,7 +121,8 @@ std::string ValidationError(const LrScheduleOptions& options) {
 TEST(LrScheduleTest, RejectsAnUnknownKind) {
   EXPECT_THAT(ValidationError(Options("exponential")),
               HasSubstr("lr_schedule kind must be one of constant, cosine, "
-                        "linear, step; got 'exponential'"));
+                        "linear, step, warmup_lr, warmup_decay_lr, "
+                        "warmup_cosine_lr; got 'exponential'"));
 }
 
 TEST(LrScheduleTest, RejectsCosineWithoutStepsAfterWarmup) {
@@ -199,10 +200,45 @@ TEST(LrScheduleTest, StateHasNamedValues) {
   const std::vector<std::pair<std::string, double>> state =
       MustCreate(options)->State(-1);
   const std::vector<std::pair<std::string, double>> expected = {
-      {"kind", 3.0},        {"base_lr", 1.0},   {"warmup_steps", 0.0},
-      {"total_steps", 0.0}, {"min_lr", 0.0},    {"step_size", 7.0},
-      {"gamma", 0.1},       {"last_step", -1.0}};
+      {"kind", 3.0},         {"base_lr", 1.0},
+      {"warmup_steps", 0.0}, {"total_steps", 0.0},
+      {"min_lr", 0.0},       {"step_size", 7.0},
+      {"gamma", 0.1},        {"last_step", -1.0},
+      {"warmup_type", 0.0},  {"warmup_min_ratio", 0.0},
+      {"min_ratio", 0.0}};
   EXPECT_EQ(state, expected);
+}
+
+// A state saved before DeepSpeed's kinds has 8 keys; the later 3 take their
+// defaults.
+TEST(LrScheduleTest, FromStateReadsAStateWithoutTheLaterKeys) {
+  LrScheduleOptions options = Options("linear");
+  options.total_steps = 100;
+  std::vector<std::pair<std::string, double>> state =
+      MustCreate(options)->State(9);
+  state.resize(8);
+  auto restored = LrSchedule::FromState(state);
+  ASSERT_THAT(restored, IsOk());
+  EXPECT_EQ(restored->last_step, 9);
+  EXPECT_EQ(restored->schedule->options().kind, "linear");
+  EXPECT_EQ(restored->schedule->options().warmup_type, "linear");
+  EXPECT_EQ(restored->schedule->LrAt(50), MustCreate(options)->LrAt(50));
+}
+
+TEST(LrScheduleTest, StateRoundTripKeepsTheDeepSpeedOptions) {
+  LrScheduleOptions options = Options("warmup_cosine_lr");
+  options.warmup_steps = 4;
+  options.total_steps = 14;
+  options.warmup_type = "log";
+  options.warmup_min_ratio = 0.1;
+  options.min_ratio = 0.01;
+  std::unique_ptr<LrSchedule> schedule = MustCreate(options);
+  auto restored = LrSchedule::FromState(schedule->State(3));
+  ASSERT_THAT(restored, IsOk());
+  EXPECT_EQ(restored->schedule->State(3), schedule->State(3));
+  for (int64_t step = 0; step < 20; ++step) {
+    EXPECT_EQ(restored->schedule->LrAt(step), schedule->LrAt(step)) << step;
+  }
 }
 
 std::vector<std::pair<std::string, double>> ValidState() {
@@ -260,6 +296,116 @@ TEST(LrScheduleTest, FromStateRejectsALastStepBelowMinusOne) {
   state[7].second = -2;
   EXPECT_THAT(FromStateError(state),
               HasSubstr("'last_step' must be >= -1, got -2"));
+}
+
+// DeepSpeed's schedules, against values of DeepSpeed's formulas
+// (deepspeed/runtime/lr_schedules.py) evaluated in Python's doubles: step s
+// runs at DeepSpeed's value for last_batch_iteration s - 1, step 0 at the lr
+// the scheduler set when it was built.
+LrScheduleOptions DeepSpeed(const std::string& kind, double base_lr,
+                            double min_lr, int64_t warmup, int64_t total,
+                            const std::string& warmup_type) {
+  LrScheduleOptions options = Options(kind);
+  options.base_lr = base_lr;
+  options.min_lr = min_lr;
+  options.warmup_steps = warmup;
+  options.total_steps = total;
+  options.warmup_type = warmup_type;
+  return options;
+}
+
+TEST(DeepSpeedLrScheduleTest, WarmupLrLogRisesFromMinToMaxLr) {
+  // WarmupLR(warmup_min_lr=1e-5, warmup_max_lr=1e-3, warmup_num_steps=10).
+  std::unique_ptr<LrSchedule> s =
+      MustCreate(DeepSpeed("warmup_lr", 1e-3, 1e-5, 10, 0, "log"));
+  EXPECT_DOUBLE_EQ(s->LrAt(0), 1e-5);  // Set when DeepSpeed builds it.
+  EXPECT_DOUBLE_EQ(s->LrAt(1), 1e-5);  // ln(1) = 0.
+  EXPECT_DOUBLE_EQ(s->LrAt(2), 0.0003080196957073414);
+  EXPECT_DOUBLE_EQ(s->LrAt(5), 0.0007019803042926585);
+  EXPECT_DOUBLE_EQ(s->LrAt(10), 0.0009999999999999998);
+  EXPECT_DOUBLE_EQ(s->LrAt(11), 1e-3);
+  EXPECT_DOUBLE_EQ(s->LrAt(1000), 1e-3);
+}
+
+TEST(DeepSpeedLrScheduleTest, WarmupLrLinearRisesByEqualSteps) {
+  std::unique_ptr<LrSchedule> s =
+      MustCreate(DeepSpeed("warmup_lr", 1e-3, 1e-5, 10, 0, "linear"));
+  EXPECT_DOUBLE_EQ(s->LrAt(0), 1e-5);
+  EXPECT_DOUBLE_EQ(s->LrAt(1), 1e-5);
+  EXPECT_DOUBLE_EQ(s->LrAt(2), 0.000109);
+  EXPECT_DOUBLE_EQ(s->LrAt(5), 0.00040600000000000006);
+  EXPECT_DOUBLE_EQ(s->LrAt(10), 0.000901);
+  EXPECT_DOUBLE_EQ(s->LrAt(11), 1e-3);
+}
+
+TEST(DeepSpeedLrScheduleTest, WarmupTakesAtLeastTwoSteps) {
+  // warmup_num_steps 0: DeepSpeed uses max(2, 0) = 2.
+  std::unique_ptr<LrSchedule> s =
+      MustCreate(DeepSpeed("warmup_lr", 1.0, 0.0, 0, 0, "log"));
+  EXPECT_DOUBLE_EQ(s->LrAt(0), 0.0);
+  EXPECT_DOUBLE_EQ(s->LrAt(1), 0.0);
+  EXPECT_DOUBLE_EQ(s->LrAt(2), 1.0);
+}
+
+TEST(DeepSpeedLrScheduleTest, WarmupDecayLrFallsLinearlyToMinLr) {
+  // WarmupDecayLR(total_num_steps=20, 1e-5, 1e-3, warmup_num_steps=4).
+  std::unique_ptr<LrSchedule> s =
+      MustCreate(DeepSpeed("warmup_decay_lr", 1e-3, 1e-5, 4, 20, "log"));
+  EXPECT_DOUBLE_EQ(s->LrAt(0), 1e-5);
+  EXPECT_DOUBLE_EQ(s->LrAt(1), 1e-5);
+  EXPECT_DOUBLE_EQ(s->LrAt(4), 1e-3);
+  EXPECT_DOUBLE_EQ(s->LrAt(5), 1e-3);
+  EXPECT_DOUBLE_EQ(s->LrAt(6), 0.000938125);
+  EXPECT_DOUBLE_EQ(s->LrAt(10), 0.000690625);
+  EXPECT_DOUBLE_EQ(s->LrAt(20), 7.1875e-05);
+  EXPECT_DOUBLE_EQ(s->LrAt(21), 1e-5);
+  EXPECT_DOUBLE_EQ(s->LrAt(30), 1e-5);
+}
+
+TEST(DeepSpeedLrScheduleTest, WarmupCosineLrScalesTheOptimizersLr) {
+  // WarmupCosineLR(total_num_steps=14, warmup_min_ratio=0.1,
+  // warmup_num_steps=4, cos_min_ratio=0.01, warmup_type="linear") over an
+  // optimizer lr of 2e-3.
+  LrScheduleOptions options =
+      DeepSpeed("warmup_cosine_lr", 2e-3, 0.0, 4, 14, "linear");
+  options.warmup_min_ratio = 0.1;
+  options.min_ratio = 0.01;
+  std::unique_ptr<LrSchedule> s = MustCreate(options);
+  EXPECT_DOUBLE_EQ(s->LrAt(0), 0.0);  // DeepSpeed's first step.
+  EXPECT_DOUBLE_EQ(s->LrAt(1), 0.0002);
+  EXPECT_DOUBLE_EQ(s->LrAt(3), 0.0011);
+  EXPECT_DOUBLE_EQ(s->LrAt(4), 0.0015500000000000002);
+  EXPECT_DOUBLE_EQ(s->LrAt(5), 0.0019515459511322021);
+  EXPECT_DOUBLE_EQ(s->LrAt(6), 0.001810926824431198);
+  EXPECT_DOUBLE_EQ(s->LrAt(12), 0.0002090731755688021);
+  EXPECT_DOUBLE_EQ(s->LrAt(14), 2e-05);
+  // Not clamped after total_num_steps, as DeepSpeed's.
+  EXPECT_DOUBLE_EQ(s->LrAt(20), 0.0013159268244311976);
+}
+
+TEST(DeepSpeedLrScheduleTest, RejectsALogWarmupForStratasOwnKinds) {
+  LrScheduleOptions options = Options("constant");
+  options.warmup_type = "log";
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("lr_schedule 'constant' warms up linearly; "
+                        "warmup_type 'log' is for warmup_lr"));
+  options.warmup_type = "exp";
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("needs warmup_type linear or log, got 'exp'"));
+}
+
+TEST(DeepSpeedLrScheduleTest, RejectsACosineWithoutStepsAfterTheWarmup) {
+  EXPECT_THAT(
+      ValidationError(DeepSpeed("warmup_cosine_lr", 1.0, 0.0, 1, 2, "log")),
+      HasSubstr("needs total_steps != max(2, warmup_steps)"));
+}
+
+TEST(DeepSpeedLrScheduleTest, RejectsRatiosOutsideZeroToOne) {
+  LrScheduleOptions options =
+      DeepSpeed("warmup_cosine_lr", 1.0, 0.0, 4, 10, "log");
+  options.min_ratio = 1.5;
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("needs min_ratio in [0, 1], got 1.5"));
 }
 
 }  // namespace

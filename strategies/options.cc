@@ -22,6 +22,12 @@ constexpr NamedValue<StrategyKind> kStrategyKinds[] = {
     {StrategyKind::kFsdp, "fsdp"},
 };
 
+constexpr NamedValue<OptimizerKind> kOptimizerKinds[] = {
+    {OptimizerKind::kAdamW, "adamw"},
+    {OptimizerKind::kAdam, "adam"},
+    {OptimizerKind::kSgd, "sgd"},
+};
+
 constexpr NamedValue<ShardingStrategy> kShardingStrategies[] = {
     {ShardingStrategy::kFullShard, "full_shard"},
     {ShardingStrategy::kShardGradOp, "shard_grad_op"},
@@ -107,6 +113,15 @@ absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(
 
 std::string BackwardPrefetchName(BackwardPrefetch prefetch) {
   const std::string name = Name(kBackwardPrefetches, prefetch);
+  return name.empty() ? "?" : name;
+}
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& value) {
+  return Parse(kOptimizerKinds, "optimizer", value);
+}
+
+std::string OptimizerKindName(OptimizerKind kind) {
+  const std::string name = Name(kOptimizerKinds, kind);
   return name.empty() ? "?" : name;
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "models/unit.h"
 #include "optim/adamw.h"
+#include "optim/sgd.h"
 
 namespace strata::strategies {
 
@@ -35,11 +36,26 @@ enum class StrategyKind {
 absl::StatusOr<StrategyKind> ParseStrategyKind(const std::string& value);
 std::string StrategyKindName(StrategyKind kind);
 
+// Which optimizer the strategies run over their flat fp32 buffers
+// (--optimizer).
+enum class OptimizerKind {
+  kAdamW,  // "adamw": torch.optim.AdamW (decoupled weight decay).
+  kAdam,   // "adam": torch.optim.Adam (L2 weight decay, added to gradients).
+  kSgd,    // "sgd": torch.optim.SGD (momentum, dampening, nesterov; L2 decay).
+};
+
+// "adamw", "adam", "sgd" and back; errors name --optimizer.
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& value);
+std::string OptimizerKindName(OptimizerKind kind);
+
 struct OptimizerConfig {
-  // Decoupled weight decay of matrices and embeddings (biases and norm gains
-  // get none; FlatParameters::MatrixDecayRanges).
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  // Weight decay of matrices and embeddings (biases and norm gains get none;
+  // FlatParameters::MatrixDecayRanges): decoupled for AdamW, L2 for Adam and
+  // SGD.
   double weight_decay = 0.1;
-  optim::AdamWOptions adamw;
+  optim::AdamWOptions adamw;  // AdamW and Adam: betas and eps.
+  optim::SgdOptions sgd;      // SGD.
   // Clip gradients to this global L2 norm; 0: off.
   double grad_clip = 1.0;
 };

@@ -40,6 +40,21 @@ TEST(StrategyKindTest, UnknownNameListsTheAcceptedValues) {
                        "got 'fsdp2'"));
 }
 
+TEST(OptimizerKindTest, ParsesEveryNameBack) {
+  for (OptimizerKind kind :
+       {OptimizerKind::kAdamW, OptimizerKind::kAdam, OptimizerKind::kSgd}) {
+    ASSERT_OK_AND_ASSIGN(OptimizerKind parsed,
+                         ParseOptimizerKind(OptimizerKindName(kind)));
+    EXPECT_EQ(parsed, kind) << OptimizerKindName(kind);
+  }
+}
+
+TEST(OptimizerKindTest, UnknownNameListsTheAcceptedValues) {
+  EXPECT_THAT(ParseOptimizerKind("lamb"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--optimizer must be adamw, adam or sgd, got 'lamb'"));
+}
+
 TEST(StrategyKindTest, ValueOutsideTheEnumIsRejected) {
   StrategyOptions options;
   options.kind = static_cast<StrategyKind>(7);

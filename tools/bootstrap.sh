@@ -27,6 +27,8 @@ PACKAGES=(
   # Libraries.
   libabsl-dev libgflags-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # JSON for Modern C++ (header-only; 3.11.2 on Debian 12): train --deepspeed_config.
+  nlohmann-json3-dev
   # Python's torch: interoperability tests (torch.load) and peer benchmarks.
   python3 python3-torch python3-numpy
 )

@@ -129,6 +129,10 @@ cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 env=(/usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
      LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}")
+# A root made before a package joined tools/bootstrap.sh's list gets it here
+# (bootstrap is idempotent: it installs only what is missing).
+chroot "$root" "${env[@]}" /strata/tools/bootstrap.sh \
+  || die "tools/bootstrap.sh failed inside the root $root"
 if ((shell)); then
   chroot "$root" "${env[@]}" bash -c 'cd /strata && exec bash -i'
 else
