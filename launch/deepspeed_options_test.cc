@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "launch/deepspeed_config.h"
 #include "launch/option_kinds.h"
