@@ -172,22 +172,40 @@ Contents PrepareContents(Contents contents, strategies::Strategy& strategy,
   if (contents.meta.git_hash.empty()) contents.meta.git_hash = fresh.git_hash;
   contents.meta.world_size = group == nullptr ? 1 : group->size();
   if (contents.meta.strategy.empty()) contents.meta.strategy = strategy.name();
+  // The state saved is the strategy's optimizer's, whatever the caller says.
+  contents.meta.optimizer =
+      strategies::OptimizerStateName(strategy.optimizer_config());
   if (!options.save_param_scheduler) contents.param_scheduler.clear();
   for (const auto& kv : options.extra) contents.extra.push_back(kv);
   if (options.callback) options.callback(contents);
   return contents;
 }
 
+OptimizerHyperparameters HyperparametersOf(
+    const strategies::OptimizerConfig& config, double lr) {
+  OptimizerHyperparameters h;
+  h.lr = lr;
+  h.weight_decay = config.weight_decay;
+  h.beta1 = config.adamw.beta1;
+  h.beta2 = config.adamw.beta2;
+  h.eps = config.adamw.eps;
+  h.momentum = config.sgd.momentum;
+  h.dampening = config.sgd.dampening;
+  h.nesterov = config.sgd.nesterov;
+  return h;
+}
+
 absl::Status SaveState(const std::string& path, const TensorState& state,
                        const Contents& contents, const std::string& strategy,
-                       const ModelParameters& parameters, comm::Group* group,
-                       const SaveOptions& options) {
+                       const ModelParameters& parameters,
+                       const OptimizerHyperparameters& hyperparameters,
+                       comm::Group* group, const SaveOptions& options) {
   switch (options.format) {
     case Format::kFull: {
       FullOptions full;
       full.parameter_order = parameters.order;
       full.frozen = parameters.frozen;
-      full.hyper = options.optimizer_hyperparameters;
+      full.hyper = hyperparameters;
       return SaveFull(path, state, contents, group, full);
     }
     case Format::kLocal:
@@ -205,7 +223,9 @@ absl::Status SaveCheckpoint(const std::string& path,
   return SaveState(
       path, state,
       PrepareContents(std::move(contents), strategy, group, options),
-      strategy.name(), ParametersOf(strategy), group, options);
+      strategy.name(), ParametersOf(strategy),
+      HyperparametersOf(strategy.optimizer_config(), options.optimizer_lr),
+      group, options);
 }
 
 absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
@@ -215,6 +235,8 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
   // The same order as saving (CollectState): the local format compares
   // layouts run by run.
   const TensorState live = CollectState(strategy, SaveOptions());
+  const std::string optimizer =
+      strategies::OptimizerStateName(strategy.optimizer_config());
   ReadOptions read;
   read.strict = options.strict;
   read.revise_keys = options.revise_keys;
@@ -227,6 +249,13 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
     // alone.
     absl::StatusOr<proto::Metadata> md = ReadMetadataFile(path);
     STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, md.status()));
+    if (options.load_optimizer) {
+      STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(
+          group, CheckOptimizer(
+                     absl::StrCat("checkpoint '", path, "' (meta.optimizer in ",
+                                  kMetadataFile, ")"),
+                     md->meta().optimizer(), optimizer)));
+    }
     if (md->format() == kLocalFormat) {
       contents =
           LoadLocal(path, live, strategy.name(), options.load_optimizer, group);
@@ -238,6 +267,7 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
     FullOptions full;
     full.parameter_order = parameters.order;
     full.frozen = parameters.frozen;
+    full.optimizer = optimizer;
     contents = LoadFull(path, live, read, group, full);
   } else {
     return comm::AgreeOnStatus(
@@ -363,18 +393,21 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
   Contents prepared =
       PrepareContents(std::move(contents), strategy, group_, options);
   const std::string path = CheckpointPathForStep(root, step, options.format);
-  thread_ = std::thread([this, path, root, keep_last, options,
-                         prepared = std::move(prepared), name = strategy.name(),
-                         parameters = ParametersOf(strategy)]() {
-    absl::Status s =
-        SaveState(path, staging_, prepared, name, parameters, group_, options);
-    if (s.ok()) {
-      const int rank = group_ == nullptr ? 0 : group_->rank();
-      s = comm::AgreeOnStatus(group_, rank == 0 ? Publish(root, path, keep_last)
-                                                : absl::OkStatus());
-    }
-    status_ = s;
-  });
+  thread_ = std::thread(
+      [this, path, root, keep_last, options, prepared = std::move(prepared),
+       name = strategy.name(), parameters = ParametersOf(strategy),
+       hyperparameters = HyperparametersOf(strategy.optimizer_config(),
+                                           options.optimizer_lr)]() {
+        absl::Status s = SaveState(path, staging_, prepared, name, parameters,
+                                   hyperparameters, group_, options);
+        if (s.ok()) {
+          const int rank = group_ == nullptr ? 0 : group_->rank();
+          s = comm::AgreeOnStatus(group_, rank == 0
+                                              ? Publish(root, path, keep_last)
+                                              : absl::OkStatus());
+        }
+        status_ = s;
+      });
   return previous;
 }
 

@@ -76,9 +76,11 @@ struct SaveOptions {
   std::function<void(Contents&)> callback;
   // Sharded format: checksum block size, split size, test hooks.
   WriteOptions write;
-  // Full format: the AdamW hyperparameters its param groups record
-  // (torch_optimizer.h; lr: the next step's).
-  AdamWHyperparameters optimizer_hyperparameters;
+  // Full format: the learning rate its param groups record, the next
+  // step's (PyTorch's group lr after the scheduler stepped). The class and
+  // the other hyperparameters are the strategy's OptimizerConfig's
+  // (torch_optimizer.h).
+  double optimizer_lr = 3e-4;
 };
 
 // The model's parameters as the full format lists them: names in
@@ -102,16 +104,25 @@ TensorState CollectState(strategies::Strategy& strategy,
                          const SaveOptions& options);
 
 // Fills in meta defaults (time, version, git hash; world size and strategy
-// when unset) and applies options (extra, scheduler, callback).
+// when unset), the strategy's optimizer (meta.optimizer:
+// strategies::OptimizerStateName), and applies options (extra, scheduler,
+// callback).
 Contents PrepareContents(Contents contents, strategies::Strategy& strategy,
                          comm::Group* group, const SaveOptions& options);
 
+// The hyperparameters the full format's param groups record for
+// `config`, with learning rate `lr`.
+OptimizerHyperparameters HyperparametersOf(
+    const strategies::OptimizerConfig& config, double lr);
+
 // Writes a collected state (CollectState) in `format`: the common back end
-// of SaveCheckpoint and the asynchronous saver.
+// of SaveCheckpoint and the asynchronous saver. The full format's param
+// groups are of contents.meta.optimizer's class with `hyperparameters`.
 absl::Status SaveState(const std::string& path, const TensorState& state,
                        const Contents& contents, const std::string& strategy,
-                       const ModelParameters& parameters, comm::Group* group,
-                       const SaveOptions& options);
+                       const ModelParameters& parameters,
+                       const OptimizerHyperparameters& hyperparameters,
+                       comm::Group* group, const SaveOptions& options);
 
 // mmengine's save_checkpoint: writes `path` (a file for full, a directory
 // otherwise), atomically.
@@ -123,6 +134,10 @@ absl::Status SaveCheckpoint(const std::string& path,
 // mmengine's load_checkpoint: detects the format from `path`, loads the
 // model (and optimizer) state into the strategy — all or nothing, on every
 // rank — then calls strategy.AfterStateLoaded(). Returns the contents.
+// Loading the optimizer from a checkpoint of another optimizer (its
+// meta.optimizer against the strategy's OptimizerStateName: another kind,
+// or SGD with momentum against SGD without) is an error naming the
+// checkpoint and both optimizers, before anything is loaded.
 absl::StatusOr<Contents> LoadCheckpoint(
     const std::string& path, strategies::Strategy& strategy, comm::Group* group,
     const LoadOptions& options = LoadOptions());

@@ -199,41 +199,145 @@ namespace strata::checkpoint {
 namespace {
 
 // After a load, the next step of the loaded strategy equals the next step of
-// the one that saved, bitwise: everything the update depends on
-// (parameters, moments, the step counter of bias correction) was restored.
-// ZeRO keeps one optimizer (and step counter) per bucket and exports bucket
-// 0's: ZeroStrategy::AfterStateLoaded gives it to every bucket.
-TEST(CheckpointTest, NextStepAfterLoadIsBitwiseTheSavedRunsNextStep) {
-  for (const auto& [kind, world] :
-       std::vector<std::pair<std::string, int>>{{"single", 1},
-                                                {"ddp", 2},
-                                                {"zero1", 2},
-                                                {"zero2", 2},
-                                                {"fsdp", 2}}) {
-    const std::string path = TempDir("next_step_" + kind) + "/ckpt";
-    std::mutex mu;
-    Globals continued, resumed;
-    ASSERT_TRUE(
-        RunOnRanks(world, [&](Group& group) {
-          Group* g = kind == "single" ? nullptr : &group;
-          const int rank = g == nullptr ? 0 : g->rank();
-          auto saved = MakeStrategy(kind, g, 7, 2);
-          ASSERT_NE(saved, nullptr);
-          ASSERT_THAT(SaveCheckpoint(path, *saved, g, WithStep(2)), IsOk());
-          auto loaded = MakeStrategy(kind, g, 11, 0);
-          ASSERT_NE(loaded, nullptr);
-          ASSERT_THAT(LoadCheckpoint(path, *loaded, g), IsOk());
-          // One more step each, on the same batch.
-          ASSERT_THAT(
-              strategies::testing::Train(*saved, rank, world, 1, nullptr, 1),
+// the one that saved, bitwise, in every format and for every optimizer:
+// everything the update depends on (parameters, moments or momentum
+// buffers, the step counter of bias correction and of SGD's first momentum
+// step) was restored. ZeRO keeps one optimizer (and step counter) per bucket
+// and exports bucket 0's: ZeroStrategy::AfterStateLoaded gives it to every
+// bucket.
+class NextStepTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NextStepTest, NextStepAfterLoadIsBitwiseTheSavedRunsNextStep) {
+  const strategies::OptimizerConfig optimizer =
+      testing::OptimizerNamed(GetParam());
+  for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
+    for (const auto& [kind, world] :
+         std::vector<std::pair<std::string, int>>{{"single", 1},
+                                                  {"ddp", 2},
+                                                  {"zero1", 2},
+                                                  {"zero2", 2},
+                                                  {"fsdp", 2}}) {
+      const std::string what =
+          absl::StrCat(GetParam(), " ", FormatName(format), " ", kind);
+      const std::string path = CheckpointPathForStep(
+          TempDir(absl::StrCat("next_step_", GetParam(), "_",
+                               FormatName(format), "_", kind)),
+          2, format);
+      SaveOptions options;
+      options.format = format;
+      std::mutex mu;
+      Globals continued, resumed;
+      ASSERT_TRUE(
+          RunOnRanks(world,
+                     [&](Group& group) {
+                       Group* g = kind == "single" ? nullptr : &group;
+                       const int rank = g == nullptr ? 0 : g->rank();
+                       auto saved = MakeStrategy(kind, g, 7, 2, optimizer);
+                       ASSERT_NE(saved, nullptr);
+                       ASSERT_THAT(SaveCheckpoint(path, *saved, g, WithStep(2),
+                                                  options),
+                                   IsOk());
+                       auto loaded = MakeStrategy(kind, g, 11, 0, optimizer);
+                       ASSERT_NE(loaded, nullptr);
+                       ASSERT_THAT(LoadCheckpoint(path, *loaded, g), IsOk());
+                       // One more step each, on the same batch.
+                       ASSERT_THAT(strategies::testing::Train(
+                                       *saved, rank, world, 1, nullptr, 1),
+                                   IsOk());
+                       ASSERT_THAT(strategies::testing::Train(
+                                       *loaded, rank, world, 1, nullptr, 1),
+                                   IsOk());
+                       AddRuns(StateOf(*saved), continued, mu);
+                       AddRuns(StateOf(*loaded), resumed, mu);
+                     })
+              .ok())
+          << what;
+      ExpectGlobalsEqual(resumed, continued, what);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, NextStepTest,
+                         ::testing::Values("adamw", "adam", "sgd",
+                                           "sgd_momentum"));
+
+// Saves `saved` (an optimizer name of testing::OptimizerNamed) in `format`
+// and loads it into a fresh strategy with `live`: returns the load's
+// status, after checking that a refused load named the path and changed
+// nothing.
+absl::Status LoadAcrossOptimizers(Format format, const std::string& saved,
+                                  const std::string& live,
+                                  const LoadOptions& load = LoadOptions()) {
+  const std::string path =
+      CheckpointPathForStep(TempDir(absl::StrCat("across_", saved, "_", live,
+                                                 "_", FormatName(format))),
+                            2, format);
+  auto saving =
+      MakeStrategy("single", nullptr, 7, 2, testing::OptimizerNamed(saved));
+  EXPECT_NE(saving, nullptr);
+  if (saving == nullptr) return absl::InternalError("no strategy");
+  SaveOptions options;
+  options.format = format;
+  EXPECT_THAT(SaveCheckpoint(path, *saving, nullptr, WithStep(2), options),
               IsOk());
-          ASSERT_THAT(
-              strategies::testing::Train(*loaded, rank, world, 1, nullptr, 1),
-              IsOk());
-          AddRuns(StateOf(*saved), continued, mu);
-          AddRuns(StateOf(*loaded), resumed, mu);
-        }).ok());
-    ExpectGlobalsEqual(resumed, continued, kind);
+  auto loading =
+      MakeStrategy("single", nullptr, 11, 0, testing::OptimizerNamed(live));
+  EXPECT_NE(loading, nullptr);
+  if (loading == nullptr) return absl::InternalError("no strategy");
+  const auto before = Snapshot(StateOf(*loading));
+  absl::StatusOr<Contents> loaded =
+      LoadCheckpoint(path, *loading, nullptr, load);
+  if (!loaded.ok()) {
+    ExpectSnapshotsEqual(Snapshot(StateOf(*loading)), before,
+                         "live state after a refused load");
+    EXPECT_NE(loaded.status().message().find(path), std::string::npos)
+        << loaded.status();
+  }
+  return loaded.status();
+}
+
+TEST(CheckpointTest, AnotherOptimizerKindIsRefusedInEveryFormat) {
+  for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
+    const absl::Status s = LoadAcrossOptimizers(format, "sgd_momentum", "adam");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr(
+                    "holds the state of optimizer 'sgd_momentum' (SGD with "
+                    "momentum), but the strategy's optimizer is 'adam'"))
+        << FormatName(format);
+  }
+}
+
+TEST(CheckpointTest, AdamStateIsRefusedByAdamW) {
+  // The same tensors with another meaning (L2 vs decoupled decay): refused
+  // by meta.optimizer, not by the keys.
+  for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
+    const absl::Status s = LoadAcrossOptimizers(format, "adam", "adamw");
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr("optimizer 'adam', but the strategy's "
+                                     "optimizer is 'adamw'"))
+        << FormatName(format);
+  }
+}
+
+TEST(CheckpointTest, SgdWithAndWithoutMomentumIsRefusedInEveryFormat) {
+  for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
+    const absl::Status s = LoadAcrossOptimizers(format, "sgd", "sgd_momentum");
+    EXPECT_THAT(
+        std::string(s.message()),
+        ::testing::HasSubstr("'sgd' (SGD without momentum), but the strategy's "
+                             "optimizer is 'sgd_momentum' (SGD with momentum)"))
+        << FormatName(format);
+  }
+}
+
+TEST(CheckpointTest, TheModelAloneLoadsUnderAnotherOptimizer) {
+  LoadOptions load;
+  load.load_optimizer = false;
+  for (Format format : {Format::kFull, Format::kSharded}) {
+    EXPECT_THAT(LoadAcrossOptimizers(format, "sgd_momentum", "adamw", load),
+                IsOk())
+        << FormatName(format);
   }
 }
 

@@ -40,6 +40,33 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
       absl::StrCat("unknown dtype '", EscapeBytes(name), "'"));
 }
 
+namespace {
+
+// "sgd_momentum" -> "'sgd_momentum' (SGD with momentum)", for errors.
+std::string DescribeOptimizer(const std::string& name) {
+  if (name == "sgd_momentum") return "'sgd_momentum' (SGD with momentum)";
+  if (name == "sgd") return "'sgd' (SGD without momentum)";
+  return absl::StrCat("'", name, "'");
+}
+
+}  // namespace
+
+absl::Status CheckOptimizer(const std::string& where, const std::string& saved,
+                            const std::string& live) {
+  const std::string recorded = saved.empty() ? "adamw" : saved;
+  if (recorded == live) return absl::OkStatus();
+  if (recorded == kAdamOrAdamW && (live == "adam" || live == "adamw")) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, " holds the state of optimizer ", DescribeOptimizer(recorded),
+      ", but the strategy's optimizer is ", DescribeOptimizer(live),
+      ": its state would mean something else. Load it with the same "
+      "optimizer (the trainer's --optimizer, and --momentum > 0 or not for "
+      "SGD), or load only the model (LoadOptions::load_optimizer = false; "
+      "the trainer's --load_weights)"));
+}
+
 absl::Status CheckRuns(const std::vector<ShardedTensor>& runs) {
   for (const ShardedTensor& run : runs) {
     const int64_t total = NumElements(run.global_shape);

@@ -42,7 +42,23 @@ struct Meta {
   int world_size = 1;
   std::string strategy;
   std::string model_config;  // Text form of the model's config.
+  // The optimizer whose state the checkpoint holds, which decides what its
+  // optimizer tensors are and mean (strategies::OptimizerStateName):
+  // "adamw", "adam", "sgd" (the step only) or "sgd_momentum". Empty: not
+  // recorded (checkpoints written before it was, all AdamW).
+  std::string optimizer;
 };
+
+// The optimizer of a PyTorch file whose param groups cannot tell Adam from
+// AdamW (their states and hyperparameters have the same keys).
+inline constexpr char kAdamOrAdamW[] = "adam or adamw";
+
+// Checks that a checkpoint whose meta records optimizer `saved` (empty:
+// "adamw"; kAdamOrAdamW: either) holds state for the live optimizer `live`
+// (Meta::optimizer's values). InvalidArgument naming `where` (the
+// checkpoint and key) and both optimizers otherwise, with the fix.
+absl::Status CheckOptimizer(const std::string& where, const std::string& saved,
+                            const std::string& live);
 
 // Meta with time, version and git hash filled in.
 Meta NewMeta();

@@ -85,6 +85,7 @@ c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
   meta.insert("world_size", static_cast<int64_t>(m.world_size));
   meta.insert("strategy", m.strategy);
   meta.insert("model_config", m.model_config);
+  meta.insert("optimizer", m.optimizer);
   GenericDict sums(c10::StringType::get(), c10::IntType::get());
   for (const auto& [key, crc] : checksums) sums.insert(key, crc);
   meta.insert("checksums", sums);
@@ -142,8 +143,9 @@ c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
                             : plan.tensors[it->second].shape,
                         options.frozen.count(name) > 0});
     }
-    root.insert("optimizer", BuildTorchOptimizer(params, options.hyper,
-                                                 per_param, step, others));
+    root.insert("optimizer",
+                BuildTorchOptimizer(params, contents.meta.optimizer,
+                                    options.hyper, per_param, step, others));
   }
 
   GenericList schedulers(c10::AnyType::get());
@@ -219,10 +221,13 @@ absl::StatusOr<std::vector<SavedTensor>> ModelTensors(const std::string& path,
 
 // The optimizer's tensors under Strata's names (torch_optimizer.h), for
 // the parameters of `options.parameter_order` (or the file's model tensors)
-// with the shapes of the file's model tensors.
+// with the shapes of the file's model tensors; `optimizer` gets what the
+// file's param groups show (torch_optimizer.h), or stays as it is when the
+// file has no optimizer.
 absl::StatusOr<std::vector<SavedTensor>> OptimizerTensors(
     const std::string& path, const GenericDict& root,
-    const std::vector<SavedTensor>& model, const FullOptions& options) {
+    const std::vector<SavedTensor>& model, const FullOptions& options,
+    std::string* optimizer) {
   std::vector<SavedTensor> out;
   if (!root.contains("optimizer")) return out;
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -239,10 +244,11 @@ absl::StatusOr<std::vector<SavedTensor>> OptimizerTensors(
                       options.frozen.count(name) > 0});
   }
   STRATA_ASSIGN_OR_RETURN(
-      auto tensors,
+      TorchOptimizerState read,
       ReadTorchOptimizer(absl::StrCat("'", path, "' \"optimizer\""),
                          root.at("optimizer"), params));
-  for (auto& [name, tensor] : tensors) {
+  *optimizer = read.optimizer;
+  for (auto& [name, tensor] : read.tensors) {
     SavedTensor s;
     s.info.name = name;
     s.tensor = std::move(tensor);
@@ -252,6 +258,23 @@ absl::StatusOr<std::vector<SavedTensor>> OptimizerTensors(
     out.push_back(std::move(s));
   }
   return out;
+}
+
+// The optimizer a file holds the state of: its meta "optimizer", or for a
+// file without one (saved by PyTorch) the SGD kind its param groups show
+// (`shown`, torch_optimizer.h; empty: the file has no optimizer), which
+// then goes into `meta`. With `live` set (FullOptions::optimizer), another
+// optimizer is an error (CheckOptimizer) naming the key it was read from.
+absl::Status ResolveOptimizer(const std::string& path, const std::string& shown,
+                              const std::string& live, Meta& meta) {
+  if (shown.empty()) return absl::OkStatus();
+  const bool recorded = !meta.optimizer.empty();
+  if (!recorded && shown != kAdamOrAdamW) meta.optimizer = shown;
+  if (live.empty()) return absl::OkStatus();
+  return CheckOptimizer(absl::StrCat("checkpoint '", path, "' ",
+                                     recorded ? "(meta \"optimizer\")"
+                                              : "(\"optimizer\" param groups)"),
+                        recorded ? meta.optimizer : shown, live);
 }
 
 Contents ContentsFromRoot(const GenericDict& root) {
@@ -275,6 +298,7 @@ Contents ContentsFromRoot(const GenericDict& root) {
     c.meta.git_hash = get_str("git_hash");
     c.meta.strategy = get_str("strategy");
     c.meta.model_config = get_str("model_config");
+    c.meta.optimizer = get_str("optimizer");
   }
   if (root.contains("param_schedulers") &&
       root.at("param_schedulers").isList()) {
@@ -586,9 +610,14 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
                   model_names, infos, options, /*revise=*/true));
     STRATA_RETURN_IF_ERROR(Stage(path, *opened.file, live.model, model, match,
                                  checksums, model_staged));
+    Contents contents = ContentsFromRoot(root);
     if (options.load_optimizer) {
-      STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
-                              OptimizerTensors(path, root, model, full));
+      std::string shown;
+      STRATA_ASSIGN_OR_RETURN(
+          std::vector<SavedTensor> optimizer,
+          OptimizerTensors(path, root, model, full, &shown));
+      STRATA_RETURN_IF_ERROR(
+          ResolveOptimizer(path, shown, full.optimizer, contents.meta));
       infos.clear();
       for (const auto& s : optimizer) infos.push_back(s.info);
       STRATA_ASSIGN_OR_RETURN(
@@ -599,7 +628,7 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
                                    optimizer, match, checksums,
                                    optimizer_staged));
     }
-    return ContentsFromRoot(root);
+    return contents;
   };
   // A malformed file that LibTorch's IValue accessors reject (c10::Error)
   // is an error like any other.
@@ -624,8 +653,9 @@ absl::StatusOr<ReadCheckpoint> ReadWholeFull(const std::string& path) {
   for (const auto& s : model) out.parameter_order.push_back(s.info.name);
   FullOptions full;
   full.parameter_order = out.parameter_order;
+  std::string shown;
   STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> optimizer,
-                          OptimizerTensors(path, root, model, full));
+                          OptimizerTensors(path, root, model, full, &shown));
   for (int section = 0; section < 2; ++section) {
     const auto& saved = section == 0 ? model : optimizer;
     auto& runs = section == 0 ? out.state.model : out.state.optimizer;
@@ -641,6 +671,7 @@ absl::StatusOr<ReadCheckpoint> ReadWholeFull(const std::string& path) {
   // Records no tensor uses (e.g. "version") are verified too.
   STRATA_RETURN_IF_ERROR(opened.file->VerifyAllRecords());
   out.contents = ContentsFromRoot(root);
+  STRATA_RETURN_IF_ERROR(ResolveOptimizer(path, shown, "", out.contents.meta));
   return out;
 }
 

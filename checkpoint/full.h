@@ -2,16 +2,17 @@
 // torch.load reads), written by rank 0, in mmengine's layout:
 //
 //   {"meta": {"seed", "time", "strata_version", "git_hash", "step",
-//             "world_size", "strategy", "model_config",
+//             "world_size", "strategy", "model_config", "optimizer",
 //             "checksums": {"<record key>": CRC-32C, ...}},
 //    "state_dict": {"<parameter>": tensor, ...},
-//    "optimizer": torch.optim.AdamW.state_dict()'s layout
-//                 (torch_optimizer.h): {"state", "param_groups",
-//                 "param_names"},
+//    "optimizer": the state_dict() layout of torch.optim.AdamW, Adam or SGD
+//                 (meta "optimizer" says which; torch_optimizer.h):
+//                 {"state", "param_groups", "param_names"},
 //    "param_schedulers": [{"<key>": value, ...}],
 //    <extra keys>...}
 //
-// The optimizer part is what torch.optim.AdamW(...).state_dict() writes for
+// The optimizer part is what torch.optim.AdamW(...).state_dict() (or
+// Adam's, or SGD's: the class of Contents' meta.optimizer) writes for
 // Strata's param groups (weight decay for matrices and embeddings, none for
 // biases and norms; frozen parameters in no group), so that a PyTorch user
 // loads it with load_state_dict and continues; "param_names" (ignored by
@@ -58,8 +59,14 @@ struct FullOptions {
   // Parameters with requires_grad false: in no param group, without state
   // (torch_optimizer.h); loading gives them zero moments.
   std::set<std::string> frozen;
-  // The param groups' hyperparameters (saving).
-  AdamWHyperparameters hyper;
+  // The param groups' hyperparameters (saving; the class is the contents'
+  // meta.optimizer).
+  OptimizerHyperparameters hyper;
+  // Loading the optimizer: the live optimizer (Meta::optimizer's values).
+  // When set, a file whose optimizer differs (its meta "optimizer", or for
+  // files without one what its param groups show) is an error naming both,
+  // before anything is staged (CheckOptimizer). Empty: not checked.
+  std::string optimizer;
 };
 
 // A collective over `group` (null: one process); `contents` from rank 0.
@@ -72,7 +79,9 @@ absl::Status SaveFull(const std::string& path, const TensorState& state,
 // nothing changes unless every rank validated everything. Errors name the
 // path and: not a PyTorch file / not a checkpoint, a tensor whose checksum
 // does not match (its record key), missing or unexpected keys under strict,
-// shapes (key and both shapes).
+// shapes (key and both shapes), another optimizer (FullOptions::optimizer).
+// The returned meta.optimizer is the file's, or for a file without one
+// (saved by PyTorch) the SGD kind its param groups show.
 absl::StatusOr<Contents> LoadFull(const std::string& path,
                                   const TensorState& live,
                                   const ReadOptions& options,

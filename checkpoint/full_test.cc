@@ -56,16 +56,22 @@ FullOptions Options() {
   return o;
 }
 
-Globals SaveAt(const std::string& kind, int world, const std::string& path) {
+// With `optimizer` (testing::OptimizerNamed), whose class the file's
+// param groups get (meta.optimizer).
+Globals SaveAt(const std::string& kind, int world, const std::string& path,
+               const std::string& optimizer = "adamw") {
   Globals saved;
   std::mutex mu;
   absl::Status formed = RunOnRanks(world, [&](Group& group) {
     Group* g = kind == "single" ? nullptr : &group;
-    auto strategy = MakeStrategy(kind, g, 7, 2);
+    auto strategy =
+        MakeStrategy(kind, g, 7, 2, testing::OptimizerNamed(optimizer));
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     AddRuns(state, saved, mu);
-    absl::Status s = SaveFull(path, state, SomeContents(), g, Options());
+    Contents contents = SomeContents();
+    contents.meta.optimizer = optimizer;
+    absl::Status s = SaveFull(path, state, contents, g, Options());
     ASSERT_THAT(s, IsOk());
   });
   EXPECT_THAT(formed, IsOk());
@@ -73,19 +79,24 @@ Globals SaveAt(const std::string& kind, int world, const std::string& path) {
 }
 
 Globals LoadAt(const std::string& kind, int world, const std::string& path,
-               const ReadOptions& options = {}) {
+               const std::string& optimizer = "adamw") {
   Globals loaded;
   std::mutex mu;
   absl::Status formed = RunOnRanks(world, [&](Group& group) {
     Group* g = kind == "single" ? nullptr : &group;
-    auto strategy = MakeStrategy(kind, g, 11, 0);
+    auto strategy =
+        MakeStrategy(kind, g, 11, 0, testing::OptimizerNamed(optimizer));
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
-    absl::StatusOr<Contents> contents = LoadFull(path, state, options, g);
+    FullOptions full;
+    full.optimizer = optimizer;
+    absl::StatusOr<Contents> contents =
+        LoadFull(path, state, ReadOptions(), g, full);
     ASSERT_THAT(contents, IsOk());
     ASSERT_THAT(strategy->AfterStateLoaded(), IsOk());
     EXPECT_EQ(contents->meta.step, 2);
     EXPECT_EQ(contents->meta.strategy, "zero2");
+    EXPECT_EQ(contents->meta.optimizer, optimizer);
     EXPECT_EQ(contents->param_scheduler, SomeContents().param_scheduler);
     EXPECT_EQ(contents->extra, SomeContents().extra);
     AddRuns(state, loaded, mu);
@@ -94,7 +105,15 @@ Globals LoadAt(const std::string& kind, int world, const std::string& path,
   return loaded;
 }
 
-TEST(FullTest, RoundTripAcrossStrategiesAndWorldSizes) {
+class FullOptimizerTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, FullOptimizerTest,
+                         ::testing::Values("adamw", "adam", "sgd",
+                                           "sgd_momentum"));
+
+// Every optimizer's state (testing::OptimizerNamed) through PyTorch's
+// layout of its class (torch_optimizer.h) and back, bitwise.
+TEST_P(FullOptimizerTest, RoundTripAcrossStrategiesAndWorldSizes) {
   for (const auto& [save_kind, n, load_kind, m] :
        std::vector<std::tuple<std::string, int, std::string, int>>{
            {"single", 1, "zero2", 3},
@@ -103,12 +122,13 @@ TEST(FullTest, RoundTripAcrossStrategiesAndWorldSizes) {
            {"zero1", 3, "ddp", 2},
            {"fsdp", 3, "zero2", 2},
            {"ddp", 2, "fsdp", 4}}) {
-    const std::string what =
-        absl::StrCat(save_kind, " at ", n, " -> ", load_kind, " at ", m);
+    const std::string what = absl::StrCat(GetParam(), ": ", save_kind, " at ",
+                                          n, " -> ", load_kind, " at ", m);
     const std::string path =
-        TempDir(absl::StrCat("full_", save_kind, n)) + "/ckpt.pth";
-    const Globals saved = SaveAt(save_kind, n, path);
-    ExpectGlobalsEqual(LoadAt(load_kind, m, path), saved, what);
+        TempDir(absl::StrCat("full_", GetParam(), "_", save_kind, n)) +
+        "/ckpt.pth";
+    const Globals saved = SaveAt(save_kind, n, path, GetParam());
+    ExpectGlobalsEqual(LoadAt(load_kind, m, path, GetParam()), saved, what);
     // Nothing but the checkpoint is left (no temporary file).
     for (const auto& entry : std::filesystem::directory_iterator(
              std::filesystem::path(path).parent_path())) {

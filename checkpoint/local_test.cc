@@ -38,12 +38,15 @@ Contents SomeContents() {
   return c;
 }
 
-Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
+// With `optimizer` (testing::OptimizerNamed).
+Globals SaveAt(const std::string& kind, int world, const std::string& dir,
+               const std::string& optimizer = "adamw") {
   Globals saved;
   std::mutex mu;
   absl::Status formed = RunOnRanks(world, [&](Group& group) {
     Group* g = kind == "single" ? nullptr : &group;
-    auto strategy = MakeStrategy(kind, g, 7, 2);
+    auto strategy =
+        MakeStrategy(kind, g, 7, 2, testing::OptimizerNamed(optimizer));
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     AddRuns(state, saved, mu);
@@ -57,12 +60,13 @@ Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
 // Loads into `kind` at `world`; returns the loaded globals, or the first
 // rank's error in `error` (and then checks every rank's state is unchanged).
 Globals LoadAt(const std::string& kind, int world, const std::string& dir,
-               absl::Status* error) {
+               absl::Status* error, const std::string& optimizer = "adamw") {
   Globals loaded;
   std::mutex mu;
   absl::Status formed = RunOnRanks(world, [&](Group& group) {
     Group* g = kind == "single" ? nullptr : &group;
-    auto strategy = MakeStrategy(kind, g, 11, 0);
+    auto strategy =
+        MakeStrategy(kind, g, 11, 0, testing::OptimizerNamed(optimizer));
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     const auto before = Snapshot(state);
@@ -81,21 +85,31 @@ Globals LoadAt(const std::string& kind, int world, const std::string& dir,
   return loaded;
 }
 
-TEST(LocalTest, RoundTripPerStrategy) {
+class LocalOptimizerTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, LocalOptimizerTest,
+                         ::testing::Values("adamw", "adam", "sgd",
+                                           "sgd_momentum"));
+
+// Every optimizer's state (testing::OptimizerNamed), bitwise.
+TEST_P(LocalOptimizerTest, RoundTripPerStrategy) {
   for (const auto& [kind, world] :
        std::vector<std::pair<std::string, int>>{{"single", 1},
                                                 {"ddp", 2},
                                                 {"zero1", 3},
                                                 {"zero2", 2},
                                                 {"fsdp", 2}}) {
-    const std::string dir = TempDir("local_" + kind) + "/ckpt";
-    const Globals saved = SaveAt(kind, world, dir);
+    const std::string what = absl::StrCat(GetParam(), " ", kind);
+    const std::string dir =
+        TempDir(absl::StrCat("local_", GetParam(), "_", kind)) + "/ckpt";
+    const Globals saved = SaveAt(kind, world, dir, GetParam());
     for (int r = 0; r < world; ++r) {
       EXPECT_TRUE(
           std::filesystem::exists(absl::StrCat(dir, "/rank", r, ".pth")));
     }
     absl::Status error;
-    ExpectGlobalsEqual(LoadAt(kind, world, dir, &error), saved, kind);
+    ExpectGlobalsEqual(LoadAt(kind, world, dir, &error, GetParam()), saved,
+                       what);
     EXPECT_THAT(error, IsOk());
   }
 }

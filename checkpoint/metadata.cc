@@ -122,6 +122,7 @@ void ContentsToProto(const Contents& contents, proto::Metadata& metadata) {
   m->set_world_size(contents.meta.world_size);
   m->set_strategy(contents.meta.strategy);
   m->set_model_config(contents.meta.model_config);
+  m->set_optimizer(contents.meta.optimizer);
   for (const auto& [key, value] : contents.param_scheduler) {
     proto::NamedValue* nv = metadata.add_param_scheduler();
     nv->set_key(key);
@@ -145,6 +146,7 @@ Contents ContentsFromProto(const proto::Metadata& metadata) {
   c.meta.world_size = m.world_size();
   c.meta.strategy = m.strategy();
   c.meta.model_config = m.model_config();
+  c.meta.optimizer = m.optimizer();
   for (const proto::NamedValue& nv : metadata.param_scheduler()) {
     c.param_scheduler.emplace_back(nv.key(), FromProto(nv.value()));
   }

@@ -49,14 +49,17 @@ Contents SomeContents() {
   return c;
 }
 
-// Saves the state of `kind` at `world` ranks (trained 2 steps from seed 7)
-// into `dir`; returns the global tensors saved.
-Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
+// Saves the state of `kind` at `world` ranks with `optimizer` (trained 2
+// steps from seed 7; testing::OptimizerNamed) into `dir`; returns the global
+// tensors saved.
+Globals SaveAt(const std::string& kind, int world, const std::string& dir,
+               const std::string& optimizer = "adamw") {
   Globals saved;
   std::mutex mu;
   absl::Status formed = RunOnRanks(world, [&](Group& group) {
     Group* g = kind == "single" ? nullptr : &group;
-    auto strategy = MakeStrategy(kind, g, 7, 2);
+    auto strategy =
+        MakeStrategy(kind, g, 7, 2, testing::OptimizerNamed(optimizer));
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     AddRuns(state, saved, mu);
@@ -67,14 +70,16 @@ Globals SaveAt(const std::string& kind, int world, const std::string& dir) {
   return saved;
 }
 
-// Loads `dir` into `kind` at `world` ranks (fresh, seed 11, untrained);
-// returns the global tensors loaded.
-Globals LoadAt(const std::string& kind, int world, const std::string& dir) {
+// Loads `dir` into `kind` at `world` ranks with `optimizer` (fresh, seed 11,
+// untrained); returns the global tensors loaded.
+Globals LoadAt(const std::string& kind, int world, const std::string& dir,
+               const std::string& optimizer = "adamw") {
   Globals loaded;
   std::mutex mu;
   absl::Status formed = RunOnRanks(world, [&](Group& group) {
     Group* g = kind == "single" ? nullptr : &group;
-    auto strategy = MakeStrategy(kind, g, 11, 0);
+    auto strategy =
+        MakeStrategy(kind, g, 11, 0, testing::OptimizerNamed(optimizer));
     ASSERT_NE(strategy, nullptr);
     const TensorState state = StateOf(*strategy);
     absl::StatusOr<Contents> contents = LoadSharded(dir, state, {}, g);
@@ -88,17 +93,27 @@ Globals LoadAt(const std::string& kind, int world, const std::string& dir) {
   return loaded;
 }
 
-TEST(ShardedTest, RoundTripPerStrategy) {
+// The optimizers (testing::OptimizerNamed) whose state every test below
+// saves and loads.
+class ShardedOptimizerTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, ShardedOptimizerTest,
+                         ::testing::Values("adamw", "adam", "sgd",
+                                           "sgd_momentum"));
+
+TEST_P(ShardedOptimizerTest, RoundTripPerStrategy) {
   for (const auto& [kind, world] :
        std::vector<std::pair<std::string, int>>{{"single", 1},
                                                 {"ddp", 2},
                                                 {"zero1", 2},
                                                 {"zero2", 2},
                                                 {"fsdp", 3}}) {
-    const std::string dir = TempDir("roundtrip_" + kind) + "/ckpt";
-    const Globals saved = SaveAt(kind, world, dir);
-    const Globals loaded = LoadAt(kind, world, dir);
-    ExpectGlobalsEqual(loaded, saved, kind);
+    const std::string what = absl::StrCat(GetParam(), " ", kind);
+    const std::string dir =
+        TempDir(absl::StrCat("roundtrip_", GetParam(), "_", kind)) + "/ckpt";
+    const Globals saved = SaveAt(kind, world, dir, GetParam());
+    const Globals loaded = LoadAt(kind, world, dir, GetParam());
+    ExpectGlobalsEqual(loaded, saved, what);
   }
 }
 
@@ -119,9 +134,10 @@ TEST(ShardedTest, ContentsRoundTrip) {
 }
 
 // Saves at N ranks under one strategy and loads at M under another, for
-// every N, M in 1..4: the global state loaded equals the state saved,
-// bitwise.
-TEST(ShardedTest, ReshardsEveryWorldSizeToEveryOtherAcrossStrategies) {
+// every N, M in 1..4: the global state loaded (the model and the
+// optimizer's state, whichever optimizer) equals the state saved, bitwise.
+TEST_P(ShardedOptimizerTest,
+       ReshardsEveryWorldSizeToEveryOtherAcrossStrategies) {
   const std::vector<std::string> kinds = {"ddp", "zero1", "zero2", "fsdp"};
   for (int n = 1; n <= 4; ++n) {
     for (int m = 1; m <= 4; ++m) {
@@ -129,11 +145,12 @@ TEST(ShardedTest, ReshardsEveryWorldSizeToEveryOtherAcrossStrategies) {
           n == 1 && m % 2 == 1 ? "single" : kinds[(n + m) % 4];
       const std::string load_kind =
           m == 1 && n % 2 == 0 ? "single" : kinds[(n + 2 * m + 1) % 4];
-      const std::string what =
-          absl::StrCat(save_kind, " at ", n, " -> ", load_kind, " at ", m);
-      const std::string dir = TempDir(absl::StrCat("grid_", n, "_", m)) + "/c";
-      const Globals saved = SaveAt(save_kind, n, dir);
-      const Globals loaded = LoadAt(load_kind, m, dir);
+      const std::string what = absl::StrCat(GetParam(), ": ", save_kind, " at ",
+                                            n, " -> ", load_kind, " at ", m);
+      const std::string dir =
+          TempDir(absl::StrCat("grid_", GetParam(), "_", n, "_", m)) + "/c";
+      const Globals saved = SaveAt(save_kind, n, dir, GetParam());
+      const Globals loaded = LoadAt(load_kind, m, dir, GetParam());
       ExpectGlobalsEqual(loaded, saved, what);
     }
   }

@@ -1,7 +1,8 @@
 // strata_ckpt: inspect, verify and convert Strata checkpoints.
 //
-//   strata_ckpt inspect PATH          format, step, world size, strategy and
-//                                     every tensor's shape and dtype
+//   strata_ckpt inspect PATH          format, step, world size, strategy,
+//                                     optimizer and every tensor's shape and
+//                                     dtype
 //   strata_ckpt verify PATH           every checksum; exit 1 naming the
 //                                     first bad chunk or tensor
 //   strata_ckpt convert SRC DST FMT   to FMT = full (from sharded or local,
@@ -9,7 +10,12 @@
 //                                     sharded (from full or local)
 //
 // PATH is a full checkpoint (a file) or a sharded / local one (a
-// directory). Conversion holds the whole state in memory once.
+// directory). Conversion holds the whole state in memory once. A full
+// checkpoint written by convert has the param groups of the optimizer the
+// source records (meta.optimizer) with Strata's default hyperparameters
+// (OptimizerHyperparameters: sharded and local checkpoints record the
+// optimizer, not its lr, betas or momentum); set those in PyTorch before
+// stepping.
 #include <glog/logging.h>
 
 #include <filesystem>
@@ -88,6 +94,10 @@ void PrintMeta(const std::string& format, const Contents& c) {
             << "step: " << c.meta.step << "\n"
             << "world size: " << c.meta.world_size << "\n"
             << "strategy: " << c.meta.strategy << "\n"
+            << "optimizer: "
+            << (c.meta.optimizer.empty() ? "adamw (not recorded)"
+                                         : c.meta.optimizer)
+            << "\n"
             << "seed: " << c.meta.seed << "\n"
             << "time: " << c.meta.time << "\n"
             << "strata version: " << c.meta.strata_version << "\n"
@@ -159,7 +169,8 @@ absl::Status Convert(const std::string& src, const std::string& dst,
   options.format = format;
   STRATA_RETURN_IF_ERROR(
       SaveState(dst, s.state, s.contents, s.contents.meta.strategy,
-                ModelParameters{s.parameter_order, {}}, nullptr, options));
+                ModelParameters{s.parameter_order, {}},
+                OptimizerHyperparameters(), nullptr, options));
   std::cout << "wrote " << dst << " (" << to << ") from " << src << " ("
             << s.format << ")\n";
   return absl::OkStatus();

@@ -26,12 +26,28 @@ strategies::StrategyOptions Kind(const std::string& kind) {
   return parity::Kind(kind);
 }
 
-std::unique_ptr<strategies::Strategy> MakeStrategy(const std::string& kind,
-                                                   comm::Group* group,
-                                                   uint64_t seed, int steps) {
+strategies::OptimizerConfig DefaultOptimizer() { return parity::Optimizer(); }
+
+strategies::OptimizerConfig OptimizerNamed(const std::string& name) {
+  strategies::OptimizerConfig config = DefaultOptimizer();
+  if (name == "adam") config.kind = strategies::OptimizerKind::kAdam;
+  if (name == "sgd" || name == "sgd_momentum") {
+    config.kind = strategies::OptimizerKind::kSgd;
+  }
+  if (name == "sgd_momentum") {
+    config.sgd.momentum = 0.9;
+    config.sgd.dampening = 0.1;
+  }
+  EXPECT_EQ(strategies::OptimizerStateName(config), name);
+  return config;
+}
+
+std::unique_ptr<strategies::Strategy> MakeStrategy(
+    const std::string& kind, comm::Group* group, uint64_t seed, int steps,
+    const strategies::OptimizerConfig& optimizer) {
   auto created = strategies::CreateStrategy(
       Kind(kind), parity::Build(parity::Config("gpt-tiny"), seed), group,
-      parity::Optimizer(), parity::Schedule());
+      optimizer, parity::Schedule());
   EXPECT_TRUE(created.ok()) << created.status();
   if (!created.ok()) return nullptr;
   const int rank = group == nullptr ? 0 : group->rank();

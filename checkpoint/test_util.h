@@ -25,11 +25,20 @@ namespace strata::checkpoint::testing {
 // straddle bucket and shard boundaries.
 strategies::StrategyOptions Kind(const std::string& kind);
 
+// The parity tests' AdamW (strategies/testing/parity.h).
+strategies::OptimizerConfig DefaultOptimizer();
+
 // gpt-tiny with weights from `seed` under `kind` on `group` (null for
-// "single"), trained `steps` steps; a failure is a test failure (null).
-std::unique_ptr<strategies::Strategy> MakeStrategy(const std::string& kind,
-                                                   comm::Group* group,
-                                                   uint64_t seed, int steps);
+// "single") with `optimizer`, trained `steps` steps; a failure is a test
+// failure (null).
+std::unique_ptr<strategies::Strategy> MakeStrategy(
+    const std::string& kind, comm::Group* group, uint64_t seed, int steps,
+    const strategies::OptimizerConfig& optimizer = DefaultOptimizer());
+
+// The optimizers checkpoint tests save and load, by name: "adamw"
+// (DefaultOptimizer), "adam", "sgd" (no momentum: the step only) and
+// "sgd_momentum" (momentum 0.9, dampening 0.1).
+strategies::OptimizerConfig OptimizerNamed(const std::string& name);
 
 TensorState StateOf(const strategies::Strategy& strategy);
 

@@ -1,19 +1,29 @@
-// Continuing a Strata run in PyTorch: Strata trains gpt-tiny 3 steps and
-// saves a full checkpoint; a Python script builds the same GPT in plain
-// PyTorch (models/testdata/gpt_reference.py), loads "state_dict" into it and
-// "optimizer" into torch.optim.AdamW over the same param groups, and takes
-// step 4 on the batch Strata takes; its parameters match Strata's.
+// Continuing a Strata run in PyTorch, for each optimizer: Strata trains
+// gpt-tiny 3 steps and saves a full checkpoint; a Python script builds the
+// same GPT in plain PyTorch (models/testdata/gpt_reference.py), loads
+// "state_dict" into it and "optimizer" into the torch.optim class the
+// checkpoint's meta names (AdamW, Adam or SGD) over the same param groups
+// (checking that the groups' keys are that class's), and takes step 4 on
+// the batch Strata takes; its parameters match Strata's.
 //
 // Tolerance. Both sides compute the same loss (mean cross-entropy) with the
 // same LibTorch 1.13 CPU kernels; gradients differ only by GEMM summation
-// order, ~1e-6 relative (models/interop_test.cc derives it). The new
-// gradient enters AdamW's m with weight 1 - beta1 = 0.1 and v with 0.001,
-// and the update is lr * m / (sqrt(v) + eps) with lr 1e-3, so it moves by
-// ~1e-3 * 1e-6 = 1e-9 at most, under 1e-6 of every tensor's largest |value|
-// (>= 3.9e-3 in gpt-tiny after 4 steps: 3.9e-9). Measured: 6.3e-8 relative
-// at worst (the test's max_relative_diff). The attention key bias is the
-// exception (below). A wrong lr, beta, eps, group weight decay or step (bias
-// correction) moves elements by >= 1e-5 relative.
+// order, ~1e-6 relative (models/interop_test.cc derives it).
+//   AdamW and Adam: the new gradient enters m with weight 1 - beta1 = 0.1
+//   and v with 0.001, and the update is lr * m / (sqrt(v) + eps) with lr
+//   1e-3, so it moves by ~1e-3 * 1e-6 = 1e-9 at most (Adam's L2 term
+//   wd * p is computed from the same parameters on both sides).
+//   SGD: the update is lr * (momentum * buf + (1 - dampening) * d) (or
+//   Nesterov's d + momentum * buf) with the buffer loaded exactly, so the
+//   gradient's noise moves it by at most lr * 2 * 1e-6 * |g| = 2e-9 |g|,
+//   and |g| < 1 (the test's gradients; the global norm is ~1).
+// Both are under 1e-6 of every tensor's largest |value| (>= 3.9e-3 in
+// gpt-tiny after 4 steps: 3.9e-9). Measured (the test's
+// max_relative_diff): 6.3e-8 for AdamW and Adam, 1.0e-7 to 1.1e-7 for SGD.
+// The attention key bias is the exception (below). A wrong lr, beta, eps,
+// momentum, dampening, nesterov, group weight decay, step (bias
+// correction) or a momentum buffer not loaded moves elements by >= 1e-5
+// relative.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -77,8 +87,18 @@ torch.set_num_threads(1)
 model = gpt_reference.Gpt(cfg)
 model.load_state_dict(ck["state_dict"])
 params, names = dict(model.named_parameters()), ck["optimizer"]["param_names"]
-opt = torch.optim.AdamW([{"params": [params[names[i]] for i in g["params"]]}
-                         for g in ck["optimizer"]["param_groups"]])
+cls = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam,
+       "sgd": torch.optim.SGD, "sgd_momentum": torch.optim.SGD}[
+           ck["meta"]["optimizer"]]
+assert cls.__name__ == sys.argv[6], (cls.__name__, sys.argv[6])
+# lr: SGD's is required; load_state_dict replaces every hyperparameter.
+opt = cls([{"params": [params[names[i]] for i in g["params"]]}
+           for g in ck["optimizer"]["param_groups"]], lr=0.0)
+# The class's own keys (each PyTorch's set: 2.x adds some, which loading
+# fills with their defaults).
+fresh = set(opt.state_dict()["param_groups"][0].keys())
+for g in ck["optimizer"]["param_groups"]:
+    assert set(g.keys()) <= fresh, (sorted(g.keys()), sorted(fresh))
 opt.load_state_dict(ck["optimizer"])
 logits = model(tokens[:, :-1])
 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
@@ -102,15 +122,23 @@ void Step(strategies::Strategy& strategy, const at::Tensor& tokens,
   ASSERT_THAT(strategy.Step(step).status(), IsOk());
 }
 
-TEST(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
+struct InteropCase {
+  std::string name;
+  strategies::OptimizerConfig optimizer;
+  std::string torch_class;  // What the script must pick.
+};
+
+class TorchInteropTest : public ::testing::TestWithParam<InteropCase> {};
+
+TEST_P(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
   models::ModelConfig config = *models::ConfigByName("gpt-tiny");
   config.dropout = 0.0;
   models::BuildOptions build;
   build.seed = 3;
   auto model = models::BuildModel(config, build);
   ASSERT_THAT(model, IsOk());
-  strategies::OptimizerConfig optimizer;
-  optimizer.grad_clip = 0;  // PyTorch's AdamW.step does not clip.
+  strategies::OptimizerConfig optimizer = GetParam().optimizer;
+  optimizer.grad_clip = 0;  // PyTorch's step does not clip.
   optimizer.weight_decay = 0.1;
   optim::LrScheduleOptions schedule;
   schedule.kind = "constant";
@@ -127,19 +155,16 @@ TEST(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
   }
   for (int64_t s = 0; s < 3; ++s) Step(**strategy, batches[s], s);
 
-  const std::string ckpt = TempPath("step_3.pth");
+  const std::string prefix = TempPath(GetParam().name);
+  const std::string ckpt = prefix + "_step_3.pth";
   SaveOptions save;
   save.format = Format::kFull;
-  save.optimizer_hyperparameters.lr = kLr;
-  save.optimizer_hyperparameters.beta1 = optimizer.adamw.beta1;
-  save.optimizer_hyperparameters.beta2 = optimizer.adamw.beta2;
-  save.optimizer_hyperparameters.eps = optimizer.adamw.eps;
-  save.optimizer_hyperparameters.weight_decay = optimizer.weight_decay;
+  save.optimizer_lr = kLr;  // The rest is the strategy's OptimizerConfig.
   Contents contents;
   contents.meta.step = 3;
   ASSERT_THAT(SaveCheckpoint(ckpt, **strategy, nullptr, contents, save),
               IsOk());
-  const std::string tokens_path = TempPath("tokens.pt");
+  const std::string tokens_path = prefix + "_tokens.pt";
   ASSERT_THAT(models::SaveStateDict({{"tokens", batches[3]}}, tokens_path),
               IsOk());
 
@@ -147,12 +172,12 @@ TEST(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
   auto strata = (*strategy)->FullModelState();
   ASSERT_THAT(strata, IsOk());
 
-  const std::string script = TempPath("continue.py");
-  const std::string out = TempPath("python_step_4.pt");
+  const std::string script = prefix + "_continue.py";
+  const std::string out = prefix + "_python_step_4.pt";
   ASSERT_THAT(WriteTextFile(script, kScript), IsOk());
   ASSERT_THAT(RunPython({script, ReferencePath(), ConfigJson(config), ckpt,
-                         tokens_path, out},
-                        TempPath("continue.log")),
+                         tokens_path, out, GetParam().torch_class},
+                        prefix + "_continue.log"),
               IsOk());
   auto read = serialization::ReadTorchFile(out);
   ASSERT_THAT(read, IsOk());
@@ -166,9 +191,10 @@ TEST(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
     if (absl::EndsWith(name, "attn.qkv.bias")) {
       // The key bias's gradient is zero in exact arithmetic (it adds
       // q . b_k to every score of a row, which softmax ignores), so it is
-      // rounding noise and AdamW's update of it (lr * g / (sqrt(v) + eps))
+      // rounding noise and Adam's update of it (lr * g / (sqrt(v) + eps))
       // is noise too: only bounded by Adam's step bound, lr * (1 - beta1) /
-      // sqrt(1 - beta2) = 3.2 lr per side (Kingma & Ba, sec. 2.1).
+      // sqrt(1 - beta2) = 3.2 lr per side (Kingma & Ba, sec. 2.1). SGD's
+      // update of it is lr times that noise, far inside the bound.
       const int64_t dim = config.dim;
       const double key_diff =
           (got.narrow(0, dim, dim) - want.narrow(0, dim, dim))
@@ -185,6 +211,34 @@ TEST(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
   }
   ::testing::Test::RecordProperty("max_relative_diff", absl::StrCat(worst));
 }
+
+strategies::OptimizerConfig Sgd(double momentum, double dampening,
+                                bool nesterov) {
+  strategies::OptimizerConfig config;
+  config.kind = strategies::OptimizerKind::kSgd;
+  config.sgd.momentum = momentum;
+  config.sgd.dampening = dampening;
+  config.sgd.nesterov = nesterov;
+  return config;
+}
+
+strategies::OptimizerConfig Adam() {
+  strategies::OptimizerConfig config;
+  config.kind = strategies::OptimizerKind::kAdam;
+  return config;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, TorchInteropTest,
+    ::testing::Values(
+        InteropCase{"AdamW", strategies::OptimizerConfig(), "AdamW"},
+        InteropCase{"Adam", Adam(), "Adam"},
+        InteropCase{"SgdMomentumDampening", Sgd(0.9, 0.1, false), "SGD"},
+        InteropCase{"SgdNesterov", Sgd(0.9, 0.0, true), "SGD"},
+        InteropCase{"SgdPlain", Sgd(0.0, 0.0, false), "SGD"}),
+    [](const ::testing::TestParamInfo<InteropCase>& info) {
+      return info.param.name;
+    });
 
 }  // namespace
 }  // namespace strata::checkpoint

@@ -18,19 +18,61 @@ using GenericDict = c10::impl::GenericDict;
 using GenericList = c10::impl::GenericList;
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-GenericDict ParamGroup(const AdamWHyperparameters& hyper, bool decay,
+bool IsSgd(const std::string& optimizer) {
+  return optimizer == "sgd" || optimizer == "sgd_momentum";
+}
+
+// A param group of `optimizer`'s class, with the keys PyTorch 1.13's
+// state_dict() writes, in its order (torch_optimizer.h).
+GenericDict ParamGroup(const std::string& optimizer,
+                       const OptimizerHyperparameters& hyper, bool decay,
                        c10::List<int64_t> indices) {
   GenericDict group(c10::StringType::get(), c10::AnyType::get());
   group.insert("lr", hyper.lr);
-  group.insert("betas", c10::ivalue::Tuple::create(hyper.beta1, hyper.beta2));
-  group.insert("eps", hyper.eps);
-  group.insert("weight_decay", decay ? hyper.weight_decay : 0.0);
-  group.insert("amsgrad", false);
-  group.insert("foreach", c10::IValue());
-  group.insert("maximize", false);
-  group.insert("capturable", false);
+  const double weight_decay = decay ? hyper.weight_decay : 0.0;
+  if (IsSgd(optimizer)) {
+    group.insert("momentum", hyper.momentum);
+    group.insert("dampening", hyper.dampening);
+    group.insert("weight_decay", weight_decay);
+    group.insert("nesterov", hyper.nesterov);
+    group.insert("maximize", false);
+    group.insert("foreach", c10::IValue());
+    group.insert("differentiable", false);
+  } else {
+    group.insert("betas", c10::ivalue::Tuple::create(hyper.beta1, hyper.beta2));
+    group.insert("eps", hyper.eps);
+    group.insert("weight_decay", weight_decay);
+    group.insert("amsgrad", false);
+    if (optimizer == "adam") {
+      group.insert("maximize", false);
+      group.insert("foreach", c10::IValue());
+      group.insert("capturable", false);
+      group.insert("differentiable", false);
+      group.insert("fused", false);
+    } else {
+      group.insert("foreach", c10::IValue());
+      group.insert("maximize", false);
+      group.insert("capturable", false);
+    }
+  }
   group.insert("params", std::move(indices));
   return group;
+}
+
+// The state tensors each trainable parameter has under `optimizer` (a
+// Meta::optimizer value, or kAdamOrAdamW).
+std::vector<const char*> StateKeys(const std::string& optimizer) {
+  if (optimizer == "sgd") return {};
+  if (optimizer == "sgd_momentum") return {"momentum_buffer"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+// A number a param group holds as an int or a float (PyTorch writes
+// SGD's default momentum as the int 0).
+double Number(const c10::IValue& value) {
+  return value.isInt()      ? static_cast<double>(value.toInt())
+         : value.isDouble() ? value.toDouble()
+                            : 0.0;
 }
 
 // Index -> parameter name of a state dict without "param_names": the
@@ -75,11 +117,19 @@ absl::StatusOr<std::map<int64_t, std::string>> NamesByPosition(
   return names;
 }
 
-// The groups' parameter indices; errors for malformed groups and amsgrad.
-absl::StatusOr<std::vector<std::vector<int64_t>>> GroupIndices(
-    const std::string& where, const GenericDict& optimizer) {
-  std::vector<std::vector<int64_t>> groups;
-  if (!optimizer.contains("param_groups")) return groups;
+// The groups' parameter indices and the optimizer they show ("sgd",
+// "sgd_momentum" or kAdamOrAdamW); errors for malformed groups, amsgrad and
+// maximize.
+struct Groups {
+  std::vector<std::vector<int64_t>> indices;
+  std::string optimizer = kAdamOrAdamW;
+};
+
+absl::StatusOr<Groups> GroupIndices(const std::string& where,
+                                    const GenericDict& optimizer) {
+  Groups out;
+  std::vector<std::vector<int64_t>>& groups = out.indices;
+  if (!optimizer.contains("param_groups")) return out;
   const c10::IValue& value = optimizer.at("param_groups");
   if (!value.isList()) {
     return absl::InvalidArgumentError(
@@ -96,8 +146,19 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> GroupIndices(
     const GenericDict group = g.toGenericDict();
     if (group.contains("amsgrad") && group.at("amsgrad").isBool() &&
         group.at("amsgrad").toBool()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where,
+                       " has a group with amsgrad=True; Strata's Adam and "
+                       "AdamW have none"));
+    }
+    if (group.contains("maximize") && group.at("maximize").isBool() &&
+        group.at("maximize").toBool()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, " has a group with amsgrad=True; Strata's AdamW has none"));
+          where, " has a group with maximize=True; Strata minimises"));
+    }
+    if (group.contains("momentum")) {
+      if (out.optimizer == kAdamOrAdamW) out.optimizer = "sgd";
+      if (Number(group.at("momentum")) != 0) out.optimizer = "sgd_momentum";
     }
     std::vector<int64_t> indices;
     const c10::IValue params = group.at("params");
@@ -111,14 +172,13 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> GroupIndices(
     }
     groups.push_back(std::move(indices));
   }
-  return groups;
+  return out;
 }
 
 absl::StatusOr<std::map<int64_t, std::string>> IndexNames(
     const std::string& where, const GenericDict& optimizer,
+    const std::vector<std::vector<int64_t>>& groups,
     const std::vector<TorchParameter>& params) {
-  STRATA_ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> groups,
-                          GroupIndices(where, optimizer));
   if (!optimizer.contains("param_names")) {
     return NamesByPosition(where, groups, params);
   }
@@ -156,8 +216,8 @@ std::vector<TorchParamGroup> TorchParamGroups(
 }
 
 GenericDict BuildTorchOptimizer(
-    const std::vector<TorchParameter>& params,
-    const AdamWHyperparameters& hyper,
+    const std::vector<TorchParameter>& params, const std::string& kind,
+    const OptimizerHyperparameters& hyper,
     const std::map<std::string, NamedTensors>& state, int64_t step,
     const NamedTensors& extra) {
   GenericDict optimizer(c10::StringType::get(), c10::AnyType::get());
@@ -169,18 +229,19 @@ GenericDict BuildTorchOptimizer(
     c10::List<int64_t> indices;
     for (size_t member : g.members) {
       const std::string& name = params[member].name;
+      GenericDict s(c10::StringType::get(), c10::TensorType::get());
+      // float32, as PyTorch 1.13 keeps it; exact for steps below 2^24.
+      s.insert("step", at::full({}, static_cast<double>(step), at::kFloat));
       auto it = state.find(name);
       if (it != state.end()) {
-        GenericDict s(c10::StringType::get(), c10::TensorType::get());
-        // float32, as PyTorch 1.13 keeps it; exact for steps below 2^24.
-        s.insert("step", at::full({}, static_cast<double>(step), at::kFloat));
         for (const auto& [key, tensor] : it->second) s.insert(key, tensor);
-        saved_state.insert(index, s);
       }
+      saved_state.insert(index, s);
       indices.push_back(index++);
       names.push_back(name);
     }
-    groups.push_back(ParamGroup(hyper, g.decay, std::move(indices)));
+    groups.push_back(ParamGroup(kind.empty() ? "adamw" : kind, hyper, g.decay,
+                                std::move(indices)));
   }
   optimizer.insert("state", saved_state);
   optimizer.insert("param_groups", groups);
@@ -193,7 +254,7 @@ GenericDict BuildTorchOptimizer(
   return optimizer;
 }
 
-absl::StatusOr<NamedTensors> ReadTorchOptimizer(
+absl::StatusOr<TorchOptimizerState> ReadTorchOptimizer(
     const std::string& where, const c10::IValue& value,
     const std::vector<TorchParameter>& params) {
   if (!value.isGenericDict()) {
@@ -201,11 +262,14 @@ absl::StatusOr<NamedTensors> ReadTorchOptimizer(
         where, " is a ", value.tagKind(), ", expected an optimizer dict"));
   }
   const GenericDict optimizer = value.toGenericDict();
+  STRATA_ASSIGN_OR_RETURN(const Groups groups, GroupIndices(where, optimizer));
   using IndexToName = std::map<int64_t, std::string>;
   STRATA_ASSIGN_OR_RETURN(const IndexToName names,
-                          IndexNames(where, optimizer, params));
-  NamedTensors out;
-  std::set<std::string> with_state;
+                          IndexNames(where, optimizer, groups.indices, params));
+  TorchOptimizerState result;
+  result.optimizer = groups.optimizer;
+  NamedTensors& out = result.tensors;
+  bool has_buffers = false;  // SGD's momentum buffers.
   // The first parameter's step and its name, to name a disagreement.
   std::string step_owner;
   double step = -1;
@@ -225,12 +289,12 @@ absl::StatusOr<NamedTensors> ReadTorchOptimizer(
             where, "[\"state\"] has parameter index ", entry.key().toInt(),
             " but ", names.size(), " parameters are named"));
       }
-      with_state.insert(name->second);
       for (const auto& kv : entry.value().toGenericDict()) {
         if (!kv.key().isString() || !kv.value().isTensor()) continue;
         const std::string key = kv.key().toStringRef();
         const at::Tensor tensor = kv.value().toTensor();
         if (key != "step") {
+          has_buffers = has_buffers || key == "momentum_buffer";
           out.emplace_back(absl::StrCat(name->second, ".", key), tensor);
           continue;
         }
@@ -247,13 +311,20 @@ absl::StatusOr<NamedTensors> ReadTorchOptimizer(
       }
     }
   }
+  std::set<std::string> read;
+  for (const auto& [name, tensor] : out) read.insert(name);
   for (const TorchParameter& p : params) {
-    if (with_state.count(p.name) > 0 || p.shape.empty()) continue;
-    for (const char* key : {"exp_avg", "exp_avg_sq"}) {
-      out.emplace_back(absl::StrCat(p.name, ".", key),
-                       at::zeros(p.shape, at::kFloat));
+    if (p.shape.empty()) continue;
+    for (const char* key : StateKeys(result.optimizer)) {
+      const std::string name = absl::StrCat(p.name, ".", key);
+      if (read.count(name) == 0) {
+        out.emplace_back(name, at::zeros(p.shape, at::kFloat));
+      }
     }
   }
+  // PyTorch's SGD keeps no step; its buffers mean a step was taken, which
+  // is all Strata's SGD reads its step for (torch_optimizer.h).
+  if (step_owner.empty() && has_buffers) step = 1;
   out.emplace_back(
       "step",
       at::full({}, static_cast<int64_t>(std::llround(std::max(step, 0.0))),
@@ -265,7 +336,7 @@ absl::StatusOr<NamedTensors> ReadTorchOptimizer(
       out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
     }
   }
-  return out;
+  return result;
 }
 
 }  // namespace strata::checkpoint

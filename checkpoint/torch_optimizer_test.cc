@@ -47,13 +47,16 @@ std::map<std::string, NamedTensors> State() {
   return state;
 }
 
-AdamWHyperparameters Hyper() {
-  AdamWHyperparameters h;
+OptimizerHyperparameters Hyper() {
+  OptimizerHyperparameters h;
   h.lr = 2e-3;
   h.beta1 = 0.8;
   h.beta2 = 0.95;
   h.eps = 1e-6;
   h.weight_decay = 0.05;
+  h.momentum = 0.9;
+  h.dampening = 0.1;
+  h.nesterov = false;
   return h;
 }
 
@@ -68,7 +71,7 @@ TEST(TorchOptimizerTest, GroupsAreDecayThenNoDecayWithoutFrozen) {
 
 TEST(TorchOptimizerTest, BuildWritesAdamWStateDictLayout) {
   const GenericDict opt =
-      BuildTorchOptimizer(Params(), Hyper(), State(), 7, {});
+      BuildTorchOptimizer(Params(), "adamw", Hyper(), State(), 7, {});
   const auto groups = opt.at("param_groups").toListRef();
   ASSERT_EQ(groups.size(), 2u);
   const GenericDict decay = groups[0].toGenericDict();
@@ -114,11 +117,12 @@ std::map<std::string, at::Tensor> ByName(const NamedTensors& tensors) {
 }
 
 TEST(TorchOptimizerTest, ReadInvertsBuild) {
-  const GenericDict opt = BuildTorchOptimizer(Params(), Hyper(), State(), 7,
-                                              {{"scaler", Filled({1}, 4.0)}});
+  const GenericDict opt = BuildTorchOptimizer(
+      Params(), "adamw", Hyper(), State(), 7, {{"scaler", Filled({1}, 4.0)}});
   auto read = ReadTorchOptimizer("opt", opt, Params());
   ASSERT_THAT(read, IsOk());
-  const auto got = ByName(*read);
+  EXPECT_EQ(read->optimizer, kAdamOrAdamW);
+  const auto got = ByName(read->tensors);
   const std::vector<TorchParameter> params = Params();
   // 4 trainable x 2 moments, the frozen one's 2 zero moments, step, scaler.
   EXPECT_EQ(got.size(), 12u);
@@ -170,7 +174,7 @@ TEST(TorchOptimizerTest, PyTorchTwoGroupsMapByPosition) {
       "opt", PyTorchDict({{3, 2}, {2, 2}, {2}, {2}}, {2, 2}, {5, 5, 5, 5}),
       Params());
   ASSERT_THAT(read, IsOk());
-  const auto got = ByName(*read);
+  const auto got = ByName(read->tensors);
   EXPECT_TRUE(at::equal(got.at("wte.exp_avg"), Filled({3, 2}, 1.0)));
   EXPECT_TRUE(at::equal(got.at("w.exp_avg"), Filled({2, 2}, 2.0)));
   EXPECT_TRUE(at::equal(got.at("b.exp_avg"), Filled({2}, 3.0)));
@@ -184,7 +188,7 @@ TEST(TorchOptimizerTest, PyTorchOneGroupMapsInNamedParametersOrder) {
       "opt", PyTorchDict({{3, 2}, {2}, {2, 2}, {2}}, {4}, {3, 3, 3, 3}),
       Params());
   ASSERT_THAT(read, IsOk());
-  const auto got = ByName(*read);
+  const auto got = ByName(read->tensors);
   EXPECT_TRUE(at::equal(got.at("b.exp_avg"), Filled({2}, 2.0)));
   EXPECT_TRUE(at::equal(got.at("w.exp_avg"), Filled({2, 2}, 3.0)));
 }
@@ -221,10 +225,140 @@ TEST(TorchOptimizerTest, AmsgradIsAnError) {
 TEST(TorchOptimizerTest, NoStateIsZeroMomentsAtStepZero) {
   auto read = ReadTorchOptimizer("opt", PyTorchDict({}, {2, 2}, {}), Params());
   ASSERT_THAT(read, IsOk());
-  const auto got = ByName(*read);
+  const auto got = ByName(read->tensors);
   EXPECT_EQ(got.size(), 11u);  // 5 parameters x 2 moments, step.
   EXPECT_TRUE(at::equal(got.at("wte.exp_avg"), Filled({3, 2}, 0.0)));
   EXPECT_EQ(got.at("step").item<int64_t>(), 0);
+}
+
+TEST(TorchOptimizerTest, MaximizeIsAnError) {
+  GenericDict opt = PyTorchDict({{3, 2}, {2}, {2, 2}, {2}}, {4}, {1, 1, 1, 1});
+  opt.at("param_groups")
+      .toListRef()[0]
+      .toGenericDict()
+      .insert_or_assign("maximize", true);
+  auto read = ReadTorchOptimizer("opt", opt, Params());
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("maximize=True"));
+}
+
+// Momentum buffers = 1 + position.
+std::map<std::string, NamedTensors> SgdState() {
+  std::map<std::string, NamedTensors> state;
+  const std::vector<TorchParameter> params = Params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].frozen) continue;
+    state[params[i].name] = {
+        {"momentum_buffer", Filled(params[i].shape, 1.0 + i)}};
+  }
+  return state;
+}
+
+std::vector<std::string> Keys(const GenericDict& dict) {
+  std::vector<std::string> keys;
+  for (const auto& kv : dict) keys.push_back(kv.key().toStringRef());
+  return keys;
+}
+
+TEST(TorchOptimizerTest, BuildWritesSgdStateDictLayout) {
+  const GenericDict opt =
+      BuildTorchOptimizer(Params(), "sgd_momentum", Hyper(), SgdState(), 7, {});
+  const auto groups = opt.at("param_groups").toListRef();
+  ASSERT_EQ(groups.size(), 2u);
+  const GenericDict decay = groups[0].toGenericDict();
+  // torch.optim.SGD(...).state_dict()'s keys in PyTorch 1.13, in order.
+  EXPECT_EQ(Keys(decay),
+            (std::vector<std::string>{"lr", "momentum", "dampening",
+                                      "weight_decay", "nesterov", "maximize",
+                                      "foreach", "differentiable", "params"}));
+  EXPECT_EQ(decay.at("lr").toDouble(), 2e-3);
+  EXPECT_EQ(decay.at("momentum").toDouble(), 0.9);
+  EXPECT_EQ(decay.at("dampening").toDouble(), 0.1);
+  EXPECT_EQ(decay.at("weight_decay").toDouble(), 0.05);
+  EXPECT_FALSE(decay.at("nesterov").toBool());
+  EXPECT_EQ(groups[1].toGenericDict().at("weight_decay").toDouble(), 0.0);
+  const GenericDict state = opt.at("state").toGenericDict();
+  ASSERT_EQ(state.size(), 4u);
+  // Index 1 is "w" (position 2): buffer 3.
+  const GenericDict w = state.at(int64_t{1}).toGenericDict();
+  EXPECT_TRUE(
+      at::equal(w.at("momentum_buffer").toTensor(), Filled({2, 2}, 3.0)));
+  EXPECT_EQ(w.at("step").toTensor().item<float>(), 7.0f);
+}
+
+TEST(TorchOptimizerTest, BuildWritesAdamsKeys) {
+  const GenericDict opt =
+      BuildTorchOptimizer(Params(), "adam", Hyper(), State(), 7, {});
+  // torch.optim.Adam(...).state_dict()'s keys in PyTorch 1.13, in order.
+  EXPECT_EQ(Keys(opt.at("param_groups").toListRef()[0].toGenericDict()),
+            (std::vector<std::string>{
+                "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize",
+                "foreach", "capturable", "differentiable", "fused", "params"}));
+}
+
+TEST(TorchOptimizerTest, SgdReadInvertsBuild) {
+  const GenericDict opt =
+      BuildTorchOptimizer(Params(), "sgd_momentum", Hyper(), SgdState(), 7, {});
+  auto read = ReadTorchOptimizer("opt", opt, Params());
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->optimizer, "sgd_momentum");
+  const auto got = ByName(read->tensors);
+  // 4 trainable buffers, the frozen one's zero buffer, step.
+  EXPECT_EQ(got.size(), 6u);
+  EXPECT_TRUE(at::equal(got.at("w.momentum_buffer"), Filled({2, 2}, 3.0)));
+  EXPECT_TRUE(at::equal(got.at("ln.momentum_buffer"), Filled({2}, 0.0)));
+  EXPECT_EQ(got.at("step").item<int64_t>(), 7);
+}
+
+TEST(TorchOptimizerTest, SgdWithoutMomentumKeepsTheStepOnly) {
+  OptimizerHyperparameters hyper = Hyper();
+  hyper.momentum = 0;
+  const GenericDict opt =
+      BuildTorchOptimizer(Params(), "sgd", hyper, {}, 5, {});
+  EXPECT_EQ(opt.at("state").toGenericDict().size(), 4u);
+  auto read = ReadTorchOptimizer("opt", opt, Params());
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->optimizer, "sgd");
+  ASSERT_EQ(read->tensors.size(), 1u);
+  EXPECT_EQ(read->tensors[0].first, "step");
+  EXPECT_EQ(read->tensors[0].second.item<int64_t>(), 5);
+}
+
+TEST(TorchOptimizerTest, PyTorchSgdBuffersWithoutAStepReadAsStepOne) {
+  // As torch.optim.SGD(params, lr, momentum=0.9).state_dict() writes it:
+  // momentum buffers and no step.
+  GenericDict opt(c10::StringType::get(), c10::AnyType::get());
+  GenericDict state(c10::IntType::get(), c10::AnyType::get());
+  const std::vector<std::vector<int64_t>> shapes = {{3, 2}, {2}, {2, 2}, {2}};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    GenericDict s(c10::StringType::get(), c10::TensorType::get());
+    s.insert("momentum_buffer", Filled(shapes[i], 1.0 + i));
+    state.insert(static_cast<int64_t>(i), s);
+  }
+  GenericList groups(c10::AnyType::get());
+  GenericDict g(c10::StringType::get(), c10::AnyType::get());
+  g.insert("momentum", 0.9);
+  g.insert("params", c10::List<int64_t>({0, 1, 2, 3}));
+  groups.push_back(g);
+  opt.insert("state", state);
+  opt.insert("param_groups", groups);
+  auto read = ReadTorchOptimizer("opt", opt, Params());
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->optimizer, "sgd_momentum");
+  const auto got = ByName(read->tensors);
+  EXPECT_TRUE(at::equal(got.at("b.momentum_buffer"), Filled({2}, 2.0)));
+  EXPECT_EQ(got.at("step").item<int64_t>(), 1);
+}
+
+TEST(TorchOptimizerTest, PyTorchSgdWithIntMomentumZeroIsPlainSgd) {
+  GenericDict opt = PyTorchDict({}, {4}, {});
+  opt.at("param_groups")
+      .toListRef()[0]
+      .toGenericDict()
+      .insert_or_assign("momentum", int64_t{0});
+  auto read = ReadTorchOptimizer("opt", opt, Params());
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->optimizer, "sgd");
 }
 
 }  // namespace

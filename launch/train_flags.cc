@@ -92,10 +92,31 @@ DEFINE_double(lr_warmup_min_ratio, kDefaults.lr_warmup_min_ratio,
 DEFINE_double(lr_cos_min_ratio, kDefaults.lr_cos_min_ratio,
               "--lr_schedule=warmup_cosine_lr: the cosine ends at this "
               "fraction of --lr (DeepSpeed's cos_min_ratio).");
+DEFINE_string(
+    optimizer,
+    strata::strategies::OptimizerKindName(kDefaults.optimizer).c_str(),
+    "adamw (torch.optim.AdamW: decoupled weight decay), adam "
+    "(torch.optim.Adam: L2 weight decay added to the gradients) or sgd "
+    "(torch.optim.SGD: --momentum, --dampening, --nesterov; L2 weight "
+    "decay). Every strategy shards its state as AdamW's.");
 DEFINE_double(weight_decay, kDefaults.weight_decay,
-              "AdamW weight decay (matrices and embeddings only).");
-DEFINE_double(beta1, kDefaults.beta1, "AdamW beta1.");
-DEFINE_double(beta2, kDefaults.beta2, "AdamW beta2.");
+              "Weight decay of matrices and embeddings (biases and norms get "
+              "none): decoupled for adamw, L2 for adam and sgd.");
+DEFINE_double(beta1, kDefaults.beta1,
+              "--optimizer=adamw or adam: beta1 (first-moment decay).");
+DEFINE_double(beta2, kDefaults.beta2,
+              "--optimizer=adamw or adam: beta2 (second-moment decay; 0.95, "
+              "the GPT convention, by default).");
+DEFINE_double(eps, kDefaults.eps,
+              "--optimizer=adamw or adam: eps, added to the denominator.");
+DEFINE_double(momentum, kDefaults.momentum,
+              "--optimizer=sgd: momentum (0: plain SGD, no momentum buffer).");
+DEFINE_double(dampening, kDefaults.dampening,
+              "--optimizer=sgd with --momentum > 0: dampening of the "
+              "momentum buffer's new gradient.");
+DEFINE_bool(nesterov, kDefaults.nesterov,
+            "--optimizer=sgd: Nesterov momentum (needs --momentum > 0 and "
+            "--dampening=0).");
 DEFINE_double(grad_clip, kDefaults.grad_clip,
               "Global gradient-norm clipping threshold; 0: off.");
 DEFINE_string(strategy,
@@ -195,8 +216,10 @@ DEFINE_string(resume, kDefaults.resume,
               "latest one under --ckpt_dir; empty: start fresh. Restores the "
               "model, optimizer, step, data position and generator. A "
               "PyTorch file (torch.save of {\"state_dict\", \"optimizer\": "
-              "AdamW's state_dict(), \"meta\": {\"step\"}}) resumes too: "
-              "the data position is derived from the step.");
+              "the optimizer's state_dict(), \"meta\": {\"step\"}}) "
+              "resumes too: the data position is derived from the step. The "
+              "checkpoint's optimizer must be --optimizer's (and, for sgd, "
+              "with momentum or without as --momentum).");
 DEFINE_string(load_weights, kDefaults.load_weights,
               "Start a fresh run (step 0, fresh optimizer and schedule) from "
               "the model weights of this checkpoint: a Strata full or "
@@ -381,9 +404,15 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.lr_warmup_type = FLAGS_lr_warmup_type;
   o.lr_warmup_min_ratio = FLAGS_lr_warmup_min_ratio;
   o.lr_cos_min_ratio = FLAGS_lr_cos_min_ratio;
+  STRATA_ASSIGN_OR_RETURN(o.optimizer,
+                          strategies::ParseOptimizerKind(FLAGS_optimizer));
   o.weight_decay = FLAGS_weight_decay;
   o.beta1 = FLAGS_beta1;
   o.beta2 = FLAGS_beta2;
+  o.eps = FLAGS_eps;
+  o.momentum = FLAGS_momentum;
+  o.dampening = FLAGS_dampening;
+  o.nesterov = FLAGS_nesterov;
   o.grad_clip = FLAGS_grad_clip;
   o.seed = FLAGS_seed;
   STRATA_ASSIGN_OR_RETURN(o.precision, ParsePrecision(FLAGS_precision));

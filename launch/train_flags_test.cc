@@ -86,6 +86,30 @@ TEST(TrainOptionsFromFlagsTest, UnknownStrategyNamesTheFlag) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--strategy")));
 }
 
+TEST(TrainOptionsFromFlagsTest, ParsesTheOptimizerFlags) {
+  gflags::FlagSaver saver;
+  SetFlag("optimizer", "sgd");
+  SetFlag("momentum", "0.9");
+  SetFlag("dampening", "0.25");
+  SetFlag("nesterov", "true");
+  SetFlag("eps", "1e-6");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.optimizer, strategies::OptimizerKind::kSgd);
+  EXPECT_EQ(o.momentum, 0.9);
+  EXPECT_EQ(o.dampening, 0.25);
+  EXPECT_TRUE(o.nesterov);
+  EXPECT_EQ(o.eps, 1e-6);
+}
+
+TEST(TrainOptionsFromFlagsTest, UnknownOptimizerNamesTheFlag) {
+  gflags::FlagSaver saver;
+  SetFlag("optimizer", "lamb");
+  EXPECT_THAT(TrainOptionsFromFlags(FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--optimizer must be adamw, adam or sgd, got 'lamb'"));
+}
+
 TEST(TrainOptionsFromFlagsTest, StrategyIsTyped) {
   gflags::FlagSaver saver;
   SetFlag("strategy", "zero2");

@@ -124,6 +124,57 @@ absl::StatusOr<Data> OpenData(const TrainOptions& o) {
   return d;
 }
 
+// The optimizer of a run (--optimizer and its flags).
+strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& o) {
+  strategies::OptimizerConfig config;
+  config.kind = o.optimizer;
+  config.weight_decay = o.weight_decay;
+  config.adamw.beta1 = o.beta1;
+  config.adamw.beta2 = o.beta2;
+  config.adamw.eps = o.eps;
+  config.sgd.momentum = o.momentum;
+  config.sgd.dampening = o.dampening;
+  config.sgd.nesterov = o.nesterov;
+  config.grad_clip = o.grad_clip;
+  return config;
+}
+
+// The optimizer flags: no flag of another optimizer than --optimizer's set
+// away from its default (it would be ignored), then each value's range
+// (strategies::ValidateOptimizerConfig, naming the flag).
+absl::Status ValidateOptimizerFlags(const TrainOptions& o) {
+  const TrainOptions defaults;
+  const std::string optimizer =
+      absl::StrCat("--optimizer=", strategies::OptimizerKindName(o.optimizer));
+  const bool sgd = o.optimizer == strategies::OptimizerKind::kSgd;
+  const struct {
+    const char* flag;
+    bool set;      // Away from its default.
+    bool for_sgd;  // Used by SGD (else by AdamW and Adam).
+  } flags[] = {
+      {"beta1", o.beta1 != defaults.beta1, false},
+      {"beta2", o.beta2 != defaults.beta2, false},
+      {"eps", o.eps != defaults.eps, false},
+      {"momentum", o.momentum != defaults.momentum, true},
+      {"dampening", o.dampening != defaults.dampening, true},
+      {"nesterov", o.nesterov != defaults.nesterov, true},
+  };
+  for (const auto& f : flags) {
+    if (f.set && f.for_sgd != sgd) {
+      return FlagError(
+          f.flag, absl::StrCat("is used only by --optimizer=",
+                               f.for_sgd ? "sgd" : "adamw or adam", ", got ",
+                               optimizer, " (which would ignore it)"));
+    }
+  }
+  if (sgd && o.dampening != 0 && o.momentum == 0) {
+    return FlagError("dampening",
+                     "is used only with --momentum > 0 (it damps the "
+                     "momentum buffer), got --momentum=0");
+  }
+  return strategies::ValidateOptimizerConfig(OptimizerConfigOf(o));
+}
+
 // The learning-rate schedule of a run (optim/lr_schedule.h).
 optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
   optim::LrScheduleOptions schedule;
@@ -272,11 +323,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.lr > 0))
     return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
   if (o.weight_decay < 0) return FlagError("weight_decay", "must be >= 0");
-  if (!(o.beta1 >= 0 && o.beta1 < 1))
-    return FlagError("beta1", "must be in [0, 1)");
-  if (!(o.beta2 >= 0 && o.beta2 < 1))
-    return FlagError("beta2", "must be in [0, 1)");
   if (o.grad_clip < 0) return FlagError("grad_clip", "must be >= 0 (0 = off)");
+  STRATA_RETURN_IF_ERROR(ValidateOptimizerFlags(o));
   if (o.dropout < 0 || o.dropout >= 1)
     return FlagError("dropout", "must be in [0, 1)");
   if (o.log_interval < 1) return FlagError("log_interval", "must be >= 1");
@@ -315,15 +363,6 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (absl::Status s = optim::ValidateLrScheduleOptions(LrScheduleOptionsOf(o));
       !s.ok()) {
     return FlagError("lr_schedule", s.message());
-  }
-  if (o.optimizer != strategies::OptimizerKind::kAdamW) {
-    return FlagError(
-        "optimizer",
-        absl::StrCat(strategies::OptimizerKindName(o.optimizer),
-                     ": this trainer runs AdamW only so far (Adam with L2 "
-                     "decay and SGD are being added to the strategies); use "
-                     "adamw (DeepSpeed: type AdamW, or Adam with adam_w_mode "
-                     "true)"));
   }
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
                           StrategyOptionsFromFlags(o));
@@ -448,17 +487,11 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
 
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy_options,
                           StrategyOptionsFromFlags(o));
-  strategies::OptimizerConfig optimizer_config;
-  optimizer_config.weight_decay = o.weight_decay;
-  optimizer_config.adamw.beta1 = o.beta1;
-  optimizer_config.adamw.beta2 = o.beta2;
-  optimizer_config.adamw.eps = o.eps;
-  optimizer_config.grad_clip = o.grad_clip;
   const optim::LrScheduleOptions schedule_options = LrScheduleOptionsOf(o);
   STRATA_ASSIGN_OR_RETURN(
       run->strategy,
       strategies::CreateStrategy(strategy_options, run->model, run->group,
-                                 optimizer_config, schedule_options));
+                                 OptimizerConfigOf(o), schedule_options));
 
   run->sampler_options.seq_len = o.seq_len;
   run->sampler_options.global_batch_size = o.global_batch;
@@ -468,8 +501,6 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
                                                      run->sampler_options));
   TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
   ckpt_options.schedule = schedule_options;
-  ckpt_options.weight_decay = optimizer_config.weight_decay;
-  ckpt_options.adamw = optimizer_config.adamw;
   STRATA_ASSIGN_OR_RETURN(
       run->checkpoints,
       TrainingCheckpoints::Create(ckpt_options, run->strategy.get(),

@@ -309,12 +309,121 @@ TEST(TrainTest, DeepSpeedSchedulesMayWarmUpLongerThanTheRun) {
   EXPECT_THAT(ValidateTrainOptions(o), IsOk());
 }
 
-TEST(TrainTest, OptimizersOtherThanAdamWAreNotRunYet) {
+// The optimizer flags (ValidateTrainOptions): an option of another
+// optimizer than --optimizer's is an error naming both flags; each value is
+// checked with its flag named.
+TEST(OptimizerFlagsTest, DefaultsPassForEveryOptimizer) {
+  for (strategies::OptimizerKind kind :
+       {strategies::OptimizerKind::kAdamW, strategies::OptimizerKind::kAdam,
+        strategies::OptimizerKind::kSgd}) {
+    TrainOptions o;
+    o.optimizer = kind;
+    EXPECT_THAT(ValidateTrainOptions(o), IsOk())
+        << strategies::OptimizerKindName(kind);
+  }
+}
+
+TEST(OptimizerFlagsTest, MomentumWithAdamWNamesBothFlags) {
+  TrainOptions o;
+  o.momentum = 0.9;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--momentum: is used only by --optimizer=sgd, got "
+                        "--optimizer=adamw"));
+}
+
+TEST(OptimizerFlagsTest, NesterovWithAdamNamesBothFlags) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kAdam;
+  o.nesterov = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--nesterov: is used only by --optimizer=sgd, got "
+                        "--optimizer=adam"));
+}
+
+TEST(OptimizerFlagsTest, BetaWithSgdNamesBothFlags) {
   TrainOptions o;
   o.optimizer = strategies::OptimizerKind::kSgd;
-  EXPECT_THAT(ErrorOf(o),
-              HasSubstr("--optimizer: sgd: this trainer runs AdamW only so "
-                        "far"));
+  o.beta2 = 0.999;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--beta2: is used only by --optimizer=adamw or adam, "
+                        "got --optimizer=sgd"));
+}
+
+TEST(OptimizerFlagsTest, NesterovWithoutMomentumIsAnError) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.nesterov = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--nesterov needs --momentum > 0 and --dampening == 0, "
+                        "got --momentum 0 and --dampening 0"));
+}
+
+TEST(OptimizerFlagsTest, NesterovWithDampeningIsAnError) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.momentum = 0.9;
+  o.dampening = 0.1;
+  o.nesterov = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("got --momentum 0.9 and --dampening 0.1"));
+}
+
+TEST(OptimizerFlagsTest, DampeningWithoutMomentumIsAnError) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.dampening = 0.5;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--dampening: is used only with --momentum > 0"));
+}
+
+TEST(OptimizerFlagsTest, NegativeMomentumNamesTheFlag) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.momentum = -0.1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--momentum must be >= 0, got -0.1"));
+}
+
+TEST(OptimizerFlagsTest, NegativeEpsNamesTheFlag) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kAdam;
+  o.eps = -1e-8;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eps must be >= 0, got -1e-08"));
+}
+
+TEST(OptimizerFlagsTest, Beta1OfOneNamesTheFlag) {
+  TrainOptions o;
+  o.beta1 = 1.0;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--beta1 must be in [0, 1), got 1"));
+}
+
+// A checkpoint of SGD with momentum resumed with --optimizer=adamw, or with
+// SGD without momentum: an error naming --resume and both optimizers, before
+// any training.
+TEST(TrainTest, ResumeWithAnotherOptimizerNamesBoth) {
+  TrainOptions o = SmallRun("resume_other_optimizer", 2);
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.momentum = 0.9;
+  o.save_every = 2;
+  ASSERT_THAT(Train(o), IsOk());
+  const std::string step2 = o.output_dir + "/checkpoints/step_00000002";
+  TrainOptions adamw = SmallRun("resume_other_optimizer_b", 4);
+  adamw.resume = step2;
+  EXPECT_THAT(ErrorOf(adamw),
+              HasSubstr(absl::StrCat(
+                  "--resume=", step2, ": checkpoint '", step2,
+                  "' (meta.optimizer in metadata.pb) holds the state of "
+                  "optimizer 'sgd_momentum' (SGD with momentum), but the "
+                  "strategy's optimizer is 'adamw'")));
+  TrainOptions plain = SmallRun("resume_other_optimizer_c", 4);
+  plain.optimizer = strategies::OptimizerKind::kSgd;
+  plain.resume = step2;
+  EXPECT_THAT(ErrorOf(plain),
+              HasSubstr("'sgd_momentum' (SGD with momentum), but the "
+                        "strategy's optimizer is 'sgd' (SGD without "
+                        "momentum)"));
 }
 
 TEST(TrainTest, MissingDataFileIsNamed) {
@@ -473,6 +582,42 @@ TEST(TrainTest, ResumeInAFreshProcessIsBitwiseExact) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]) << format;
     // model.pt holds the same tensors in the same order: the same bytes.
     EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt")) << format;
+  }
+}
+
+// As ResumeInAFreshProcessIsBitwiseExact, with Adam and with SGD (momentum,
+// dampening, weight decay; Nesterov), in every format: the resumed run's
+// losses, learning rates, gradient norms and final parameters are bitwise
+// the uninterrupted run's.
+TEST(TrainTest, ResumeWithAdamAndSgdIsBitwiseExact) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>>
+      optimizers = {
+          {"adam", {"--optimizer=adam"}},
+          {"sgd", {"--optimizer=sgd", "--momentum=0.9", "--dampening=0.1"}},
+          {"nesterov", {"--optimizer=sgd", "--momentum=0.9", "--nesterov"}}};
+  for (const auto& [name, flags] : optimizers) {
+    for (const std::string format : {"sharded", "full", "local"}) {
+      const std::string what = absl::StrCat(name, " ", format);
+      const std::string a = TempDir(absl::StrCat("opt_a_", name, format));
+      const std::string b = TempDir(absl::StrCat("opt_b_", name, format));
+      std::vector<std::string> args = flags;
+      args.push_back("--ckpt_format=" + format);
+      RunResult first =
+          launch::testing::Run(With(TrainArgs(a), args), {}, absl::Seconds(60));
+      ASSERT_EQ(first.exit_code, 0) << what << ": " << first.err;
+      const std::string step4 =
+          a + "/checkpoints/step_00000004" + (format == "full" ? ".pth" : "");
+      args.push_back("--resume=" + step4);
+      RunResult resumed =
+          launch::testing::Run(With(TrainArgs(b), args), {}, absl::Seconds(60));
+      ASSERT_EQ(resumed.exit_code, 0) << what << ": " << resumed.err;
+      const std::vector<std::string> want = LossFields(a + "/metrics.jsonl");
+      const std::vector<std::string> got = LossFields(b + "/metrics.jsonl");
+      ASSERT_EQ(want.size(), 8u) << what;
+      ASSERT_EQ(got.size(), 4u) << what;
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]) << what;
+      EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt")) << what;
+    }
   }
 }
 

@@ -215,19 +215,12 @@ TrainingCheckpoints::DerivedSamplerState(int64_t step) const {
   return state;
 }
 
-checkpoint::AdamWHyperparameters TrainingCheckpoints::HyperparametersAt(
-    int64_t steps_done) const {
-  checkpoint::AdamWHyperparameters h;
+double TrainingCheckpoints::NextLr(int64_t steps_done) const {
   absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
       optim::LrSchedule::Create(options_.schedule);
   // The lr of the next step: PyTorch's group lr after scheduler.step().
-  h.lr =
-      schedule.ok() ? (*schedule)->LrAt(steps_done) : options_.schedule.base_lr;
-  h.beta1 = options_.adamw.beta1;
-  h.beta2 = options_.adamw.beta2;
-  h.eps = options_.adamw.eps;
-  h.weight_decay = options_.weight_decay;
-  return h;
+  return schedule.ok() ? (*schedule)->LrAt(steps_done)
+                       : options_.schedule.base_lr;
 }
 
 absl::Status TrainingCheckpoints::MaybeLoadWeights() {
@@ -250,7 +243,7 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   }
   SaveOptions save;
   save.format = format_;
-  save.optimizer_hyperparameters = HyperparametersAt(steps_done);
+  save.optimizer_lr = NextLr(steps_done);
   save.write.pause_before_commit = options_.test_pause_before_commit;
   const auto start = std::chrono::steady_clock::now();
   absl::Status s;

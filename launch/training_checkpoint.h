@@ -32,7 +32,6 @@
 #include "checkpoint/checkpoint.h"
 #include "comm/group.h"
 #include "data/sampler.h"
-#include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "strategies/strategy.h"
 
@@ -64,12 +63,9 @@ struct TrainingCheckpointOptions {
   uint64_t seed = 0;
   std::string model_config;
   // The schedule in use (its State() is saved; on resume a saved schedule
-  // with other options is reported).
+  // with other options is reported). Full checkpoints' param groups record
+  // its lr of the next step, with the strategy's optimizer hyperparameters.
   optim::LrScheduleOptions schedule;
-  // The optimizer's, recorded in full checkpoints' param groups (with the
-  // schedule's lr of the next step).
-  double weight_decay = 0.1;
-  optim::AdamWOptions adamw;
 };
 
 // Checks the options; errors name the flags (--ckpt_format, --save_every,
@@ -88,7 +84,9 @@ class TrainingCheckpoints {
 
   // With options.resume set: loads it (a collective) and restores the
   // sampler and generator; returns the step to continue from (0 without
-  // resume).
+  // resume). A checkpoint of another optimizer than the strategy's (another
+  // --optimizer, or SGD with momentum against SGD without) is an error
+  // naming --resume and both optimizers (checkpoint::LoadCheckpoint).
   absl::StatusOr<int64_t> MaybeResume();
 
   // With options.load_weights set: loads the model weights (strictly, a
@@ -118,8 +116,9 @@ class TrainingCheckpoints {
   // missing for it or left unused. A collective over group_: an unusable
   // state on any rank fails every rank before any generator changes.
   absl::Status RestoreGenerator(const checkpoint::NamedValues& extra) const;
-  // The param groups' hyperparameters of a save after `steps_done` steps.
-  checkpoint::AdamWHyperparameters HyperparametersAt(int64_t steps_done) const;
+  // The param groups' lr of a save after `steps_done` steps: the next
+  // step's.
+  double NextLr(int64_t steps_done) const;
   // The sampler state of a checkpoint that has none (a PyTorch file): the
   // position of `step` steps of the global batch; logs what it assumes.
   std::vector<std::pair<std::string, int64_t>> DerivedSamplerState(

@@ -38,29 +38,36 @@ std::unique_ptr<Optimizer> MustCreateAdamW(at::Tensor params, at::Tensor grads,
   return *std::move(opt);
 }
 
-// Runs torch::optim::AdamW (one parameter and param group per range) and
-// the flat AdamW side by side for `steps` steps on the same random
-// gradients; returns the largest difference between their parameters.
-double MaxDifferenceFromTorch(const AdamWOptions& options, int steps) {
+// Runs LibTorch's TorchAdam (torch::optim::AdamW or torch::optim::Adam; one
+// parameter and param group per range) and Strata's (`create`) side by side
+// for `steps` steps on the same random gradients; returns the largest
+// difference between their parameters.
+template <typename TorchAdam, typename TorchOptions>
+double MaxDifferenceFromTorch(const AdamWOptions& options, int steps,
+                              absl::StatusOr<std::unique_ptr<Optimizer>> (
+                                  *create)(at::Tensor, at::Tensor,
+                                           std::vector<ParamRange>,
+                                           const AdamWOptions&)) {
   // Values below 2.5: differences of one or two float ulps stay < 1e-6.
   std::vector<at::Tensor> reference = RandomParts(kSizes, 1);
   for (at::Tensor& r : reference) r.mul_(0.5);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (size_t i = 0; i < reference.size(); ++i) {
     reference[i].requires_grad_();
-    auto group_options = std::make_unique<torch::optim::AdamWOptions>(0.0);
+    auto group_options = std::make_unique<TorchOptions>(0.0);
     group_options->betas({options.beta1, options.beta2})
         .eps(options.eps)
         .weight_decay(kWeightDecays[i]);
     groups.emplace_back(std::vector<at::Tensor>{reference[i]},
                         std::move(group_options));
   }
-  torch::optim::AdamW torch_adamw(std::move(groups));
+  TorchAdam torch_adam(std::move(groups));
 
   at::Tensor params = at::cat(reference).detach().clone();
   at::Tensor grads = at::zeros_like(params);
-  std::unique_ptr<Optimizer> adamw =
-      MustCreateAdamW(params, grads, Ranges(kSizes, kWeightDecays), options);
+  auto created = create(params, grads, Ranges(kSizes, kWeightDecays), options);
+  EXPECT_THAT(created, IsOk());
+  std::unique_ptr<Optimizer> adam = *std::move(created);
 
   for (int step = 0; step < steps; ++step) {
     std::vector<at::Tensor> g = RandomParts(kSizes, 100 + step);
@@ -68,17 +75,23 @@ double MaxDifferenceFromTorch(const AdamWOptions& options, int steps) {
       reference[i].mutable_grad() = g[i].clone();
     }
     grads.copy_(at::cat(g));
-    for (auto& group : torch_adamw.param_groups()) {
+    for (auto& group : torch_adam.param_groups()) {
       group.options().set_lr(Lr(step));
     }
-    torch_adamw.step();
-    adamw->Step(Lr(step));
+    torch_adam.step();
+    adam->Step(Lr(step));
   }
   return (params - at::cat(reference).detach()).abs().max().item<double>();
 }
 
+double MaxDifferenceFromTorchAdamW(const AdamWOptions& options, int steps) {
+  return MaxDifferenceFromTorch<torch::optim::AdamW,
+                                torch::optim::AdamWOptions>(options, steps,
+                                                            &CreateAdamW);
+}
+
 TEST(AdamWTest, MatchesTorchAdamW) {
-  const double difference = MaxDifferenceFromTorch(AdamWOptions(), 12);
+  const double difference = MaxDifferenceFromTorchAdamW(AdamWOptions(), 12);
   RecordProperty("max_abs_difference", ::testing::PrintToString(difference));
   EXPECT_LE(difference, 1e-6);
 }
@@ -88,9 +101,46 @@ TEST(AdamWTest, MatchesTorchAdamWWithOtherBetasAndEps) {
   options.beta1 = 0.8;
   options.beta2 = 0.95;
   options.eps = 1e-6;
-  const double difference = MaxDifferenceFromTorch(options, 12);
+  const double difference = MaxDifferenceFromTorchAdamW(options, 12);
   RecordProperty("max_abs_difference", ::testing::PrintToString(difference));
   EXPECT_LE(difference, 1e-6);
+}
+
+TEST(AdamTest, MatchesTorchAdamWithL2WeightDecay) {
+  AdamWOptions options;
+  options.beta2 = 0.95;
+  const double difference =
+      MaxDifferenceFromTorch<torch::optim::Adam, torch::optim::AdamOptions>(
+          options, 12, &CreateAdam);
+  RecordProperty("max_abs_difference", ::testing::PrintToString(difference));
+  EXPECT_LE(difference, 1e-6);
+}
+
+TEST(AdamTest, FirstStepFoldsTheDecayIntoTheGradient) {
+  // Step 1 of Adam: d = g + wd * p, m / bc1 = d and sqrt(v / bc2) = |d|, so
+  // p -= lr * d / (|d| + eps): the parameter is not shrunk (AdamW would
+  // give 2 * 0.95 - 0.1 = 1.8 for the last element), and a decay that flips
+  // the sign of d flips the step. p = {1, 1, 2}, g = {2, -0.5, -0.5},
+  // wd = {0, 0, 0.5}: d = {2, -0.5, 0.5}.
+  at::Tensor params = at::tensor({1.0f, 1.0f, 2.0f});
+  at::Tensor grads = at::tensor({2.0f, -0.5f, -0.5f});
+  auto adam = CreateAdam(params, grads, {{0, 2, 0.0}, {2, 1, 0.5}}, {});
+  ASSERT_THAT(adam, IsOk());
+  EXPECT_EQ((*adam)->name(), "adam");
+  (*adam)->Step(0.1);
+  EXPECT_NEAR(params[0].item<float>(), 0.9, 1e-6);
+  EXPECT_NEAR(params[1].item<float>(), 1.1, 1e-6);
+  EXPECT_NEAR(params[2].item<float>(), 1.9, 1e-6);
+  // The moments hold the decayed gradient.
+  EXPECT_NEAR((*adam)->State()[0].second[2].item<float>(), 0.1 * 0.5, 1e-7);
+}
+
+TEST(AdamTest, InvalidOptionsNameAdam) {
+  AdamWOptions options;
+  options.beta1 = -0.1;
+  auto adam = CreateAdam(at::zeros({4}), at::zeros({4}), {}, options);
+  EXPECT_THAT(adam.status().ToString(),
+              HasSubstr("Adam beta1 must be in [0, 1), got -0.1"));
 }
 
 TEST(AdamWTest, FirstStepMovesEachParameterByLrAgainstItsGradient) {
@@ -226,6 +276,13 @@ absl::Status CreateError(at::Tensor params, at::Tensor grads,
                          options);
   EXPECT_FALSE(opt.ok());
   return opt.status();
+}
+
+TEST(AdamWTest, ValidateNamesTheFlagsWithAPrefix) {
+  AdamWOptions options;
+  options.eps = -1;
+  EXPECT_THAT(ValidateAdamWOptions(options, "--").ToString(),
+              HasSubstr("--eps must be >= 0, got -1"));
 }
 
 TEST(AdamWTest, RejectsBeta1OfOne) {

@@ -22,6 +22,12 @@ std::ostream& operator<<(std::ostream& os, const ParamRange& range) {
   if (range.frozen) os << ", frozen";
   return os << "}";
 }
+std::string OptionName(absl::string_view optimizer, absl::string_view field,
+                       absl::string_view flag_prefix) {
+  return flag_prefix.empty() ? absl::StrCat(optimizer, " ", field)
+                             : absl::StrCat(flag_prefix, field);
+}
+
 namespace {
 
 // Elements per parallel chunk: small enough for two cores to share a

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace strata::optim {
 
@@ -47,6 +48,12 @@ std::ostream& operator<<(std::ostream& os, const ParamRange& range);
 
 // Named tensors, in a fixed order (optimizer state, state dicts).
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// How an options validator names a field in its errors: the optimizer and
+// the field ("SGD momentum"), or with a non-empty `flag_prefix` the flag that
+// sets it ("--momentum" for "--"), for callers whose options come from flags.
+std::string OptionName(absl::string_view optimizer, absl::string_view field,
+                       absl::string_view flag_prefix);
 
 // Checks the buffers an optimizer updates: both defined, on the CPU, 1-D,
 // contiguous, fp32, the same non-zero numel, and not overlapping in memory.
@@ -116,7 +123,7 @@ class Optimizer {
   int64_t num_steps() const;
 
   // Optimizer state as named flat tensors aligned element-for-element with
-  // params (AdamW: "exp_avg", "exp_avg_sq"; SGD with momentum:
+  // params (AdamW and Adam: "exp_avg", "exp_avg_sq"; SGD with momentum:
   // "momentum_buffer"), plus "step" (0-dim int64). The returned tensors alias
   // the live state: a checkpoint reads or writes them in place.
   virtual NamedTensors State() = 0;
@@ -126,7 +133,7 @@ class Optimizer {
   // unless everything matches.
   virtual absl::Status LoadState(const NamedTensors& state);
 
-  // "adamw", "sgd".
+  // "adamw", "adam", "sgd".
   virtual std::string name() const = 0;
 
   const at::Tensor& params() const { return params_; }

@@ -119,19 +119,30 @@ class Sgd final : public Optimizer {
 
 }  // namespace
 
-absl::Status ValidateSgdOptions(const SgdOptions& options) {
+absl::Status ValidateSgdOptions(const SgdOptions& options,
+                                absl::string_view flag_prefix) {
+  // The subject of a message is named in full ("SGD momentum"); the fields
+  // it mentions after it only need the flag prefix, if any.
+  auto name = [&](absl::string_view field) {
+    return OptionName("SGD", field, flag_prefix);
+  };
+  auto mention = [&](absl::string_view field) {
+    return absl::StrCat(flag_prefix, field);
+  };
   if (!(options.momentum >= 0 && std::isfinite(options.momentum))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SGD momentum must be >= 0, got ", options.momentum));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name("momentum"), " must be >= 0, got ", options.momentum));
   }
   if (!std::isfinite(options.dampening)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SGD dampening must be finite, got ", options.dampening));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name("dampening"), " must be finite, got ", options.dampening));
   }
   if (options.nesterov && !(options.momentum > 0 && options.dampening == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SGD nesterov needs momentum > 0 and dampening == 0, got momentum ",
-        options.momentum, " and dampening ", options.dampening));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name("nesterov"), " needs ", mention("momentum"),
+                     " > 0 and ", mention("dampening"), " == 0, got ",
+                     mention("momentum"), " ", options.momentum, " and ",
+                     mention("dampening"), " ", options.dampening));
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "optim/optimizer.h"
 
 namespace strata::optim {
@@ -30,8 +31,11 @@ struct SgdOptions {
 };
 
 // Checks momentum >= 0, a finite dampening, and that nesterov has
-// momentum > 0 and dampening == 0; names the field.
-absl::Status ValidateSgdOptions(const SgdOptions& options);
+// momentum > 0 and dampening == 0. Errors name the field ("SGD momentum must
+// be >= 0, got -1"), or with a `flag_prefix` the flags ("--momentum must be
+// >= 0, got -1" for "--").
+absl::Status ValidateSgdOptions(const SgdOptions& options,
+                                absl::string_view flag_prefix = "");
 
 // An SGD optimizer updating `params` from `grads` (1-D fp32 contiguous CPU
 // tensors with the same numel, borrowed: they must outlive it). `ranges` as

@@ -205,6 +205,12 @@ TEST(SgdTest, RejectsNesterovWithDampening) {
               HasSubstr("got momentum 0.9 and dampening 0.1"));
 }
 
+TEST(SgdTest, ValidateNamesTheFlagsWithAPrefix) {
+  EXPECT_THAT(ValidateSgdOptions(Options(0.9, 0.1, true), "--").ToString(),
+              HasSubstr("--nesterov needs --momentum > 0 and --dampening == 0, "
+                        "got --momentum 0.9 and --dampening 0.1"));
+}
+
 TEST(SgdTest, RejectsNegativeMomentum) {
   EXPECT_THAT(CreateError(Options(-0.1, 0.0, false)).ToString(),
               HasSubstr("SGD momentum must be >= 0, got -0.1"));

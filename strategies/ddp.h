@@ -22,14 +22,15 @@
 // so the launch order is the same on every rank. Accumulation micro-batches
 // communicate nothing. Step() launches what is left, waits for every bucket,
 // then clips by global norm (gradients are replicated: no cross-rank
-// reduction is needed) and runs AdamW over the whole flat buffer.
+// reduction is needed) and runs the optimizer (OptimizerConfig: AdamW, Adam
+// or SGD) over the whole flat buffer.
 //
 // Unused parameters (no gradient in the last backward): Step() fails naming
 // them unless allow_unused_parameters, in which case their buckets are
 // reduced at Step(). Every rank must see the same set of unused parameters.
 //
 // Mixed precision (MixedPrecisionOptions, single.h): bf16 parameters and
-// gradients with fp32 masters, AdamW state and accumulation. Accumulation
+// gradients with fp32 masters, optimizer state and accumulation. Accumulation
 // micro-batches fold their bf16 gradients into the fp32 buffer after
 // backward; in the last micro-batch each bucket is folded when it is ready,
 // then all-reduced in reduce_dtype: fp32 in place, or bf16 (cast into the

@@ -61,6 +61,23 @@ TEST_P(DdpParityTest, MatchesSingleOnTheFullBatch) {
 INSTANTIATE_TEST_SUITE_P(Models, DdpParityTest,
                          ::testing::Values("gpt-tiny", "llama-tiny"));
 
+// Adam and SGD (AdamW is the default above) at 1..4 ranks, to each one's
+// derived tolerance (parity.h, ExpectClose).
+class DdpOptimizerParityTest
+    : public ::testing::TestWithParam<testing::ParityOptimizer> {};
+
+TEST_P(DdpOptimizerParityTest, MatchesSingleWithTheSameOptimizer) {
+  ExpectMatchesSingle("gpt-tiny", Ddp(), "ddp", /*what_prefix=*/"",
+                      /*dropout=*/0.0, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, DdpOptimizerParityTest,
+    ::testing::Values(testing::ParityAdam(), testing::ParitySgd()),
+    [](const ::testing::TestParamInfo<testing::ParityOptimizer>& info) {
+      return info.param.name;
+    });
+
 // Dropout masks follow the global sample (testing::Train sets the trainer's
 // DropoutContext), so DDP at 1..4 ranks with dropout matches single-process
 // training with the same dropout to the tolerance without it.

@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
-#include "optim/adamw.h"
 #include "strategies/fsdp_init.h"
 #include "strategies/fsdp_plan.h"
 #include "strategies/fsdp_unit.h"
 #include "strategies/mixed_precision.h"
+#include "strategies/optimizer_factory.h"
 #include "strategies/replicas.h"
 #include "strategies/wrap_policy.h"
 
@@ -270,7 +270,7 @@ absl::StatusOr<int64_t> FsdpStrategy::PlanUnits() {
 
 absl::Status FsdpStrategy::BuildOptimizer(
     const optim::LrScheduleOptions& schedule) {
-  // One AdamW over every shard: each flat parameter's ranges (matrices
+  // One optimizer over every shard: each flat parameter's ranges (matrices
   // decay, frozen parameters never move) cut to this rank's shard; gaps
   // (padding) frozen.
   std::vector<optim::ShardPlacement> placements;
@@ -280,10 +280,9 @@ absl::Status FsdpStrategy::BuildOptimizer(
                           unit->master_offset});
   }
   STRATA_ASSIGN_OR_RETURN(optimizer_,
-                          optim::CreateAdamW(master_, grad_shards_,
-                                             optim::ConcatenateShardRanges(
-                                                 placements, master_.numel()),
-                                             config_.adamw));
+                          CreateOptimizer(config_, master_, grad_shards_,
+                                          optim::ConcatenateShardRanges(
+                                              placements, master_.numel())));
   STRATA_ASSIGN_OR_RETURN(schedule_, optim::LrSchedule::Create(schedule));
   return absl::OkStatus();
 }

@@ -16,9 +16,10 @@
 // optimizer step): it is read by several units and by code between them.
 //
 // State. Every rank keeps, for each flat parameter, its fp32 master shard
-// (all shards are views of one buffer, so one fused AdamW updates them) with
-// an fp32 gradient shard and AdamW state of the same size: 16 bytes per owned
-// element, 16 * padded / S per rank. The model's parameters are views of each
+// (all shards are views of one buffer, so one fused optimizer updates them)
+// with an fp32 gradient shard and optimizer state of the same layout: with
+// AdamW or Adam 16 bytes per owned element, 16 * padded / S per rank (SGD:
+// 12 with momentum, 8 without). The model's parameters are views of each
 // flat parameter's full buffer in the compute dtype (param_dtype); a wrapped
 // unit's full buffer has its storage released while the unit is not gathered
 // (ReleasableBuffer, mixed_precision.h; docs/ARCHITECTURE.md "Freeing gathered
@@ -49,8 +50,9 @@
 // the full gradients (less memory, more communication).
 //
 // Step: global gradient-norm clipping over the shards (sum of squares
-// all-reduced over the shard group), AdamW on the fp32 shards, then the root
-// is re-gathered; wrapped units are gathered again by the next forward.
+// all-reduced over the shard group), the optimizer (OptimizerConfig: AdamW,
+// Adam or SGD) on the fp32 shards, then the root is re-gathered; wrapped
+// units are gathered again by the next forward.
 //
 // Frozen parameters (requires_grad false) may sit in any flat parameter:
 // their optimizer ranges are frozen (never updated, no weight decay). A unit
@@ -141,9 +143,10 @@ class FsdpStrategy : public Strategy {
   void ZeroGrad() override;
   // Bytes held now (counted from the tensors): master shards and gathered
   // full buffers (parameters), gradient shards, allocated full gradients
-  // and fp32 accumulators (gradients), AdamW state (optimizer), staging of
+  // and fp32 accumulators (gradients), optimizer state, staging of
   // collectives in flight (communication).
   MemoryReport Memory() const override;
+  const OptimizerConfig& optimizer_config() const override { return config_; }
   // Per flat parameter, per parameter overlapping this rank's shard: the
   // fp32 master run (1-D) at its offset in the flattened parameter. With
   // hybrid sharding, ranks of different replica groups hold the same runs.
@@ -247,7 +250,7 @@ class FsdpStrategy : public Strategy {
   comm::Group* shard_group_ = nullptr;                // Null: shard size 1.
   comm::Group* replicate_group_ = nullptr;            // Null: replicate size 1.
   at::Device compute_device_ = at::Device(at::kCPU);  // The model's.
-  at::Device state_device_ = at::Device(at::kCPU);    // Shards, AdamW.
+  at::Device state_device_ = at::Device(at::kCPU);    // Shards, optimizer.
   int shard_size_ = 1;
   int shard_rank_ = 0;
   int replicate_size_ = 1;

@@ -82,15 +82,20 @@ struct RunResult {
 
 // Trains with `options` on `world` ranks (each rank building its model with
 // `factory`) and expects every rank to end with the same full parameters.
+// `optimizer` (its config clipping at `grad_clip`) trains with its
+// Schedule.
 RunResult TrainOnRanks(
     const StrategyOptions& options, int world, int micro_batches,
     const ModelFactory& factory, double grad_clip = 1.0,
-    const std::function<void(FsdpStrategy&, int)>& check = nullptr) {
+    const std::function<void(FsdpStrategy&, int)>& check = nullptr,
+    const testing::ParityOptimizer& optimizer = testing::ParityAdamW()) {
   std::vector<Params> params(world);
   std::vector<std::vector<double>> norms(world);
+  OptimizerConfig config = optimizer.config;
+  config.grad_clip = grad_clip;
   const absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    auto created = CreateStrategy(options, factory(), &group,
-                                  Optimizer(grad_clip), Schedule());
+    auto created = CreateStrategy(options, factory(), &group, config,
+                                  Schedule(optimizer.base_lr));
     ASSERT_THAT(created, IsOk());
     EXPECT_EQ((*created)->name(), "fsdp");
     absl::Status status = Train(**created, group.rank(), world, micro_batches,
@@ -116,10 +121,11 @@ ModelFactory Named(const std::string& model_name) {
 // differs from single-process training exactly as DDP does. The pre-clip
 // gradient norms are compared too, to 1e-5 relative (their rounding is
 // ~1e-7 relative; a missing or doubled average moves them by 2x).
-void ExpectMatches(const RunResult& got, const Params& want_params,
-                   const std::vector<double>& want_norms,
-                   const std::string& what) {
-  ExpectClose(got.params, want_params, what);
+void ExpectMatches(
+    const RunResult& got, const Params& want_params,
+    const std::vector<double>& want_norms, const std::string& what,
+    const testing::ParityOptimizer& optimizer = testing::ParityAdamW()) {
+  ExpectClose(got.params, want_params, what, optimizer);
   ASSERT_EQ(got.norms.size(), want_norms.size()) << what;
   for (size_t s = 0; s < want_norms.size(); ++s) {
     EXPECT_NEAR(got.norms[s], want_norms[s], 1e-5 * want_norms[s])
@@ -152,6 +158,37 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(ShardingStrategy::kFullShard,
                                          ShardingStrategy::kShardGradOp,
                                          ShardingStrategy::kNoShard)));
+
+// Adam and SGD (AdamW is the default above) over the concatenated master
+// shards, full shard at 1..4 ranks, to each one's derived tolerance
+// (parity.h, ExpectClose).
+class FsdpOptimizerParityTest
+    : public ::testing::TestWithParam<testing::ParityOptimizer> {};
+
+TEST_P(FsdpOptimizerParityTest, MatchesSingleWithTheSameOptimizer) {
+  const testing::ParityOptimizer& optimizer = GetParam();
+  std::vector<double> want_norms;
+  const Params want =
+      testing::TrainSingle("gpt-tiny", &want_norms, 0.0, optimizer);
+  for (int world = 1; world <= 4; ++world) {
+    for (int micro : {1, 2}) {
+      const std::string what = absl::StrCat(optimizer.name, " world ", world,
+                                            " micro-batches ", micro);
+      ExpectMatches(
+          TrainOnRanks(Fsdp(ShardingStrategy::kFullShard, {"GPTBlock"}), world,
+                       micro, Named("gpt-tiny"), optimizer.config.grad_clip,
+                       nullptr, optimizer),
+          want, want_norms, what, optimizer);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, FsdpOptimizerParityTest,
+    ::testing::Values(testing::ParityAdam(), testing::ParitySgd()),
+    [](const ::testing::TestParamInfo<testing::ParityOptimizer>& info) {
+      return info.param.name;
+    });
 
 // Dropout masks follow the global sample, so FSDP (full shard) at 1..4 ranks
 // with dropout matches single-process training with the same dropout to the

@@ -143,7 +143,23 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
         absl::StrCat("--grad_clip must be finite and >= 0 (0 = off), got ",
                      config.grad_clip));
   }
-  return optim::ValidateAdamWOptions(config.adamw);
+  switch (config.kind) {
+    case OptimizerKind::kAdamW:
+    case OptimizerKind::kAdam:
+      return optim::ValidateAdamWOptions(config.adamw, "--");
+    case OptimizerKind::kSgd:
+      return optim::ValidateSgdOptions(config.sgd, "--");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--optimizer must be ", Accepted(kOptimizerKinds),
+                   ", got OptimizerKind(", static_cast<int>(config.kind), ")"));
+}
+
+std::string OptimizerStateName(const OptimizerConfig& config) {
+  if (config.kind == OptimizerKind::kSgd && config.sgd.momentum != 0) {
+    return "sgd_momentum";
+  }
+  return OptimizerKindName(config.kind);
 }
 
 absl::Status ValidateStrategyOptions(const StrategyOptions& options) {

@@ -48,6 +48,8 @@ enum class OptimizerKind {
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& value);
 std::string OptimizerKindName(OptimizerKind kind);
 
+// The optimizer every strategy builds (CreateOptimizer,
+// strategies/optimizer_factory.h) over its flat fp32 buffers or shards.
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;
   // Weight decay of matrices and embeddings (biases and norm gains get none;
@@ -60,9 +62,19 @@ struct OptimizerConfig {
   double grad_clip = 1.0;
 };
 
-// Checks `config`: weight_decay finite and >= 0, grad_clip finite and >= 0,
-// AdamW options as ValidateAdamWOptions.
+// Checks `config`: a kind of the enum, weight_decay finite and >= 0,
+// grad_clip finite and >= 0, and the options of the chosen optimizer
+// (adamw for AdamW and Adam, as optim::ValidateAdamWOptions; sgd for SGD, as
+// optim::ValidateSgdOptions). Errors name the flags: "--beta1 must be in
+// [0, 1), got 1", "--nesterov needs --momentum > 0 and --dampening == 0,
+// got --momentum 0 and --dampening 0".
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+// The optimizer as a checkpoint records it (checkpoint::Meta::optimizer),
+// which decides what its state tensors are and mean: the kind's name, with
+// SGD split by whether it keeps a momentum buffer: "adamw", "adam", "sgd"
+// (the step only) or "sgd_momentum".
+std::string OptimizerStateName(const OptimizerConfig& config);
 
 // Mixed precision (PyTorch FSDP's MixedPrecision): the dtypes the model
 // computes with, gradients are communicated in, and buffers are kept in.

@@ -55,6 +55,72 @@ TEST(OptimizerKindTest, UnknownNameListsTheAcceptedValues) {
                        "--optimizer must be adamw, adam or sgd, got 'lamb'"));
 }
 
+TEST(ValidateOptimizerConfigTest, DefaultsOfEveryKindPass) {
+  for (OptimizerKind kind :
+       {OptimizerKind::kAdamW, OptimizerKind::kAdam, OptimizerKind::kSgd}) {
+    OptimizerConfig config;
+    config.kind = kind;
+    EXPECT_THAT(ValidateOptimizerConfig(config), IsOk())
+        << OptimizerKindName(kind);
+  }
+}
+
+TEST(ValidateOptimizerConfigTest, NesterovWithoutMomentumNamesTheFlags) {
+  OptimizerConfig config;
+  config.kind = OptimizerKind::kSgd;
+  config.sgd.nesterov = true;
+  EXPECT_THAT(ValidateOptimizerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--nesterov needs --momentum > 0 and --dampening == 0, "
+                       "got --momentum 0 and --dampening 0"));
+}
+
+TEST(ValidateOptimizerConfigTest, NegativeMomentumNamesTheFlag) {
+  OptimizerConfig config;
+  config.kind = OptimizerKind::kSgd;
+  config.sgd.momentum = -0.5;
+  EXPECT_THAT(ValidateOptimizerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--momentum must be >= 0, got -0.5"));
+}
+
+TEST(ValidateOptimizerConfigTest, AdamBetaNamesTheFlag) {
+  OptimizerConfig config;
+  config.kind = OptimizerKind::kAdam;
+  config.adamw.beta2 = 1.0;
+  EXPECT_THAT(ValidateOptimizerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--beta2 must be in [0, 1), got 1"));
+}
+
+TEST(ValidateOptimizerConfigTest, NegativeEpsNamesTheFlag) {
+  OptimizerConfig config;
+  config.adamw.eps = -1;
+  EXPECT_THAT(ValidateOptimizerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--eps must be >= 0, got -1"));
+}
+
+TEST(ValidateOptimizerConfigTest, KindOutsideTheEnumIsRejected) {
+  OptimizerConfig config;
+  config.kind = static_cast<OptimizerKind>(9);
+  EXPECT_THAT(ValidateOptimizerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--optimizer must be adamw, adam or sgd, got "
+                       "OptimizerKind(9)"));
+}
+
+TEST(OptimizerStateNameTest, SgdIsSplitByMomentum) {
+  OptimizerConfig config;
+  EXPECT_EQ(OptimizerStateName(config), "adamw");
+  config.kind = OptimizerKind::kAdam;
+  EXPECT_EQ(OptimizerStateName(config), "adam");
+  config.kind = OptimizerKind::kSgd;
+  EXPECT_EQ(OptimizerStateName(config), "sgd");
+  config.sgd.momentum = 0.9;
+  EXPECT_EQ(OptimizerStateName(config), "sgd_momentum");
+}
+
 TEST(StrategyKindTest, ValueOutsideTheEnumIsRejected) {
   StrategyOptions options;
   options.kind = static_cast<StrategyKind>(7);

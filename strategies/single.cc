@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "optim/adamw.h"
 #include "optim/clip.h"
 #include "strategies/mixed_precision.h"
+#include "strategies/optimizer_factory.h"
 
 namespace strata::strategies {
 
@@ -37,10 +37,10 @@ absl::StatusOr<SingleStrategy::Parts> SingleStrategy::BuildParts(
   if (mixed) parts.master_grads = at::zeros_like(parts.master_params);
   STRATA_ASSIGN_OR_RETURN(
       parts.optimizer,
-      optim::CreateAdamW(mixed ? parts.master_params : parts.flat->params(),
-                         mixed ? parts.master_grads : parts.flat->grads(),
-                         parts.flat->MatrixDecayRanges(config.weight_decay),
-                         config.adamw));
+      CreateOptimizer(config,
+                      mixed ? parts.master_params : parts.flat->params(),
+                      mixed ? parts.master_grads : parts.flat->grads(),
+                      parts.flat->MatrixDecayRanges(config.weight_decay)));
   STRATA_ASSIGN_OR_RETURN(parts.schedule, optim::LrSchedule::Create(lr));
   return parts;
 }

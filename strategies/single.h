@@ -1,11 +1,12 @@
 // SingleStrategy: one process, no communication. The model's parameters
-// become views of one flat buffer (optim::FlatParameters), updated by AdamW
-// (weight decay on matrices only), with global-norm clipping and an lr
-// schedule: the reference every other strategy is checked against.
+// become views of one flat buffer (optim::FlatParameters), updated by the
+// optimizer OptimizerConfig names (AdamW, Adam or SGD; weight decay on
+// matrices only), with global-norm clipping and an lr schedule: the
+// reference every other strategy is checked against.
 //
 // Mixed precision (MixedPrecisionOptions::param_dtype bf16): the flat buffer
 // (and so the model's parameters and the gradients autograd writes) is bf16;
-// the optimizer runs on an fp32 master copy of it with fp32 AdamW state.
+// the optimizer runs on an fp32 master copy of it with fp32 state.
 // After every micro-batch's backward the bf16 gradients are added into an
 // fp32 accumulation buffer and zeroed, so accumulation across micro-batches
 // is fp32; clipping and the step read the fp32 buffer, and after the step
@@ -48,6 +49,7 @@ class SingleStrategy : public Strategy {
   std::string name() const override { return "single"; }
   void ZeroGrad() override;
   MemoryReport Memory() const override;
+  const OptimizerConfig& optimizer_config() const override { return config_; }
   std::vector<ShardedTensor> ModelState() const override;
   std::vector<ShardedTensor> OptimizerState() const override;
   // Mixed precision: re-derives the model's bf16 parameters from the fp32
@@ -77,8 +79,8 @@ class SingleStrategy : public Strategy {
   };
   // Casts `model`'s buffers to mixed_precision.buffer_dtype, flattens its
   // parameters, in registration order or, with `reverse_order`, the reverse
-  // of it (in param_dtype, with fp32 masters below fp32), and builds AdamW
-  // (over the fp32 buffers) and the schedule.
+  // of it (in param_dtype, with fp32 masters below fp32), and builds the
+  // optimizer (CreateOptimizer, over the fp32 buffers) and the schedule.
   static absl::StatusOr<Parts> BuildParts(
       models::UnitModel& model, const OptimizerConfig& config,
       const optim::LrScheduleOptions& lr, bool reverse_order,

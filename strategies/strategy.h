@@ -102,10 +102,14 @@ class Strategy {
   absl::StatusOr<StepResult> Step(int64_t step);
 
   virtual MemoryReport Memory() const = 0;
+  // The optimizer the strategy runs (CreateOptimizer): its kind and options.
+  virtual const OptimizerConfig& optimizer_config() const = 0;
   // Parameter names as in the model; with mixed precision, the fp32 master
   // values (the model's own parameters are low-precision copies of them).
   virtual std::vector<ShardedTensor> ModelState() const = 0;
-  // "<param>.exp_avg", "<param>.exp_avg_sq" per parameter, and "step".
+  // "<param>.<key>" per parameter for each state tensor of the optimizer
+  // (AdamW and Adam: exp_avg, exp_avg_sq; SGD with momentum:
+  // momentum_buffer), and "step".
   virtual std::vector<ShardedTensor> OptimizerState() const = 0;
 
   // Every parameter's full fp32 value, in the model's named_parameters()

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
-#include "optim/adamw.h"
 #include "optim/flat_parameters.h"
 #include "strategies/mixed_precision.h"
+#include "strategies/optimizer_factory.h"
 #include "strategies/replicas.h"
 
 namespace strata::strategies {
@@ -179,9 +179,8 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
                           : accumulated.narrow(0, b.shard_offset, n);
     STRATA_ASSIGN_OR_RETURN(
         std::unique_ptr<optim::Optimizer> optimizer,
-        optim::CreateAdamW(p, g,
-                           optim::SliceParamRanges(ranges, b.shard_offset, n),
-                           config.adamw));
+        CreateOptimizer(config, p, g,
+                        optim::SliceParamRanges(ranges, b.shard_offset, n)));
     layout.all_optimizers.push_back(optimizer.get());
     layout.optimizers.push_back(std::move(optimizer));
   }
@@ -614,8 +613,8 @@ ZeroStrategy::FullModelState() {
 
 absl::Status ZeroStrategy::AfterStateLoaded() {
   // All bucket optimizers step together; OptimizerState() exports bucket
-  // 0's counter, so a load gives it to every bucket (AdamW's bias
-  // correction depends on it).
+  // 0's counter, so a load gives it to every bucket (Adam's bias correction
+  // and SGD's first momentum step depend on it).
   at::Tensor step;
   for (const auto& [key, tensor] : optimizers_.front()->State()) {
     if (key == "step") step = tensor;

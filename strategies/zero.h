@@ -13,11 +13,13 @@
 // A rank's shard is thus a set of runs, one per bucket; parameters may
 // straddle shard boundaries (flat sharding).
 //
-// Optimizer. One AdamW per bucket, over narrow() views of this rank's shard
-// of the flat parameters and of the gradients (ZeRO-1: the flat gradient
-// buffer; ZeRO-2: the gradient shard buffer), with FlatParameters::
+// Optimizer. One optimizer per bucket (CreateOptimizer: AdamW, Adam or SGD,
+// as OptimizerConfig says), over narrow() views of this rank's shard of the
+// flat parameters and of the gradients (ZeRO-1: the flat gradient buffer;
+// ZeRO-2: the gradient shard buffer), with FlatParameters::
 // MatrixDecayRanges cut to the shard (SliceParamRanges). Optimizer state is
-// therefore 8 bytes per owned element: 8 * padded / N per rank.
+// therefore sharded too: for AdamW and Adam 8 bytes per owned element,
+// 8 * padded / N per rank (SGD: 4 with momentum, none without).
 //
 // Communication. During the last micro-batch's backward, gradient-accumulator
 // post-hooks count ready parameters per bucket and launch buckets in bucket
@@ -65,7 +67,7 @@
 // the model's parameters, all-gathers and the gradients autograd writes, are
 // in param_dtype (bf16); the fp32 master parameters are this rank's shard
 // (laid out as the gradient shard: bucket runs at buffer_offset) with fp32
-// AdamW state. Accumulation micro-batches fold their bf16 gradients into a
+// optimizer state. Accumulation micro-batches fold their bf16 gradients into a
 // full-size fp32 buffer after backward; in the last micro-batch each bucket
 // is folded when ready and reduced in reduce_dtype (bf16: a bf16 copy is
 // reduced, into a bf16 shard for zero2, and cast back at Step()). After the

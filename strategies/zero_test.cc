@@ -65,6 +65,31 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("gpt-tiny", "llama-tiny"),
                        ::testing::Values("zero1", "zero2")));
 
+// Adam and SGD (AdamW is the default above), each bucket's optimizer over its
+// shard, at 1..4 ranks to each one's derived tolerance (parity.h,
+// ExpectClose).
+class ZeroOptimizerParityTest
+    : public ::testing::TestWithParam<
+          std::tuple<std::string, testing::ParityOptimizer>> {};
+
+TEST_P(ZeroOptimizerParityTest, MatchesSingleWithTheSameOptimizer) {
+  const auto& [kind, optimizer] = GetParam();
+  ExpectMatchesSingle("gpt-tiny", Kind(kind), kind,
+                      /*what_prefix=*/absl::StrCat(kind, " "),
+                      /*dropout=*/0.0, optimizer);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KindsAndOptimizers, ZeroOptimizerParityTest,
+    ::testing::Combine(::testing::Values("zero1", "zero2"),
+                       ::testing::Values(testing::ParityAdam(),
+                                         testing::ParitySgd())),
+    [](const ::testing::TestParamInfo<
+        std::tuple<std::string, testing::ParityOptimizer>>& info) {
+      return absl::StrCat(std::get<0>(info.param), "_",
+                          std::get<1>(info.param).name);
+    });
+
 class ZeroDropoutParityTest : public ::testing::TestWithParam<std::string> {};
 
 // Dropout masks follow the global sample, so ZeRO at 1..4 ranks with dropout

@@ -36,10 +36,10 @@ std::shared_ptr<models::UnitModel> Build(const models::ModelConfig& config,
   return *model;
 }
 
-optim::LrScheduleOptions Schedule() {
+optim::LrScheduleOptions Schedule(double base_lr) {
   optim::LrScheduleOptions lr;
   lr.kind = "cosine";
-  lr.base_lr = 1e-4;
+  lr.base_lr = base_lr;
   lr.warmup_steps = 2;
   lr.total_steps = kSteps;
   return lr;
@@ -49,6 +49,42 @@ OptimizerConfig Optimizer(double grad_clip) {
   OptimizerConfig config;  // weight decay 0.1.
   config.grad_clip = grad_clip;
   return config;
+}
+
+ParityOptimizer ParityAdamW() { return {"adamw", Optimizer(), 1e-4}; }
+
+ParityOptimizer ParityAdam() {
+  ParityOptimizer adam{"adam", Optimizer(), 1e-4};
+  adam.config.kind = OptimizerKind::kAdam;
+  return adam;
+}
+
+ParityOptimizer ParitySgd() {
+  ParityOptimizer sgd{"sgd", Optimizer(), 0.1};
+  sgd.config.kind = OptimizerKind::kSgd;
+  sgd.config.sgd.momentum = 0.9;
+  sgd.config.sgd.dampening = 0.1;
+  return sgd;
+}
+
+double ParityTolerance(const ParityOptimizer& optimizer, double scale) {
+  const OptimizerConfig& config = optimizer.config;
+  const double floor_scale = std::max(1.0, scale);
+  if (config.kind != OptimizerKind::kSgd) return 1e-5 * floor_scale;
+  // ExpectClose's G: the parameter change per unit of gradient noise.
+  EXPECT_GT(config.grad_clip, 0) << "the SGD bound needs clipping";
+  auto schedule = optim::LrSchedule::Create(Schedule(optimizer.base_lr));
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  const double momentum = config.sgd.momentum;
+  double gain = 0;
+  double buffer = 0;  // Of a unit gradient every step.
+  for (int t = 1; t <= kSteps; ++t) {
+    buffer = t == 1 || momentum == 0
+                 ? 1.0
+                 : momentum * buffer + (1 - config.sgd.dampening);
+    gain += (*schedule)->LrAt(t - 1) * buffer;
+  }
+  return 1e-5 * config.grad_clip * gain + 1e-6 * floor_scale;
 }
 
 StrategyOptions Kind(const std::string& kind, int64_t bucket_bytes,
@@ -124,10 +160,11 @@ Params Snapshot(const Strategy& strategy) {
 }
 
 Params TrainSingle(const std::string& model_name,
-                   std::vector<double>* grad_norms, double dropout) {
+                   std::vector<double>* grad_norms, double dropout,
+                   const ParityOptimizer& optimizer) {
   auto created =
       CreateStrategy(StrategyOptions(), Build(Config(model_name, dropout), 7),
-                     nullptr, Optimizer(), Schedule());
+                     nullptr, optimizer.config, Schedule(optimizer.base_lr));
   EXPECT_TRUE(created.ok()) << created.status();
   absl::Status status = Train(**created, 0, 1, 1, grad_norms);
   EXPECT_TRUE(status.ok()) << status;
@@ -135,14 +172,16 @@ Params TrainSingle(const std::string& model_name,
 }
 
 void ExpectClose(const Params& actual, const Params& expected,
-                 const std::string& what) {
+                 const std::string& what, const ParityOptimizer& optimizer) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
   for (const auto& [name, want] : expected) {
     auto it = actual.find(name);
     ASSERT_NE(it, actual.end()) << what << ": " << name;
-    const double scale = std::max(1.0, want.abs().max().item<double>());
+    const double tolerance =
+        ParityTolerance(optimizer, want.abs().max().item<double>());
     const double diff = (it->second - want).abs().max().item<double>();
-    EXPECT_LE(diff, 1e-5 * scale) << what << ": " << name;
+    EXPECT_LE(diff, tolerance)
+        << what << ": " << name << " (" << optimizer.name << ")";
   }
 }
 
@@ -159,40 +198,43 @@ void ExpectEqual(const Params& actual, const Params& expected,
 void ExpectMatchesSingle(const std::string& model_name,
                          const StrategyOptions& options,
                          const std::string& name,
-                         const std::string& what_prefix, double dropout) {
+                         const std::string& what_prefix, double dropout,
+                         const ParityOptimizer& optimizer) {
   std::vector<double> expected_norms;
-  const Params expected = TrainSingle(model_name, &expected_norms, dropout);
+  const Params expected =
+      TrainSingle(model_name, &expected_norms, dropout, optimizer);
   for (int world = 1; world <= 4; ++world) {
     for (int micro_batches : {1, 2}) {
       const std::string what =
-          absl::StrCat(what_prefix, model_name, " world ", world,
-                       " micro-batches ", micro_batches);
-      ASSERT_TRUE(comm::testing::RunOnRanks(
-                      world,
-                      [&](comm::Group& group) {
-                        auto created = CreateStrategy(
-                            options, Build(Config(model_name, dropout), 7),
-                            &group, Optimizer(), Schedule());
-                        ASSERT_TRUE(created.ok()) << created.status();
-                        EXPECT_EQ((*created)->name(), name);
-                        std::vector<double> norms;
-                        absl::Status status =
-                            Train(**created, group.rank(), world, micro_batches,
-                                  &norms);
-                        ASSERT_TRUE(status.ok()) << status;
-                        // The pre-clip norm catches a gradient scaled by a
-                        // missing (or doubled) average, which AdamW's update
-                        // would hide.
-                        ASSERT_EQ(norms.size(), expected_norms.size());
-                        for (size_t s = 0; s < norms.size(); ++s) {
-                          EXPECT_NEAR(norms[s], expected_norms[s],
-                                      1e-5 * expected_norms[s])
-                              << what << " step " << s;
-                        }
-                        ExpectClose(Snapshot(**created), expected,
-                                    absl::StrCat(what, " rank ", group.rank()));
-                      })
-                      .ok())
+          absl::StrCat(what_prefix, model_name, " ", optimizer.name, " world ",
+                       world, " micro-batches ", micro_batches);
+      ASSERT_TRUE(
+          comm::testing::RunOnRanks(
+              world,
+              [&](comm::Group& group) {
+                auto created = CreateStrategy(
+                    options, Build(Config(model_name, dropout), 7), &group,
+                    optimizer.config, Schedule(optimizer.base_lr));
+                ASSERT_TRUE(created.ok()) << created.status();
+                EXPECT_EQ((*created)->name(), name);
+                std::vector<double> norms;
+                absl::Status status = Train(**created, group.rank(), world,
+                                            micro_batches, &norms);
+                ASSERT_TRUE(status.ok()) << status;
+                // The pre-clip norm catches a gradient scaled by a
+                // missing (or doubled) average, which AdamW's update
+                // would hide.
+                ASSERT_EQ(norms.size(), expected_norms.size());
+                for (size_t s = 0; s < norms.size(); ++s) {
+                  EXPECT_NEAR(norms[s], expected_norms[s],
+                              1e-5 * expected_norms[s])
+                      << what << " step " << s;
+                }
+                ExpectClose(Snapshot(**created), expected,
+                            absl::StrCat(what, " rank ", group.rank()),
+                            optimizer);
+              })
+              .ok())
           << what;
     }
   }
