@@ -4,7 +4,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +16,7 @@
 #include "comm/exchange.h"
 #include "launch/generator_state.h"
 #include "launch/schedule_fields.h"
+#include "optim/loss_scaler.h"
 
 namespace strata::launch {
 
@@ -29,6 +33,7 @@ using checkpoint::SaveOptions;
 namespace {
 
 constexpr char kSamplerPrefix[] = "sampler.";
+constexpr char kLossScalerPrefix[] = "loss_scaler.";
 
 }  // namespace
 
@@ -108,7 +113,45 @@ absl::StatusOr<Contents> TrainingCheckpoints::Collect(
   STRATA_ASSIGN_OR_RETURN(checkpoint::NamedValues generators,
                           GatherGeneratorStates(group_));
   for (auto& kv : generators) c.extra.push_back(std::move(kv));
+  if (const optim::LossScaler* scaler = strategy_->loss_scaler()) {
+    for (const auto& [key, value] : scaler->State()) {
+      c.extra.emplace_back(absl::StrCat(kLossScalerPrefix, key), value);
+    }
+  }
   return c;
+}
+
+absl::Status TrainingCheckpoints::RestoreLossScaler(
+    const checkpoint::NamedValues& extra) const {
+  const std::string where = absl::StrCat("--resume=", options_.resume);
+  std::vector<std::pair<std::string, double>> state;
+  for (const auto& [key, value] : extra) {
+    if (!absl::StartsWith(key, kLossScalerPrefix)) continue;
+    const double* v = std::get_if<double>(&value);
+    if (v == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": '", key, "' is not a number"));
+    }
+    state.emplace_back(key.substr(strlen(kLossScalerPrefix)), *v);
+  }
+  optim::LossScaler* scaler = strategy_->mutable_loss_scaler();
+  if (scaler == nullptr) {
+    if (!state.empty() && (group_ == nullptr ? 0 : group_->rank()) == 0) {
+      LOG(WARNING) << where
+                   << ": the checkpoint holds a loss scaler's state (an fp16 "
+                      "run) and this run has no loss scaling; ignoring it";
+    }
+    return absl::OkStatus();
+  }
+  if (state.empty()) {
+    LOG(WARNING) << where << ": rank " << (group_ == nullptr ? 0 : group_->rank())
+                 << ": no loss scaler state in the checkpoint; starting from "
+                    "the initial scale "
+                 << scaler->scale();
+    return absl::OkStatus();
+  }
+  return Annotate(scaler->LoadState(state),
+                  absl::StrCat(where, ": loss scaler state"));
 }
 
 absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
@@ -129,6 +172,7 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
       sampler_state.emplace_back(key.substr(strlen(kSamplerPrefix)), *v);
     }
   }
+  STRATA_RETURN_IF_ERROR(RestoreLossScaler(c.extra));
   if (sampler_state.empty()) sampler_state = DerivedSamplerState(c.meta.step);
   STRATA_RETURN_IF_ERROR(Annotate(sampler_->LoadState(sampler_state),
                                   absl::StrCat("--resume=", options_.resume)));

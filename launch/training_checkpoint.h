@@ -14,6 +14,9 @@
 //     saved state restore it and the others keep their seeded state (both
 //     logged). Checkpoints with only the older "generator.cpu" restore it on
 //     every rank.
+//   - with loss scaling (fp16), the loss scaler's state (extras
+//     "loss_scaler.<key>": scale, growth tracker, hysteresis left and its
+//     options, optim::LossScaler::State()).
 // Resuming at the same world size and strategy continues bitwise as the
 // uninterrupted run; under another world size or strategy (sharded or full
 // format) it continues at the same global sample.
@@ -116,6 +119,12 @@ class TrainingCheckpoints {
   // missing for it or left unused. A collective over group_: an unusable
   // state on any rank fails every rank before any generator changes.
   absl::Status RestoreGenerator(const checkpoint::NamedValues& extra) const;
+  // Restores the strategy's loss scaler from the "loss_scaler.*" extras
+  // (the same on every rank). Without loss scaling such extras are ignored
+  // (logged); a run with loss scaling resuming a checkpoint without them
+  // keeps its initial scale (logged). Errors name the key; nothing changes
+  // on error.
+  absl::Status RestoreLossScaler(const checkpoint::NamedValues& extra) const;
   // The param groups' lr of a save after `steps_done` steps: the next
   // step's.
   double NextLr(int64_t steps_done) const;

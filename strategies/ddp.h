@@ -96,6 +96,7 @@ class DdpStrategy : public SingleStrategy {
   absl::Status AfterMicroBatch(bool last_micro_batch,
                                absl::Status backward) override;
   absl::Status FinishGradients() override;
+  comm::Group* step_group() const override { return group_; }
 
  private:
   DdpStrategy(std::shared_ptr<models::UnitModel> model,

@@ -99,7 +99,7 @@ absl::StatusOr<std::unique_ptr<FsdpStrategy>> FsdpStrategy::Create(
 FsdpStrategy::FsdpStrategy(std::shared_ptr<models::UnitModel> model,
                            const StrategyOptions& options,
                            const OptimizerConfig& config, comm::Group* world)
-    : Strategy(std::move(model)),
+    : Strategy(std::move(model), config),
       options_(options),
       config_(config),
       world_(world) {}
@@ -588,12 +588,16 @@ absl::StatusOr<StepResult> FsdpStrategy::DoStep(int64_t step) {
   DrainReductions(0);
   STRATA_RETURN_IF_ERROR(latched_error());
   StepResult result;
+  result.lr = schedule_->LrAt(step);
   // Gradient shards are disjoint within the shard group and identical
-  // across replicas: the global sum of squares is the shard group's.
+  // across replicas: whether any holds an inf/NaN, and the global sum of
+  // squares, are the shard group's.
+  STRATA_ASSIGN_OR_RETURN(const bool skip,
+                          UnscaleGradients(grad_shards_, shard_group_));
+  if (skip) return result;
   STRATA_ASSIGN_OR_RETURN(
       result.grad_norm,
       ClipGradients(grad_shards_, config_.grad_clip, shard_group_, kKind));
-  result.lr = schedule_->LrAt(step);
   optimizer_->Step(result.lr);
   STRATA_RETURN_IF_ERROR(RefreshFullParameters());
   return result;

@@ -733,8 +733,8 @@ TEST(FsdpTest, InvalidOptionsFailBeforeTraining) {
   reductions.fsdp.reductions_in_flight = -1;
   cases.push_back({reductions, 1, "--fsdp_reductions_in_flight must be >= 0"});
   StrategyOptions dtype = Fsdp(ShardingStrategy::kFullShard);
-  dtype.mixed_precision.param_dtype = at::kHalf;
-  cases.push_back({dtype, 1, "--param_dtype must be fp32 or bf16"});
+  dtype.mixed_precision.param_dtype = at::kDouble;
+  cases.push_back({dtype, 1, "--param_dtype must be fp32, bf16 or fp16"});
   StrategyOptions nothing = Fsdp(ShardingStrategy::kFullShard, {});
   nothing.fsdp.wrap_policy.min_num_params = 10'000'000;
   cases.push_back({nothing, 2, "wraps no unit of the model"});

@@ -1,14 +1,60 @@
 #include "strategies/mixed_precision.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/layer_norm.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
 #include <glog/logging.h>
 
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "base/torch_compat.h"
+
 namespace strata::strategies {
+
+absl::Status CheckCpuComputeDtype(at::ScalarType dtype) {
+  if (dtype == at::kFloat) return absl::OkStatus();
+  const auto options = at::TensorOptions().dtype(dtype);
+  const auto trainable = [&](at::IntArrayRef shape) {
+    return at::randn(shape, options).set_requires_grad(true);
+  };
+  std::string op;
+  const absl::Status status = StatusFromCall("probe", [&] {
+    at::AutoGradMode grad_mode(true);
+    const at::Tensor table = trainable({8, 4});
+    const at::Tensor weight = trainable({4, 4});
+    const at::Tensor gain = at::ones({4}, options).set_requires_grad(true);
+    op = "embedding";
+    at::Tensor x = at::embedding(table, at::arange(3, at::kLong));
+    op = "layer_norm";
+    x = at::layer_norm(x, {4}, gain, {});
+    op = "linear (addmm)";
+    x = at::linear(x, weight);
+    op = "gelu";
+    x = at::gelu(x);
+    op = "log_softmax";
+    x = at::log_softmax(x, -1);
+    op = "backward";
+    x.sum().backward();
+  });
+  if (status.ok()) return status;
+  const int version = torch_compat::TorchVersion();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this LibTorch (", version / 100, ".", version % 100,
+      ") cannot train in ", c10::toString(dtype), " on the CPU: ", op,
+      " failed: ", status.message()));
+}
 
 at::Tensor ConcatenateFp32(const std::vector<optim::NamedParameter>& params,
                            int64_t align_elems) {

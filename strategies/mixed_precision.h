@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "models/unit.h"
 #include "optim/flat_parameters.h"
 #include "strategies/strategy.h"
@@ -38,6 +39,14 @@ at::Tensor ConcatenateFp32(const std::vector<optim::NamedParameter>& params,
 // Converts every floating-point buffer of `model` to `dtype` in place
 // (Tensor::set_data: the module keeps the same tensor objects).
 void CastBuffers(models::UnitModel& model, at::ScalarType dtype);
+
+// Whether this LibTorch can train in `dtype` on the CPU: runs a tiny
+// forward and backward of the ops the models use (linear, layer norm, GELU,
+// log-softmax, embedding) in `dtype` and returns FailedPrecondition naming
+// the op that failed and the LibTorch version when one throws (LibTorch
+// 1.13 has no Half matmul on the CPU, for instance). OK for kFloat without
+// running anything. Call at set-up, before a run is committed to `dtype`.
+absl::Status CheckCpuComputeDtype(at::ScalarType dtype);
 
 // fp32 += low (any floating dtype, same numel), then low = 0: moves one
 // micro-batch's low-precision gradients into the fp32 accumulation buffer.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 
 namespace strata::strategies {
 namespace {
@@ -129,8 +130,9 @@ absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
     const std::string& flag, const std::string& value) {
   if (value == "fp32") return at::kFloat;
   if (value == "bf16") return at::kBFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, " must be fp32 or bf16, got '", value, "'"));
+  if (value == "fp16") return at::kHalf;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, " must be fp32, bf16 or fp16, got '", value, "'"));
 }
 
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
@@ -142,6 +144,9 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("--grad_clip must be finite and >= 0 (0 = off), got ",
                      config.grad_clip));
+  }
+  if (config.loss_scaling.has_value()) {
+    STRATA_RETURN_IF_ERROR(optim::ValidateLossScalerOptions(*config.loss_scaling));
   }
   switch (config.kind) {
     case OptimizerKind::kAdamW:
@@ -181,9 +186,10 @@ absl::Status ValidateStrategyOptions(const StrategyOptions& options) {
       {"reduce_dtype", options.mixed_precision.reduce_dtype},
       {"buffer_dtype", options.mixed_precision.buffer_dtype}};
   for (const auto& [flag, dtype] : dtypes) {
-    if (dtype != at::kFloat && dtype != at::kBFloat16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, " must be fp32 or bf16, got ", c10::toString(dtype)));
+    if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be fp32, bf16 or fp16, got ",
+                       c10::toString(dtype)));
     }
   }
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "models/unit.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "optim/sgd.h"
 
 namespace strata::strategies {
@@ -60,10 +62,16 @@ struct OptimizerConfig {
   optim::SgdOptions sgd;      // SGD.
   // Clip gradients to this global L2 norm; 0: off.
   double grad_clip = 1.0;
+  // Loss scaling (fp16 training; optim/loss_scaler.h): unset, none. The
+  // strategy multiplies every micro-batch's loss by the scale, divides the
+  // reduced gradients by it before clipping, skips the optimizer step on
+  // every rank when any rank found an inf/NaN, and updates the scale.
+  std::optional<optim::LossScalerOptions> loss_scaling;
 };
 
 // Checks `config`: a kind of the enum, weight_decay finite and >= 0,
-// grad_clip finite and >= 0, and the options of the chosen optimizer
+// grad_clip finite and >= 0, loss_scaling (when set) valid as
+// optim::ValidateLossScalerOptions, and the options of the chosen optimizer
 // (adamw for AdamW and Adam, as optim::ValidateAdamWOptions; sgd for SGD, as
 // optim::ValidateSgdOptions). Errors name the flags: "--beta1 must be in
 // [0, 1), got 1", "--nesterov needs --momentum > 0 and --dampening == 0,
@@ -83,13 +91,16 @@ std::string OptimizerStateName(const OptimizerConfig& config);
 // micro-batches; the model's parameters are low-precision copies refreshed
 // after every step. All kFloat: plain fp32 training.
 struct MixedPrecisionOptions {
-  at::ScalarType param_dtype = at::kFloat;   // kFloat or kBFloat16.
-  at::ScalarType reduce_dtype = at::kFloat;  // kFloat or kBFloat16.
-  at::ScalarType buffer_dtype = at::kFloat;  // kFloat or kBFloat16.
+  // Each kFloat, kBFloat16 or kHalf. fp16 parameters need loss scaling
+  // (OptimizerConfig::loss_scaling) to keep small gradients from flushing
+  // to zero; the strategies do not impose it.
+  at::ScalarType param_dtype = at::kFloat;
+  at::ScalarType reduce_dtype = at::kFloat;
+  at::ScalarType buffer_dtype = at::kFloat;
 };
 
 // The value of a --param_dtype / --reduce_dtype / --buffer_dtype flag:
-// "fp32" or "bf16"; anything else is an error naming `flag`.
+// "fp32", "bf16" or "fp16"; anything else is an error naming `flag`.
 absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
     const std::string& flag, const std::string& value);
 
@@ -194,7 +205,7 @@ struct StrategyOptions {
 
 // Checks option values; errors name the flag: "--strategy must be single,
 // ddp, zero1, zero2 or fsdp, got StrategyKind(7)", "--bucket_bytes must be
-// > 0, got 0", "--param_dtype must be fp32 or bf16, got Half".
+// > 0, got 0", "--param_dtype must be fp32, bf16 or fp16, got Double".
 absl::Status ValidateStrategyOptions(const StrategyOptions& options);
 
 // Checks options.fsdp against a world of `world_size` ranks; errors name the

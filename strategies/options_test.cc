@@ -75,6 +75,16 @@ TEST(ValidateOptimizerConfigTest, NesterovWithoutMomentumNamesTheFlags) {
                        "got --momentum 0 and --dampening 0"));
 }
 
+TEST(ValidateOptimizerConfigTest, ChecksLossScalingOptions) {
+  OptimizerConfig config;
+  config.loss_scaling = optim::LossScalerOptions();
+  EXPECT_THAT(ValidateOptimizerConfig(config), IsOk());
+  config.loss_scaling->growth_factor = 0.5;
+  EXPECT_THAT(ValidateOptimizerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "loss scaler growth_factor must be >= 1, got 0.5"));
+}
+
 TEST(ValidateOptimizerConfigTest, NegativeMomentumNamesTheFlag) {
   OptimizerConfig config;
   config.kind = OptimizerKind::kSgd;

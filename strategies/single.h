@@ -99,6 +99,9 @@ class SingleStrategy : public Strategy {
   // Called by DoStep before clipping, to complete gradient communication.
   // The default does nothing.
   virtual absl::Status FinishGradients();
+  // The group DoStep agrees on gradient overflow over (loss scaling;
+  // Strategy::UnscaleGradients): null for one process (the default).
+  virtual comm::Group* step_group() const { return nullptr; }
 
   optim::FlatParameters& mutable_flat() { return *flat_; }
 

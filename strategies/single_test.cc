@@ -163,32 +163,33 @@ TEST(SingleStrategyTest, MemoryAndStateAreCountedFromTheTensors) {
 
 TEST(StrategyOptionsTest, RejectsMixedPrecisionDtypesNamingTheFlag) {
   StrategyOptions options;
-  options.mixed_precision.param_dtype = at::kHalf;
+  options.mixed_precision.param_dtype = at::kDouble;
   EXPECT_EQ(ValidateStrategyOptions(options).message(),
-            "--param_dtype must be fp32 or bf16, got Half");
+            "--param_dtype must be fp32, bf16 or fp16, got Double");
   auto created =
       CreateStrategy(options, Gpt(1), nullptr, OptimizerConfig(), Constant());
   EXPECT_EQ(created.status().message(),
-            "--param_dtype must be fp32 or bf16, got Half");
+            "--param_dtype must be fp32, bf16 or fp16, got Double");
   options.mixed_precision.param_dtype = at::kBFloat16;
   options.mixed_precision.reduce_dtype = at::kDouble;
   EXPECT_EQ(ValidateStrategyOptions(options).message(),
-            "--reduce_dtype must be fp32 or bf16, got Double");
+            "--reduce_dtype must be fp32, bf16 or fp16, got Double");
   options.mixed_precision.reduce_dtype = at::kBFloat16;
-  options.mixed_precision.buffer_dtype = at::kHalf;
+  options.mixed_precision.buffer_dtype = at::kInt;
   EXPECT_EQ(ValidateStrategyOptions(options).message(),
-            "--buffer_dtype must be fp32 or bf16, got Half");
-  options.mixed_precision.buffer_dtype = at::kBFloat16;
+            "--buffer_dtype must be fp32, bf16 or fp16, got Int");
+  options.mixed_precision.buffer_dtype = at::kHalf;
   EXPECT_THAT(ValidateStrategyOptions(options), IsOk());
 }
 
 TEST(StrategyOptionsTest, ParsesMixedPrecisionDtypeFlags) {
   EXPECT_EQ(*ParseMixedPrecisionDtype("param_dtype", "fp32"), at::kFloat);
   EXPECT_EQ(*ParseMixedPrecisionDtype("param_dtype", "bf16"), at::kBFloat16);
-  auto bad = ParseMixedPrecisionDtype("reduce_dtype", "fp16");
+  EXPECT_EQ(*ParseMixedPrecisionDtype("param_dtype", "fp16"), at::kHalf);
+  auto bad = ParseMixedPrecisionDtype("reduce_dtype", "fp64");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "--reduce_dtype must be fp32 or bf16, got 'fp16'");
+            "--reduce_dtype must be fp32, bf16 or fp16, got 'fp64'");
 }
 
 StrategyOptions Bf16Single() {

@@ -1,8 +1,10 @@
 #include "strategies/strategy.h"
 
+#include <ATen/ops/full.h>
 #include <glog/logging.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -39,9 +41,18 @@ Strategy::FullModelState() {
   return out;
 }
 
-Strategy::Strategy(std::shared_ptr<models::UnitModel> model)
+Strategy::Strategy(std::shared_ptr<models::UnitModel> model,
+                   const OptimizerConfig& config)
     : model_(std::move(model)) {
   CHECK(model_ != nullptr);
+  if (config.loss_scaling.has_value()) {
+    absl::StatusOr<std::unique_ptr<optim::LossScaler>> scaler =
+        optim::LossScaler::Create(*config.loss_scaling);
+    CHECK(scaler.ok()) << "ValidateOptimizerConfig lets invalid loss scaling "
+                          "options through: "
+                       << scaler.status();
+    loss_scaler_ = *std::move(scaler);
+  }
 }
 
 absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
@@ -63,12 +74,13 @@ absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
   }
   STRATA_RETURN_IF_ERROR(BeforeMicroBatch(last_micro_batch));
   double loss_value = 0;
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   absl::Status backward =
       StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
         at::Tensor loss =
             models::UnitModel::Loss(model().Forward(inputs), targets);
         loss_value = loss.item<double>();
-        (loss * loss_weight).backward();
+        (loss * (loss_weight * scale)).backward();
       });
   if (last_micro_batch) last_micro_batch_done_ = true;
   STRATA_RETURN_IF_ERROR(
@@ -91,7 +103,47 @@ absl::StatusOr<StepResult> Strategy::Step(int64_t step) {
                      "ForwardBackward(..., last_micro_batch = true) first"));
   }
   last_micro_batch_done_ = false;
-  return DoStep(step);
+  unscaled_ = false;
+  found_inf_ = false;
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  STRATA_ASSIGN_OR_RETURN(StepResult result, DoStep(step));
+  result.loss_scale = scale;
+  if (loss_scaler_ != nullptr) {
+    CHECK(unscaled_) << name()
+                     << ": DoStep did not call UnscaleGradients with loss "
+                        "scaling on";
+    loss_scaler_->Update(found_inf_);
+    result.skipped = found_inf_;
+    if (found_inf_) {
+      result.grad_norm = std::numeric_limits<double>::infinity();
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<bool> Strategy::UnscaleGradients(at::Tensor grads,
+                                                comm::Group* group) {
+  if (loss_scaler_ == nullptr) return false;
+  CHECK(!unscaled_) << name() << ": UnscaleGradients called twice in a step";
+  unscaled_ = true;
+  absl::Status reduce_status;
+  found_inf_ = !loss_scaler_->UnscaleAndCheck(
+      std::move(grads), [&](bool local_found_inf) {
+        if (group == nullptr) return local_found_inf;
+        at::Tensor flag = at::full({1}, local_found_inf ? 1.0f : 0.0f,
+                                   at::kFloat);
+        reduce_status = group->AllReduce(flag, comm::ReduceOp::kMax);
+        // On failure every rank returns the error below; skip meanwhile.
+        return !reduce_status.ok() || flag.item<float>() != 0;
+      });
+  if (!reduce_status.ok()) {
+    return Annotate(reduce_status,
+                    absl::StrCat(name(),
+                                 ": all-reduce of the gradient overflow flag "
+                                 "(loss scaling) on rank ",
+                                 group->rank()));
+  }
+  return found_inf_;
 }
 
 absl::Status Strategy::BeforeMicroBatch(bool) { return absl::OkStatus(); }

@@ -30,7 +30,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/sharded_tensor.h"
+#include "comm/group.h"
 #include "models/unit.h"
+#include "optim/loss_scaler.h"
 #include "strategies/options.h"
 
 namespace strata::strategies {
@@ -40,6 +42,12 @@ struct StepResult {
   double grad_norm = 0;
   // The learning rate the step used.
   double lr = 0;
+  // With loss scaling: whether the gradients held an inf/NaN on some rank,
+  // so that every rank skipped the optimizer step (grad_norm is then
+  // infinite and the parameters are unchanged), and the scale this step's
+  // losses were multiplied by (1 without loss scaling).
+  bool skipped = false;
+  double loss_scale = 1;
 };
 
 // Per-rank bytes of model state a strategy keeps, counted from the tensors it
@@ -83,7 +91,9 @@ class Strategy {
   // is the global batch; data-parallel strategies average gradients across
   // ranks, so equal per-rank batches give the gradient of the global mean
   // loss). Gradients are complete after the backward of the micro-batch with
-  // last_micro_batch = true. Returns the unweighted loss.
+  // last_micro_batch = true. Returns the unweighted loss. With loss scaling
+  // (OptimizerConfig::loss_scaling) backward runs on loss * loss_weight *
+  // loss_scaler()->scale().
   //
   // Errors: InvalidArgument for a loss_weight that is not finite and > 0;
   // FailedPrecondition after the step's last micro-batch (call Step()
@@ -95,11 +105,20 @@ class Strategy {
                                          bool last_micro_batch);
 
   // Completes gradient communication, clips to grad_clip by global norm and
-  // steps the optimizer with the schedule's lr at `step` (>= 0). Call once
+  // steps the optimizer with the schedule's lr at `step` (>= 0). With loss
+  // scaling it first divides the gradients by the scale, skips clipping and
+  // the optimizer on every rank when any rank found an inf/NaN
+  // (StepResult::skipped), and then updates the scale. Call once
   // per step, after the ForwardBackward with last_micro_batch = true
   // (FailedPrecondition otherwise); the next ForwardBackward starts a new
   // step, whether this Step succeeded or not.
   absl::StatusOr<StepResult> Step(int64_t step);
+
+  // The loss scaler (OptimizerConfig::loss_scaling), owned; null without
+  // loss scaling. The mutable one may be changed between steps only (e.g.
+  // LoadState from a checkpoint); the same on every rank.
+  const optim::LossScaler* loss_scaler() const { return loss_scaler_.get(); }
+  optim::LossScaler* mutable_loss_scaler() { return loss_scaler_.get(); }
 
   virtual MemoryReport Memory() const = 0;
   // The optimizer the strategy runs (CreateOptimizer): its kind and options.
@@ -128,7 +147,10 @@ class Strategy {
   virtual absl::Status AfterStateLoaded() { return absl::OkStatus(); }
 
  protected:
-  explicit Strategy(std::shared_ptr<models::UnitModel> model);
+  // `config` must be valid (ValidateOptimizerConfig; CHECKed): its
+  // loss_scaling makes the loss scaler.
+  Strategy(std::shared_ptr<models::UnitModel> model,
+           const OptimizerConfig& config);
 
   // The hooks ForwardBackward and Step call once their guards passed, on the
   // training thread.
@@ -142,8 +164,20 @@ class Strategy {
   // default returns `backward`.
   virtual absl::Status AfterMicroBatch(bool last_micro_batch,
                                        absl::Status backward);
-  // Step's work: `step` >= 0, the step's last micro-batch has run.
+  // Step's work: `step` >= 0, the step's last micro-batch has run. With loss
+  // scaling it must call UnscaleGradients once, on the reduced gradients
+  // before clipping, and when that returns true (skip) neither clip nor step
+  // the optimizer; Step updates the scale afterwards.
   virtual absl::StatusOr<StepResult> DoStep(int64_t step) = 0;
+
+  // For DoStep. Without loss scaling: returns false and touches nothing.
+  // With it: divides `grads` (this rank's reduced gradients: all of them, or
+  // its shard; fp32/bf16/fp16, contiguous) in place by the step's scale and
+  // returns whether any rank found an inf/NaN, agreed by an all-reduce (max)
+  // over `group` (borrowed; null: this process alone, or gradients already
+  // identical on every rank). A collective when `group` is set: every rank
+  // of it calls it in the same step. Errors name the strategy and the rank.
+  absl::StatusOr<bool> UnscaleGradients(at::Tensor grads, comm::Group* group);
 
   // Latches the first error of a hook that runs outside ForwardBackward's and
   // Step's control (autograd hooks, interceptors): every later
@@ -160,6 +194,10 @@ class Strategy {
   // not been called since.
   bool last_micro_batch_done_ = false;
   absl::Status latched_error_;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;
+  // This step's UnscaleGradients ran, and what it found.
+  bool unscaled_ = false;
+  bool found_inf_ = false;
 };
 
 }  // namespace strata::strategies

@@ -507,6 +507,14 @@ absl::Status ZeroStrategy::GatherParameters() {
 absl::StatusOr<StepResult> ZeroStrategy::DoStep(int64_t step) {
   STRATA_RETURN_IF_ERROR(FinishGradients());
   StepResult result;
+  result.lr = schedule_->LrAt(step);
+  // ZeRO-2's shards are disjoint: an inf may be on one rank only. ZeRO-1's
+  // all-reduced gradients are equal on every rank; agreeing anyway costs one
+  // 4-byte all-reduce.
+  STRATA_ASSIGN_OR_RETURN(
+      const bool skip,
+      UnscaleGradients(stage2() ? grad_shard_ : accumulated_grads(), group_));
+  if (skip) return result;
   // ZeRO-2 holds disjoint gradient shards; ZeRO-1's gradients are replicated
   // after the all-reduce, so the local norm is the global one.
   STRATA_ASSIGN_OR_RETURN(
@@ -514,7 +522,6 @@ absl::StatusOr<StepResult> ZeroStrategy::DoStep(int64_t step) {
       stage2() ? ClipGradients(grad_shard_, config_.grad_clip, group_, name())
                : ClipGradients(accumulated_grads(), config_.grad_clip, nullptr,
                                name()));
-  result.lr = schedule_->LrAt(step);
   for (optim::Optimizer* optimizer : optimizers_) optimizer->Step(result.lr);
   STRATA_RETURN_IF_ERROR(GatherParameters());
   return result;
