@@ -144,7 +144,8 @@ absl::Status TrainingCheckpoints::RestoreLossScaler(
     return absl::OkStatus();
   }
   if (state.empty()) {
-    LOG(WARNING) << where << ": rank " << (group_ == nullptr ? 0 : group_->rank())
+    LOG(WARNING) << where << ": rank "
+                 << (group_ == nullptr ? 0 : group_->rank())
                  << ": no loss scaler state in the checkpoint; starting from "
                     "the initial scale "
                  << scaler->scale();

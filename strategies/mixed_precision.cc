@@ -1,12 +1,12 @@
 #include "strategies/mixed_precision.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/log_softmax.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
@@ -50,10 +50,10 @@ absl::Status CheckCpuComputeDtype(at::ScalarType dtype) {
   });
   if (status.ok()) return status;
   const int version = torch_compat::TorchVersion();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "this LibTorch (", version / 100, ".", version % 100,
-      ") cannot train in ", c10::toString(dtype), " on the CPU: ", op,
-      " failed: ", status.message()));
+  return absl::FailedPreconditionError(
+      absl::StrCat("this LibTorch (", version / 100, ".", version % 100,
+                   ") cannot train in ", c10::toString(dtype),
+                   " on the CPU: ", op, " failed: ", status.message()));
 }
 
 at::Tensor ConcatenateFp32(const std::vector<optim::NamedParameter>& params,

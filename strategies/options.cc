@@ -146,7 +146,8 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
                      config.grad_clip));
   }
   if (config.loss_scaling.has_value()) {
-    STRATA_RETURN_IF_ERROR(optim::ValidateLossScalerOptions(*config.loss_scaling));
+    STRATA_RETURN_IF_ERROR(
+        optim::ValidateLossScalerOptions(*config.loss_scaling));
   }
   switch (config.kind) {
     case OptimizerKind::kAdamW:

@@ -130,8 +130,8 @@ absl::StatusOr<bool> Strategy::UnscaleGradients(at::Tensor grads,
   found_inf_ = !loss_scaler_->UnscaleAndCheck(
       std::move(grads), [&](bool local_found_inf) {
         if (group == nullptr) return local_found_inf;
-        at::Tensor flag = at::full({1}, local_found_inf ? 1.0f : 0.0f,
-                                   at::kFloat);
+        at::Tensor flag =
+            at::full({1}, local_found_inf ? 1.0f : 0.0f, at::kFloat);
         reduce_status = group->AllReduce(flag, comm::ReduceOp::kMax);
         // On failure every rank returns the error below; skip meanwhile.
         return !reduce_status.ok() || flag.item<float>() != 0;

@@ -25,9 +25,9 @@
 namespace strata::strategies {
 namespace {
 
-using ::strata::testing::IsOk;
 using comm::Group;
 using comm::testing::RunOnRanks;
+using ::strata::testing::IsOk;
 using testing::Build;
 using testing::Config;
 using testing::Corpus;
@@ -67,12 +67,12 @@ RunResult TrainKind(const std::string& kind, int world,
   options.mixed_precision = mixed;
   const auto body = [&](Group* group) {
     const int rank = group == nullptr ? 0 : group->rank();
-    absl::StatusOr<std::unique_ptr<Strategy>> strategy =
-        CreateStrategy(options, Build(Config(kModel), 7), group, config,
-                       Schedule(base_lr));
+    absl::StatusOr<std::unique_ptr<Strategy>> strategy = CreateStrategy(
+        options, Build(Config(kModel), 7), group, config, Schedule(base_lr));
     ASSERT_THAT(strategy.status(), IsOk());
     std::vector<double> norms;
-    ASSERT_THAT(Train(**strategy, rank, world, /*micro_batches=*/2, &norms), IsOk());
+    ASSERT_THAT(Train(**strategy, rank, world, /*micro_batches=*/2, &norms),
+                IsOk());
     out.params[rank] = Snapshot(**strategy);
     ASSERT_OK_AND_ASSIGN(auto full, (*strategy)->FullModelState());
     if (rank == 0) {
@@ -151,37 +151,43 @@ TEST_P(OverflowTest, OneRankOverflowingSkipsTheStepOnEveryRank) {
   scaling.init_scale = 65536.0;
   scaling.growth_interval = 100;
   config.loss_scaling = scaling;
-  ASSERT_THAT(RunOnRanks(2, [&](Group& group) {
-    absl::StatusOr<std::unique_ptr<Strategy>> created = CreateStrategy(
-        Kind(kind), Build(Config(kModel), 7), &group, config, Schedule());
-    ASSERT_THAT(created.status(), IsOk());
-    Strategy& strategy = **created;
-    const Params before = Snapshot(strategy);
-    ASSERT_OK_AND_ASSIGN(const StepResult overflow,
-                         OneStep(strategy, group.rank(), 2, 0, 1e36));
-    EXPECT_TRUE(overflow.skipped) << kind << " rank " << group.rank();
-    EXPECT_EQ(overflow.loss_scale, 65536.0);
-    EXPECT_TRUE(std::isinf(overflow.grad_norm));
-    ExpectEqual(Snapshot(strategy), before,
+  ASSERT_THAT(
+      RunOnRanks(
+          2,
+          [&](Group& group) {
+            absl::StatusOr<std::unique_ptr<Strategy>> created =
+                CreateStrategy(Kind(kind), Build(Config(kModel), 7), &group,
+                               config, Schedule());
+            ASSERT_THAT(created.status(), IsOk());
+            Strategy& strategy = **created;
+            const Params before = Snapshot(strategy);
+            ASSERT_OK_AND_ASSIGN(const StepResult overflow,
+                                 OneStep(strategy, group.rank(), 2, 0, 1e36));
+            EXPECT_TRUE(overflow.skipped) << kind << " rank " << group.rank();
+            EXPECT_EQ(overflow.loss_scale, 65536.0);
+            EXPECT_TRUE(std::isinf(overflow.grad_norm));
+            ExpectEqual(
+                Snapshot(strategy), before,
                 absl::StrCat(kind, " rank ", group.rank(), " after a skip"));
-    ASSERT_NE(strategy.loss_scaler(), nullptr);
-    EXPECT_EQ(strategy.loss_scaler()->scale(), 32768.0);
+            ASSERT_NE(strategy.loss_scaler(), nullptr);
+            EXPECT_EQ(strategy.loss_scaler()->scale(), 32768.0);
 
-    ASSERT_OK_AND_ASSIGN(const StepResult clean,
-                         OneStep(strategy, group.rank(), 2, 1, 1.0));
-    EXPECT_FALSE(clean.skipped) << kind << " rank " << group.rank();
-    EXPECT_EQ(clean.loss_scale, 32768.0);
-    EXPECT_TRUE(std::isfinite(clean.grad_norm));
-    EXPECT_GT(clean.grad_norm, 0);
-    EXPECT_EQ(strategy.loss_scaler()->scale(), 32768.0);
-    EXPECT_EQ(strategy.loss_scaler()->growth_tracker(), 1);
-    bool changed = false;
-    const Params after = Snapshot(strategy);
-    for (const auto& [name, value] : before) {
-      changed = changed || !at::equal(after.at(name), value);
-    }
-    EXPECT_TRUE(changed) << kind << ": the clean step changed nothing";
-  }), IsOk());
+            ASSERT_OK_AND_ASSIGN(const StepResult clean,
+                                 OneStep(strategy, group.rank(), 2, 1, 1.0));
+            EXPECT_FALSE(clean.skipped) << kind << " rank " << group.rank();
+            EXPECT_EQ(clean.loss_scale, 32768.0);
+            EXPECT_TRUE(std::isfinite(clean.grad_norm));
+            EXPECT_GT(clean.grad_norm, 0);
+            EXPECT_EQ(strategy.loss_scaler()->scale(), 32768.0);
+            EXPECT_EQ(strategy.loss_scaler()->growth_tracker(), 1);
+            bool changed = false;
+            const Params after = Snapshot(strategy);
+            for (const auto& [name, value] : before) {
+              changed = changed || !at::equal(after.at(name), value);
+            }
+            EXPECT_TRUE(changed) << kind << ": the clean step changed nothing";
+          }),
+      IsOk());
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, OverflowTest,
@@ -221,30 +227,39 @@ class UnscaleProbe : public Strategy {
 TEST(UnscaleGradientsTest, AnInfOnOneRankIsAgreedByEveryRank) {
   OptimizerConfig config = testing::Optimizer();
   config.loss_scaling = optim::LossScalerOptions();  // 2^16, back-off 0.5.
-  ASSERT_THAT(RunOnRanks(2, [&](Group& group) {
-    at::Tensor grads = at::full({4}, 65536.0f);
-    if (group.rank() == 1) grads[2] = std::numeric_limits<float>::infinity();
-    UnscaleProbe probe(config, grads, &group);
-    ASSERT_THAT(probe
-                  .ForwardBackward(at::zeros({1, 4}, at::kLong),
-                                   at::zeros({1, 4}, at::kLong), 1.0, true)
-                  .status(), IsOk());
-    ASSERT_OK_AND_ASSIGN(const StepResult result, probe.Step(0));
-    EXPECT_TRUE(result.skipped) << "rank " << group.rank();
-    EXPECT_EQ(probe.loss_scaler()->scale(), 32768.0) << "rank " << group.rank();
-    if (group.rank() == 0) {
-      EXPECT_TRUE(at::equal(grads, at::ones({4}))) << "unscaled in place";
-    }
-  }), IsOk());
+  ASSERT_THAT(
+      RunOnRanks(2,
+                 [&](Group& group) {
+                   at::Tensor grads = at::full({4}, 65536.0f);
+                   if (group.rank() == 1)
+                     grads[2] = std::numeric_limits<float>::infinity();
+                   UnscaleProbe probe(config, grads, &group);
+                   ASSERT_THAT(probe
+                                   .ForwardBackward(
+                                       at::zeros({1, 4}, at::kLong),
+                                       at::zeros({1, 4}, at::kLong), 1.0, true)
+                                   .status(),
+                               IsOk());
+                   ASSERT_OK_AND_ASSIGN(const StepResult result, probe.Step(0));
+                   EXPECT_TRUE(result.skipped) << "rank " << group.rank();
+                   EXPECT_EQ(probe.loss_scaler()->scale(), 32768.0)
+                       << "rank " << group.rank();
+                   if (group.rank() == 0) {
+                     EXPECT_TRUE(at::equal(grads, at::ones({4})))
+                         << "unscaled in place";
+                   }
+                 }),
+      IsOk());
 }
 
 TEST(UnscaleGradientsTest, WithoutLossScalingGradientsAreUntouched) {
   at::Tensor grads = at::full({4}, 3.0f);
   UnscaleProbe probe(testing::Optimizer(), grads, nullptr);
   ASSERT_THAT(probe
-                .ForwardBackward(at::zeros({1, 4}, at::kLong),
-                                 at::zeros({1, 4}, at::kLong), 1.0, true)
-                .status(), IsOk());
+                  .ForwardBackward(at::zeros({1, 4}, at::kLong),
+                                   at::zeros({1, 4}, at::kLong), 1.0, true)
+                  .status(),
+              IsOk());
   ASSERT_OK_AND_ASSIGN(const StepResult result, probe.Step(0));
   EXPECT_FALSE(result.skipped);
   EXPECT_EQ(result.loss_scale, 1.0);
@@ -284,8 +299,8 @@ class Fp16Test : public ::testing::Test {
 // initial parameters, 2^-11 * |p|, which the masters never see: they start
 // from the fp32 values).
 TEST_F(Fp16Test, SingleTracksFp32) {
-  const RunResult fp32 = TrainKind("single", 1, testing::ParitySgd().config,
-                                   {}, testing::ParitySgd().base_lr);
+  const RunResult fp32 = TrainKind("single", 1, testing::ParitySgd().config, {},
+                                   testing::ParitySgd().base_lr);
   const RunResult fp16 =
       TrainKind("single", 1, Sgd(), Half(), testing::ParitySgd().base_lr);
   const Params init = testing::ParametersOf(*Build(Config(kModel), 7));
