@@ -186,24 +186,59 @@ absl::Status Mapper::MapBatch() {
 // DeepSpeed's bf16 is bf16 parameters with fp32 master weights and
 // optimizer state (its BF16_Optimizer and ZeRO), the whole module cast to
 // bf16 (buffers too) and gradients communicated in bf16 unless
-// communication_data_type says otherwise; no autocast.
+// communication_data_type says otherwise; no autocast. Its fp16 is the same
+// in fp16 (its FP16_Optimizer and ZeRO's fp16 path) with loss scaling:
+// --precision=fp16 and the --loss_scale flags.
 absl::Status Mapper::MapPrecision() {
-  if (c_.fp16.enabled) {
+  const DeepSpeedFp16Config& f = c_.fp16;
+  if (f.enabled && c_.bf16_enabled) {
     return Error("fp16.enabled",
-                 "true: Strata does not implement fp16 training yet (bf16 "
-                 "is bf16.enabled)");
+                 "true together with bf16.enabled: true; enable one of them "
+                 "(DeepSpeed refuses both too)");
   }
-  const std::string dtype = c_.bf16_enabled ? "bf16" : "fp32";
-  const std::string enabled = Text(c_.bf16_enabled);
-  Set("param_dtype", &o_.param_dtype, dtype, "bf16.enabled", enabled);
-  Set("buffer_dtype", &o_.buffer_dtype, dtype, "bf16.enabled", enabled);
+  if (f.enabled && f.consecutive_hysteresis) {
+    return Error("fp16.consecutive_hysteresis",
+                 "true: Strata implements DeepSpeed's default (false): the "
+                 "hysteresis is restored only when the scale grows");
+  }
+  const std::string dtype =
+      c_.bf16_enabled ? "bf16" : (f.enabled ? "fp16" : "fp32");
+  const std::string key = f.enabled ? "fp16.enabled" : "bf16.enabled";
+  const std::string enabled = Text(f.enabled || c_.bf16_enabled);
+  Set("param_dtype", &o_.param_dtype, dtype, key, enabled);
+  Set("buffer_dtype", &o_.buffer_dtype, dtype, key, enabled);
   if (c_.communication_data_type.has_value()) {
     Set("reduce_dtype", &o_.reduce_dtype, *c_.communication_data_type,
         "communication_data_type");
   } else {
-    Set("reduce_dtype", &o_.reduce_dtype, dtype, "bf16.enabled", enabled);
+    Set("reduce_dtype", &o_.reduce_dtype, dtype, key, enabled);
   }
-  Set("precision", &o_.precision, Precision::kFp32, "bf16.enabled", enabled);
+  Set("precision", &o_.precision,
+      f.enabled ? Precision::kFp16 : Precision::kFp32, key, enabled);
+  if (f.enabled) {
+    Set("loss_scale", &o_.loss_scale, f.loss_scale, "fp16.loss_scale");
+    const bool dynamic = f.loss_scale == 0;
+    const std::string why =
+        "a static fp16.loss_scale neither grows nor backs off";
+    if (dynamic) {
+      Set("loss_scale_initial_power", &o_.loss_scale_initial_power,
+          f.initial_scale_power, "fp16.initial_scale_power");
+      Set("loss_scale_window", &o_.loss_scale_window, f.loss_scale_window,
+          "fp16.loss_scale_window");
+      Set("loss_scale_hysteresis", &o_.loss_scale_hysteresis, f.hysteresis,
+          "fp16.hysteresis");
+      Set("loss_scale_min", &o_.loss_scale_min, f.min_loss_scale,
+          "fp16.min_loss_scale");
+    } else {
+      NoEffect("fp16.initial_scale_power", Text(f.initial_scale_power), why);
+      NoEffect("fp16.loss_scale_window", Text(f.loss_scale_window), why);
+      NoEffect("fp16.hysteresis", Text(f.hysteresis), why);
+      NoEffect("fp16.min_loss_scale", Text(f.min_loss_scale), why);
+    }
+    NoEffect("fp16.auto_cast", Text(f.auto_cast),
+             "Strata's models take token ids; with fp16 parameters every "
+             "floating-point op computes in fp16 already");
+  }
   NoEffect("bf16.immediate_grad_update", Text(c_.bf16_immediate_grad_update),
            "Strata folds each micro-batch's bf16 gradients into the fp32 "
            "accumulation once, after its backward: the same sums either "

@@ -258,12 +258,74 @@ TEST(ApplyDeepSpeedConfigTest, CommunicationDataTypeIsTheReduceDtype) {
   EXPECT_EQ(a.options.reduce_dtype, "fp32");
 }
 
-TEST(ApplyDeepSpeedConfigTest, Fp16IsNotImplementedYet) {
-  EXPECT_THAT(Apply(R"({"fp16": {"enabled": true}})").status.message(),
-              HasSubstr("ds.json: fp16.enabled: true: Strata does not "
-                        "implement fp16 training yet"));
-  EXPECT_THAT(Apply(R"({"fp16": {"enabled": false, "loss_scale": 0}})").status,
-              IsOk());
+TEST(ApplyDeepSpeedConfigTest, Fp16MapsToFp16ParametersAndLossScaling) {
+  const Applied a = Apply(R"({"fp16": {"enabled": true,
+      "initial_scale_power": 12, "loss_scale_window": 500, "hysteresis": 3,
+      "min_loss_scale": 0.5}})");
+  ASSERT_THAT(a.status, IsOk());
+  EXPECT_EQ(a.options.precision, Precision::kFp16);
+  EXPECT_EQ(a.options.param_dtype, "fp16");
+  EXPECT_EQ(a.options.buffer_dtype, "fp16");
+  EXPECT_EQ(a.options.reduce_dtype, "fp16");  // DeepSpeed's default.
+  EXPECT_EQ(a.options.loss_scale, 0);
+  EXPECT_EQ(a.options.loss_scale_initial_power, 12);
+  EXPECT_EQ(a.options.loss_scale_window, 500);
+  EXPECT_EQ(a.options.loss_scale_hysteresis, 3);
+  EXPECT_EQ(a.options.loss_scale_min, 0.5);
+  EXPECT_TRUE(Logged(a,
+                     "--loss_scale_window=500 from "
+                     "fp16.loss_scale_window=500 from ds.json"));
+}
+
+TEST(ApplyDeepSpeedConfigTest, Fp16DefaultsAreDeepSpeeds) {
+  const Applied a = Apply(R"({"fp16": {"enabled": true}})");
+  ASSERT_THAT(a.status, IsOk());
+  EXPECT_EQ(a.options.loss_scale, 0);
+  EXPECT_EQ(a.options.loss_scale_initial_power, 16);
+  EXPECT_EQ(a.options.loss_scale_window, 1000);
+  EXPECT_EQ(a.options.loss_scale_hysteresis, 2);
+  EXPECT_EQ(a.options.loss_scale_min, 1);
+}
+
+TEST(ApplyDeepSpeedConfigTest, Fp16StaticScaleLogsTheDynamicKeysAsNoEffect) {
+  const Applied a = Apply(
+      R"({"fp16": {"enabled": true, "loss_scale": 128, "hysteresis": 4}})");
+  ASSERT_THAT(a.status, IsOk());
+  EXPECT_EQ(a.options.loss_scale, 128);
+  EXPECT_EQ(a.options.loss_scale_hysteresis,
+            TrainOptions().loss_scale_hysteresis);
+  EXPECT_TRUE(Logged(a,
+                     "fp16.hysteresis=4 from ds.json has no effect: a "
+                     "static fp16.loss_scale neither grows nor backs off"));
+}
+
+TEST(ApplyDeepSpeedConfigTest, Fp16CommunicationDataTypeIsReduceDtype) {
+  const Applied a = Apply(
+      R"({"fp16": {"enabled": true}, "communication_data_type": "fp32"})");
+  ASSERT_THAT(a.status, IsOk());
+  EXPECT_EQ(a.options.reduce_dtype, "fp32");
+}
+
+TEST(ApplyDeepSpeedConfigTest, Fp16AndBf16TogetherAreAnError) {
+  EXPECT_THAT(
+      Apply(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})")
+          .status.message(),
+      HasSubstr("ds.json: fp16.enabled: true together with bf16.enabled"));
+}
+
+TEST(ApplyDeepSpeedConfigTest, ConsecutiveHysteresisIsAnError) {
+  EXPECT_THAT(Apply(R"({"fp16": {"enabled": true,
+                      "consecutive_hysteresis": true}})")
+                  .status.message(),
+              HasSubstr("fp16.consecutive_hysteresis: true: Strata implements "
+                        "DeepSpeed's default (false)"));
+}
+
+TEST(ApplyDeepSpeedConfigTest, DisabledFp16ChangesNothing) {
+  const Applied a = Apply(R"({"fp16": {"enabled": false, "loss_scale": 8}})");
+  ASSERT_THAT(a.status, IsOk());
+  EXPECT_EQ(a.options.precision, Precision::kFp32);
+  EXPECT_EQ(a.options.loss_scale, 0);
 }
 
 TEST(ApplyDeepSpeedConfigTest, AdamIsAdamWUnlessAdamWModeIsFalse) {

@@ -84,10 +84,7 @@ std::vector<Spec> TopLevelKeys() {
                      [](C& c) -> F { return &c.communication_data_type; })
                   .Nullable()
                   .Lowercase()
-                  .OneOf({"fp32", "bf16", "fp16"})
-                  .Reject("fp16",
-                          "Strata does not implement fp16 training or "
-                          "communication yet"));
+                  .OneOf({"fp32", "bf16", "fp16"}));
   t.push_back(Bool("zero_force_ds_cpu_optimizer", true,
                    [](C& c) -> F { return &c.zero_force_ds_cpu_optimizer; }));
   t.push_back(Bool("prescale_gradients", false)

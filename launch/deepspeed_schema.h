@@ -86,8 +86,8 @@ struct DeepSpeedSchedulerConfig {
   double cos_min_ratio = 0;
 };
 
-// fp16: the schema only (Strata does not train in fp16 yet; the mapping
-// rejects enabled = true).
+// fp16: --precision=fp16 and the --loss_scale flags
+// (launch/deepspeed_options.h).
 struct DeepSpeedFp16Config {
   bool enabled = false;
   bool auto_cast = false;

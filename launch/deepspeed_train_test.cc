@@ -3,6 +3,7 @@
 // ranks, ZeRO-3 shards): each runs, and a run with the config is bitwise the
 // same run written as flags (losses, learning rates, gradient norms and the
 // final model.pt bytes); a config run resumes bitwise.
+#include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include "absl/time/time.h"
 #include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
+#include "strategies/mixed_precision.h"
 
 namespace strata::launch {
 namespace {
@@ -52,10 +54,7 @@ std::vector<std::vector<double>> Metrics(const std::string& out) {
   return columns;
 }
 
-// Runs `config` and `flags` and expects the same training, bitwise. (The
-// configs' optimizer is AdamW with eps 1e-8, the default of
-// TrainOptions::eps; --optimizer and --eps are flags of the optimizer work
-// merged separately.)
+// Runs `config` and `flags` and expects the same training, bitwise.
 void ExpectConfigRunsAsFlags(const std::string& name, const std::string& config,
                              const std::vector<std::string>& flags) {
   const std::string a = TempDir(name + "_config");
@@ -89,6 +88,34 @@ TEST(DeepSpeedTrainTest, ZeroTwoBf16ConfigRunsAsItsFlags) {
        "--warmup_steps=50", "--lr_warmup_type=linear",
        "--lr_warmup_min_ratio=0", "--lr_cos_min_ratio=0.1",
        "--lr_total_steps=1000"});
+}
+
+// fp16 (ZeRO-1, Adam with L2 decay, WarmupLR, dynamic loss scaling) where
+// this LibTorch computes in fp16 on the CPU (2.x); LibTorch 1.13 refuses
+// both runs up front, naming --precision.
+TEST(DeepSpeedTrainTest, Fp16ConfigRunsAsItsFlags) {
+  const std::vector<std::string> flags = {
+      "--strategy=zero1", "--global_batch=16", "--micro_batch=4",
+      "--grad_clip=1", "--param_dtype=fp16", "--reduce_dtype=fp16",
+      "--buffer_dtype=fp16", "--precision=fp16", "--loss_scale=0",
+      "--loss_scale_initial_power=16", "--loss_scale_window=1000",
+      "--loss_scale_hysteresis=2", "--loss_scale_min=1",
+      // reduce_bucket_size 5e6 elements of fp16.
+      "--bucket_bytes=10000000", "--first_bucket_bytes=10000000",
+      "--allow_unused_parameters=true", "--optimizer=adam", "--lr=1e-3",
+      "--beta1=0.9", "--beta2=0.999", "--eps=1e-8", "--weight_decay=0.01",
+      "--lr_schedule=warmup_lr", "--min_lr=0", "--warmup_steps=20",
+      "--lr_warmup_type=linear"};
+  if (!strategies::CheckCpuComputeDtype(at::kHalf).ok()) {
+    for (const RunResult& run : {Train(TempDir("fp16_refused_config"),
+                                       {Config("gpt_tiny_fp16_adam.json")}),
+                                 Train(TempDir("fp16_refused_flags"), flags)}) {
+      EXPECT_NE(run.exit_code, 0);
+      EXPECT_THAT(run.err, HasSubstr("--precision: fp16: this LibTorch ("));
+    }
+    return;
+  }
+  ExpectConfigRunsAsFlags("fp16", Config("gpt_tiny_fp16_adam.json"), flags);
 }
 
 TEST(DeepSpeedTrainTest, ZeroThreeCpuOffloadConfigRunsAsItsFlags) {

@@ -91,8 +91,9 @@ absl::string_view CheckpointFormatName(CheckpointFormat format) {
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
   if (name == "fp32") return Precision::kFp32;
   if (name == "bf16") return Precision::kBf16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--precision: must be fp32 or bf16, got '", name, "'"));
+  if (name == "fp16") return Precision::kFp16;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--precision: must be fp32, bf16 or fp16, got '", name, "'"));
 }
 
 absl::string_view PrecisionName(Precision precision) {
@@ -101,6 +102,8 @@ absl::string_view PrecisionName(Precision precision) {
       return "fp32";
     case Precision::kBf16:
       return "bf16";
+    case Precision::kFp16:
+      return "fp16";
   }
   return "unknown";
 }

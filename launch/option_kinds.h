@@ -47,7 +47,7 @@ absl::StatusOr<CheckpointFormat> ParseCheckpointFormat(absl::string_view name);
 absl::string_view CheckpointFormatName(CheckpointFormat format);
 
 // --precision: fp32, or bf16 autocast (bf16 matmuls over fp32 weights).
-enum class Precision { kFp32, kBf16 };
+enum class Precision { kFp32, kBf16, kFp16 };
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name);
 absl::string_view PrecisionName(Precision precision);
 

@@ -98,7 +98,8 @@ TEST(CheckpointFormatTest, UnknownNameNamesTheFlagAndTheChoices) {
 }
 
 TEST(PrecisionTest, NamesRoundTrip) {
-  for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+  for (Precision precision :
+       {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
     ASSERT_OK_AND_ASSIGN(const Precision parsed,
                          ParsePrecision(PrecisionName(precision)));
     EXPECT_EQ(parsed, precision) << PrecisionName(precision);
@@ -108,12 +109,13 @@ TEST(PrecisionTest, NamesRoundTrip) {
 TEST(PrecisionTest, Names) {
   EXPECT_EQ(PrecisionName(Precision::kFp32), "fp32");
   EXPECT_EQ(PrecisionName(Precision::kBf16), "bf16");
+  EXPECT_EQ(PrecisionName(Precision::kFp16), "fp16");
 }
 
 TEST(PrecisionTest, UnknownNameNamesTheFlagAndTheChoices) {
   EXPECT_THAT(ParsePrecision("fp8"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--precision: must be fp32 or bf16, got 'fp8'"));
+                       "--precision: must be fp32, bf16 or fp16, got 'fp8'"));
 }
 
 }  // namespace

@@ -29,11 +29,14 @@ std::string FormatProgressLine(const ProgressRecord& r) {
   if (r.eval_loss.has_value()) {
     absl::StrAppendFormat(&line, " | eval %.4f", *r.eval_loss);
   }
-  absl::StrAppendFormat(&line,
-                        " | lr %.3g | grad norm %.3f | %.0f tok/s | MFU "
-                        "%.1f%% | ETA %s",
-                        r.lr, r.grad_norm, r.tokens_per_s, 100 * r.mfu,
-                        FormatEta(r.eta_s));
+  absl::StrAppendFormat(&line, " | lr %.3g | grad norm %.3f", r.lr,
+                        r.grad_norm);
+  if (r.loss_scale.has_value()) {
+    absl::StrAppendFormat(&line, " | loss scale %g (skipped %d)", *r.loss_scale,
+                          r.skipped_steps);
+  }
+  absl::StrAppendFormat(&line, " | %.0f tok/s | MFU %.1f%% | ETA %s",
+                        r.tokens_per_s, 100 * r.mfu, FormatEta(r.eta_s));
   if (r.phases.has_value()) {
     const PhaseTimes& p = *r.phases;
     absl::StrAppendFormat(&line,
@@ -57,6 +60,11 @@ std::string FormatMetricsRecord(const ProgressRecord& r) {
       {"tokens_per_s", r.tokens_per_s},
       {"mfu", r.mfu},
       {"elapsed_s", r.elapsed_s}};
+  if (r.loss_scale.has_value()) {
+    fields.insert(fields.end(),
+                  {{"loss_scale", *r.loss_scale},
+                   {"skipped_steps", static_cast<double>(r.skipped_steps)}});
+  }
   if (r.phases.has_value()) {
     const PhaseTimes& p = *r.phases;
     fields.insert(fields.end(), {{"forward_backward_s", p.forward_backward_s},

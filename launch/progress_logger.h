@@ -12,7 +12,9 @@
 //   | per step: fwd+bwd 41.2ms, step 3.1ms (comm wait 0.8ms), data 0.1ms,
 //   ckpt 0.0ms
 // and the record has "forward_backward_s", "step_s", "comm_wait_s",
-// "data_s" and "checkpoint_s".
+// "data_s" and "checkpoint_s". With loss scaling (--precision=fp16) the line
+// adds "| loss scale 32768 (skipped 3)" after the grad norm, and the record
+// "loss_scale" and "skipped_steps" (steps skipped for overflow so far).
 #ifndef STRATA_LAUNCH_PROGRESS_LOGGER_H_
 #define STRATA_LAUNCH_PROGRESS_LOGGER_H_
 
@@ -63,6 +65,10 @@ struct ProgressRecord {
   double elapsed_s = 0;     // Since the first step.
   double eta_s = 0;         // Estimated time left; non-finite or < 0: "?".
   std::optional<PhaseTimes> phases;  // Set with --wall_clock_breakdown.
+  // Set with loss scaling: the scale of the last step and the steps
+  // skipped for overflow since the start (or the resumed step).
+  std::optional<double> loss_scale;
+  int64_t skipped_steps = 0;
 };
 
 // A duration in whole seconds as absl::FormatDuration writes it ("1m30s"),

@@ -90,6 +90,27 @@ TEST(FormatProgressLineTest, PhaseTimesEndTheLineInMilliseconds) {
             "step 3.1ms (comm wait 0.8ms), data 0.1ms, ckpt 0.0ms");
 }
 
+TEST(FormatProgressLineTest, LossScaleFollowsTheGradNorm) {
+  ProgressRecord r = Record();
+  r.loss_scale = 32768;
+  r.skipped_steps = 3;
+  EXPECT_EQ(FormatProgressLine(r),
+            "step 100/1000 | loss 2.5000 | lr 0.003 | grad norm 0.500 | "
+            "loss scale 32768 (skipped 3) | 12345 tok/s | MFU 12.3% | ETA "
+            "1m30s");
+}
+
+TEST(FormatMetricsRecordTest, LossScaleAndSkippedStepsAreWritten) {
+  ProgressRecord r = Record();
+  r.loss_scale = 32768;
+  r.skipped_steps = 3;
+  EXPECT_THAT(FormatMetricsRecord(r),
+              HasSubstr("\"elapsed_s\": 10, \"loss_scale\": 32768, "
+                        "\"skipped_steps\": 3}"));
+  EXPECT_THAT(FormatMetricsRecord(Record()),
+              ::testing::Not(HasSubstr("loss_scale")));
+}
+
 TEST(FormatMetricsRecordTest, PhaseTimesAreWrittenInSeconds) {
   ProgressRecord r = Record();
   r.phases = Phases();

@@ -237,8 +237,26 @@ DEFINE_uint64(seed, kDefaults.seed,
               "Seed of the initialisation, the data and the sampler.");
 DEFINE_string(precision,
               std::string(strata::launch::PrecisionName(kDefaults.precision)),
-              "fp32, or bf16 (autocast: bf16 matmuls, fp32 weights; for "
-              "bf16 weights with fp32 masters see --param_dtype).");
+              "fp32; bf16 (autocast: bf16 matmuls, fp32 weights; for "
+              "bf16 weights with fp32 masters see --param_dtype); or fp16 "
+              "(fp16 weights and activations, fp32 masters and optimizer "
+              "state, loss scaling: --loss_scale...; needs LibTorch 2.x).");
+DEFINE_double(loss_scale, kDefaults.loss_scale,
+              "--precision=fp16: a static loss scale, or 0 for a dynamic one "
+              "(DeepSpeed's fp16.loss_scale).");
+DEFINE_int32(loss_scale_initial_power, kDefaults.loss_scale_initial_power,
+             "--precision=fp16, dynamic: the first scale is "
+             "2^loss_scale_initial_power (fp16.initial_scale_power).");
+DEFINE_int64(loss_scale_window, kDefaults.loss_scale_window,
+             "--precision=fp16, dynamic: clean steps before the scale "
+             "doubles (fp16.loss_scale_window).");
+DEFINE_int64(loss_scale_hysteresis, kDefaults.loss_scale_hysteresis,
+             "--precision=fp16, dynamic: overflowing steps tolerated before "
+             "the scale halves; the first hysteresis - 1 are only skipped "
+             "(fp16.hysteresis).");
+DEFINE_double(loss_scale_min, kDefaults.loss_scale_min,
+              "--precision=fp16, dynamic: the scale never halves below this "
+              "(fp16.min_loss_scale).");
 DEFINE_int64(log_interval, kDefaults.log_interval,
              "Steps between progress lines and metrics records.");
 DEFINE_bool(wall_clock_breakdown, kDefaults.wall_clock_breakdown,
@@ -416,6 +434,11 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.grad_clip = FLAGS_grad_clip;
   o.seed = FLAGS_seed;
   STRATA_ASSIGN_OR_RETURN(o.precision, ParsePrecision(FLAGS_precision));
+  o.loss_scale = FLAGS_loss_scale;
+  o.loss_scale_initial_power = FLAGS_loss_scale_initial_power;
+  o.loss_scale_window = FLAGS_loss_scale_window;
+  o.loss_scale_hysteresis = FLAGS_loss_scale_hysteresis;
+  o.loss_scale_min = FLAGS_loss_scale_min;
   o.log_interval = FLAGS_log_interval;
   o.wall_clock_breakdown = FLAGS_wall_clock_breakdown;
   o.eval_interval = FLAGS_eval_interval;

@@ -38,9 +38,11 @@
 #include "models/factory.h"
 #include "models/state_dict.h"
 #include "models/unit.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "strategies/autocast.h"
 #include "strategies/factory.h"
+#include "strategies/mixed_precision.h"
 #include "strategies/options.h"
 #include "strategies/strategy.h"
 
@@ -136,7 +138,97 @@ strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& o) {
   config.sgd.dampening = o.dampening;
   config.sgd.nesterov = o.nesterov;
   config.grad_clip = o.grad_clip;
+  if (o.precision == Precision::kFp16) {
+    optim::LossScalerOptions& scaling = config.loss_scaling.emplace();
+    const bool dynamic = o.loss_scale == 0;
+    scaling.init_scale =
+        dynamic ? std::ldexp(1.0, o.loss_scale_initial_power) : o.loss_scale;
+    // A static scale neither grows nor backs off (an overflowing step is
+    // still skipped), as DeepSpeed's static loss scale.
+    scaling.growth_factor = dynamic ? 2.0 : 1.0;
+    scaling.backoff_factor = dynamic ? 0.5 : 1.0;
+    scaling.growth_interval = o.loss_scale_window;
+    scaling.hysteresis = o.loss_scale_hysteresis;
+    scaling.min_scale = o.loss_scale_min;
+  }
   return config;
+}
+
+// --precision and the loss scaling flags: the loss scaling flags only with
+// --precision=fp16, each in range (naming the flag), and fp16 only where
+// this LibTorch can compute in it on the CPU.
+absl::Status ValidatePrecisionFlags(const TrainOptions& o) {
+  const TrainOptions defaults;
+  const struct {
+    const char* flag;
+    bool set;
+  } scaling_flags[] = {
+      {"loss_scale", o.loss_scale != defaults.loss_scale},
+      {"loss_scale_initial_power",
+       o.loss_scale_initial_power != defaults.loss_scale_initial_power},
+      {"loss_scale_window", o.loss_scale_window != defaults.loss_scale_window},
+      {"loss_scale_hysteresis",
+       o.loss_scale_hysteresis != defaults.loss_scale_hysteresis},
+      {"loss_scale_min", o.loss_scale_min != defaults.loss_scale_min},
+  };
+  const bool fp16 = o.precision == Precision::kFp16;
+  for (const auto& f : scaling_flags) {
+    if (f.set && !fp16) {
+      return FlagError(f.flag,
+                       absl::StrCat("is used only with --precision=fp16 (loss "
+                                    "scaling), got --precision=",
+                                    PrecisionName(o.precision)));
+    }
+  }
+  if (!(std::isfinite(o.loss_scale) && o.loss_scale >= 0 &&
+        o.loss_scale <= std::numeric_limits<float>::max())) {
+    return FlagError("loss_scale",
+                     absl::StrCat("must be 0 (dynamic) or a positive float32 "
+                                  "value, got ",
+                                  o.loss_scale));
+  }
+  if (o.loss_scale_initial_power < 0 || o.loss_scale_initial_power > 127) {
+    return FlagError("loss_scale_initial_power",
+                     absl::StrCat("must be in [0, 127] (2^128 overflows "
+                                  "float32), got ",
+                                  o.loss_scale_initial_power));
+  }
+  if (o.loss_scale_window < 1) {
+    return FlagError("loss_scale_window",
+                     absl::StrCat("must be >= 1, got ", o.loss_scale_window));
+  }
+  if (o.loss_scale_hysteresis < 1) {
+    return FlagError(
+        "loss_scale_hysteresis",
+        absl::StrCat("must be >= 1, got ", o.loss_scale_hysteresis));
+  }
+  if (!(std::isfinite(o.loss_scale_min) && o.loss_scale_min > 0 &&
+        o.loss_scale_min <= std::numeric_limits<float>::max())) {
+    return FlagError("loss_scale_min",
+                     absl::StrCat("must be a positive float32 value, got ",
+                                  o.loss_scale_min));
+  }
+  return absl::OkStatus();
+}
+
+// fp16 only where this LibTorch can compute in it on the CPU (LibTorch 1.13
+// has no Half matmul there): checked last, after every flag's own checks.
+absl::Status CheckComputeDtypes(const TrainOptions& o) {
+  const bool fp16 = o.precision == Precision::kFp16;
+  const bool half_dtype_flag = o.param_dtype == "fp16" ||
+                               o.reduce_dtype == "fp16" ||
+                               o.buffer_dtype == "fp16";
+  if (fp16 || half_dtype_flag) {
+    if (absl::Status can = strategies::CheckCpuComputeDtype(at::kHalf);
+        !can.ok()) {
+      return FlagError(
+          fp16 ? "precision" : "param_dtype",
+          absl::StrCat("fp16: ", can.message(),
+                       ". LibTorch 2.x trains in fp16 on the CPU: run with "
+                       "tools/libtorch2/run.sh (LibTorch 2.6), or use bf16"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The optimizer flags: no flag of another optimizer than --optimizer's set
@@ -256,6 +348,18 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
                                                "reduce_dtype", o.reduce_dtype));
   STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
                                                "buffer_dtype", o.buffer_dtype));
+  if (o.precision == Precision::kFp16) {
+    // fp16 parameters and buffers; gradients reduced in --reduce_dtype.
+    for (auto [flag, dtype] : {std::pair{"param_dtype", &mp.param_dtype},
+                               std::pair{"buffer_dtype", &mp.buffer_dtype}}) {
+      if (*dtype == at::kBFloat16) {
+        return FlagError(flag,
+                         "--precision=fp16 keeps the model in fp16: leave "
+                         "this flag at fp32 or set fp16, got bf16");
+      }
+      *dtype = at::kHalf;
+    }
+  }
   if (o.strategy != strategies::StrategyKind::kFsdp) return options;
   strategies::FsdpOptions& f = options.fsdp;
   STRATA_ASSIGN_OR_RETURN(f.sharding,
@@ -324,6 +428,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
   if (o.weight_decay < 0) return FlagError("weight_decay", "must be >= 0");
   if (o.grad_clip < 0) return FlagError("grad_clip", "must be >= 0 (0 = off)");
+  // The loss scaling flags first: OptimizerConfigOf builds the loss scaler's
+  // options from them.
+  STRATA_RETURN_IF_ERROR(ValidatePrecisionFlags(o));
   STRATA_RETURN_IF_ERROR(ValidateOptimizerFlags(o));
   if (o.dropout < 0 || o.dropout >= 1)
     return FlagError("dropout", "must be in [0, 1)");
@@ -386,7 +493,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   STRATA_RETURN_IF_ERROR(
       ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
-  return absl::OkStatus();
+  return CheckComputeDtypes(o);
 }
 
 namespace {
@@ -523,9 +630,10 @@ absl::Status BuildRun(const TrainOptions& o, comm::Group* group, Run* run) {
   run->flops_per_token = models::TrainingFlopsPerToken(run->config, o.seq_len);
   // Every rank has the same hardware share; the world's peak is the sum.
   run->peak_flops =
-      run->world_size * MeasureMatmulPeakFlops(o.precision == Precision::kBf16
-                                                   ? at::kBFloat16
-                                                   : at::kFloat);
+      run->world_size *
+      MeasureMatmulPeakFlops(o.precision == Precision::kBf16   ? at::kBFloat16
+                             : o.precision == Precision::kFp16 ? at::kHalf
+                                                               : at::kFloat);
   return absl::OkStatus();
 }
 
@@ -638,7 +746,9 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
   STRATA_ASSIGN_OR_RETURN(*stepped, run.strategy->Step(step));
   phases->step_s += SecondsSince(step_start);
   phases->comm_wait_s += comm::ThreadCollectiveWaitSeconds() - waited_before;
-  if (!std::isfinite(step_loss)) {
+  // With loss scaling a non-finite loss makes non-finite gradients: the
+  // step was skipped and the scale backs off, as DeepSpeed's fp16 does.
+  if (!std::isfinite(step_loss) && !stepped->skipped) {
     return absl::InternalError(absl::StrFormat(
         "rank %d: loss became %f at step %d (lr %.3g, grad norm %.3g); "
         "lower --lr or enable --grad_clip",
@@ -667,6 +777,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
   auto interval_start = start;
   double interval_loss = 0;
   int64_t interval_steps = 0;
+  int64_t interval_loss_steps = 0;
   double interval_eval_s = 0;
   PhaseTimes interval_phases;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
@@ -678,8 +789,13 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     const auto checkpoint_start = std::chrono::steady_clock::now();
     STRATA_RETURN_IF_ERROR(run.checkpoints->AfterStep(step + 1));
     interval_phases.checkpoint_s += SecondsSince(checkpoint_start);
-    interval_loss += step_loss;
+    if (stepped.skipped) ++result->skipped_steps;
     ++interval_steps;
+    // A skipped fp16 step's non-finite loss stays out of the mean.
+    if (std::isfinite(step_loss)) {
+      interval_loss += step_loss;
+      ++interval_loss_steps;
+    }
 
     const bool last = step + 1 == o.steps;
     const bool eval_now =
@@ -691,8 +807,10 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     }
     if ((step + 1) % o.log_interval != 0 && !last) continue;
     ProgressRecord record;
-    STRATA_ASSIGN_OR_RETURN(record.loss,
-                            WorldMean(run, interval_loss / interval_steps));
+    STRATA_ASSIGN_OR_RETURN(
+        record.loss, WorldMean(run, interval_loss_steps > 0
+                                        ? interval_loss / interval_loss_steps
+                                        : std::nan("")));
     const auto now = std::chrono::steady_clock::now();
     // Training throughput: evaluation time is not training time.
     const double interval_s =
@@ -704,6 +822,11 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     if (eval_now) record.eval_loss = eval_loss;
     record.lr = stepped.lr;
     record.grad_norm = stepped.grad_norm;
+    if (const optim::LossScaler* scaler = run.strategy->loss_scaler()) {
+      record.loss_scale = scaler->scale();
+      record.skipped_steps = result->skipped_steps;
+      result->final_loss_scale = scaler->scale();
+    }
     record.elapsed_s = std::chrono::duration<double>(now - start).count();
     record.tokens_per_s = interval_steps * run.tokens_per_step / interval_s;
     record.mfu = record.tokens_per_s * run.flops_per_token / run.peak_flops;
@@ -717,6 +840,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     interval_start = now;
     interval_loss = 0;
     interval_steps = 0;
+    interval_loss_steps = 0;
     interval_eval_s = 0;
     interval_phases = PhaseTimes();
   }

@@ -121,7 +121,20 @@ struct TrainOptions {
   bool dropout_test_default_generator = false;
   // Run.
   uint64_t seed = 1;
-  Precision precision = Precision::kFp32;  // bf16: autocast, bf16 matmuls.
+  // bf16: autocast, bf16 matmuls over fp32 weights. fp16: fp16 parameters,
+  // activations and buffers with fp32 masters and optimizer state
+  // (--param_dtype and --buffer_dtype fp16; gradients reduced in
+  // --reduce_dtype), with loss scaling: a static --loss_scale, or with 0
+  // a dynamic one starting at 2^loss_scale_initial_power, doubled after
+  // loss_scale_window clean steps, halved (not below loss_scale_min) on
+  // every overflow after loss_scale_hysteresis - 1 absorbed ones
+  // (DeepSpeed's fp16 section).
+  Precision precision = Precision::kFp32;
+  double loss_scale = 0;  // 0: dynamic.
+  int loss_scale_initial_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t loss_scale_hysteresis = 2;
+  double loss_scale_min = 1;
   int64_t log_interval = 50;
   // Per-step wall-clock times of the step's phases (forward+backward,
   // optimizer step, the communication waited for, data, checkpoints) on
@@ -142,6 +155,9 @@ struct TrainResult {
   // The data's cross-entropy floor (nats/token); NaN when unknown.
   double entropy_floor_nats = 0;
   double tokens_per_s = 0;
+  // --precision=fp16: steps skipped for overflow, and the scale at the end.
+  int64_t skipped_steps = 0;
+  double final_loss_scale = 1;
   std::string metrics_path;
 };
 

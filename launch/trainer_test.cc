@@ -23,6 +23,7 @@
 #include "launch/testing/subprocess.h"
 #include "launch/testing/train_runs.h"
 #include "serialization/torch_file.h"
+#include "strategies/mixed_precision.h"
 
 namespace strata::launch {
 namespace {
@@ -705,6 +706,117 @@ TEST(TrainTest, SigkillDuringASaveLeavesThePreviousCheckpointLoadable) {
               HasSubstr("resumed from " + ckpt + "/step_00000004 at step 4"));
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000008/metadata.pb"));
   EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000008\n");
+}
+
+// --- fp16 (--precision=fp16, loss scaling). ------------------------------
+
+TEST(PrecisionFlagsTest, LossScaleFlagsNeedFp16) {
+  TrainOptions o;
+  o.loss_scale_window = 10;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_scale_window: is used only with "
+                        "--precision=fp16 (loss scaling), got "
+                        "--precision=fp32"));
+}
+
+TEST(PrecisionFlagsTest, InitialPowerPastFloat32NamesTheFlag) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  o.loss_scale_initial_power = 128;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_scale_initial_power: must be in [0, 127]"));
+}
+
+TEST(PrecisionFlagsTest, NegativeLossScaleNamesTheFlag) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  o.loss_scale = -1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_scale: must be 0 (dynamic) or a positive "
+                        "float32 value, got -1"));
+}
+
+TEST(PrecisionFlagsTest, Fp16WithBf16ParametersNamesTheFlag) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  o.param_dtype = "bf16";
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--param_dtype: --precision=fp16 keeps the model in "
+                        "fp16: leave this flag at fp32 or set fp16, got "
+                        "bf16"));
+}
+
+// Where this LibTorch cannot compute in fp16 on the CPU (1.13), fp16 is
+// refused up front, naming the flag, the op and the way out; where it can
+// (2.x), the same options pass.
+TEST(PrecisionFlagsTest, Fp16IsRefusedUpFrontWhereLibTorchCannotComputeIt) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  if (strategies::CheckCpuComputeDtype(at::kHalf).ok()) {
+    EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+    return;
+  }
+  const std::string message(ValidateTrainOptions(o).message());
+  EXPECT_THAT(message, HasSubstr("--precision: fp16: this LibTorch ("));
+  EXPECT_THAT(message, HasSubstr(") cannot train in Half on the CPU: "));
+  EXPECT_THAT(message, HasSubstr("tools/libtorch2/run.sh"));
+}
+
+// The "loss_scale" and "skipped_steps" fields of each metrics line.
+std::vector<std::string> ScaleFields(const std::string& metrics_path) {
+  std::vector<std::string> out;
+  for (const std::string& line : ReadLines(metrics_path)) {
+    std::string kept;
+    for (absl::string_view f : absl::StrSplit(line, ", ")) {
+      if (f.find("\"loss_scale\"") != absl::string_view::npos ||
+          f.find("\"skipped_steps\"") != absl::string_view::npos) {
+        absl::StrAppend(&kept, f, ";");
+      }
+    }
+    out.push_back(kept);
+  }
+  return out;
+}
+
+// fp16 from the binary (LibTorch 2.x): a first scale of 2^24 overflows fp16
+// gradients, so early steps are skipped and the scale backs off (hysteresis
+// 2: the first overflow is only skipped) until steps go through; a run
+// resumed from the step-4 checkpoint continues bitwise — losses, gradient
+// norms, scales, skip counts from the resumed step on, parameters — because
+// the scaler's state is in the checkpoint.
+TEST(Fp16TrainTest, TrainsSkipsOverflowsAndResumesBitwise) {
+  const absl::Status can = strategies::CheckCpuComputeDtype(at::kHalf);
+  if (!can.ok()) GTEST_SKIP() << can.message();
+  const std::string a = TempDir("fp16_a");
+  const std::string b = TempDir("fp16_b");
+  const std::vector<std::string> flags = {"--precision=fp16",
+                                          "--loss_scale_initial_power=24",
+                                          "--loss_scale_window=3"};
+  RunResult first =
+      launch::testing::Run(With(TrainArgs(a), flags), {}, absl::Seconds(120));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<std::string> scales = ScaleFields(a + "/metrics.jsonl");
+  ASSERT_EQ(scales.size(), 8u);
+  EXPECT_THAT(scales[0], HasSubstr("\"loss_scale\": 16777216;"));
+  EXPECT_THAT(scales[0], HasSubstr("\"skipped_steps\": 1;"));
+  EXPECT_THAT(first.err, HasSubstr("loss scale "));
+  std::vector<std::string> args = flags;
+  args.push_back("--resume=" + a + "/checkpoints/step_00000004");
+  RunResult resumed =
+      launch::testing::Run(With(TrainArgs(b), args), {}, absl::Seconds(120));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const std::vector<std::string> want = LossFields(a + "/metrics.jsonl");
+  const std::vector<std::string> got = LossFields(b + "/metrics.jsonl");
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[4 + i]);
+  const std::vector<std::string> got_scales = ScaleFields(b + "/metrics.jsonl");
+  ASSERT_EQ(got_scales.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    // The scale continues; skip counts restart with the process.
+    EXPECT_EQ(got_scales[i].substr(0, got_scales[i].find(';')),
+              scales[4 + i].substr(0, scales[4 + i].find(';')));
+  }
+  EXPECT_EQ(ReadFile(b + "/model.pt"), ReadFile(a + "/model.pt"));
 }
 
 }  // namespace
