@@ -185,6 +185,33 @@ std::string Listed(const std::vector<std::string>& names) {
   return text;
 }
 
+// What keeps a set of tensors from being a model's: each list cut short.
+std::vector<std::string> Problems(const std::vector<std::string>& missing,
+                                  const std::vector<std::string>& unexpected,
+                                  const std::vector<std::string>& misshaped) {
+  std::vector<std::string> problems;
+  if (!missing.empty()) {
+    problems.push_back(
+        absl::StrCat(missing.size(), " missing tensor(s): ", Listed(missing)));
+  }
+  if (!unexpected.empty()) {
+    problems.push_back(absl::StrCat(
+        unexpected.size(),
+        " tensor(s) the model does not have: ", Listed(unexpected)));
+  }
+  if (!misshaped.empty()) {
+    const size_t shown = std::min<size_t>(misshaped.size(), 5);
+    std::string text = absl::StrCat(
+        misshaped.size(), " shape mismatch(es): ",
+        absl::StrJoin(misshaped.begin(), misshaped.begin() + shown, "; "));
+    if (misshaped.size() > shown) {
+      absl::StrAppend(&text, " and ", misshaped.size() - shown, " more");
+    }
+    problems.push_back(std::move(text));
+  }
+  return problems;
+}
+
 // Hugging Face buffers that are not weights.
 bool IsSkippedBuffer(absl::string_view name) {
   return absl::EndsWith(name, ".attn.bias") ||
@@ -543,20 +570,8 @@ absl::StatusOr<NamedTensors> ImportHf(const NamedTensors& hf,
   for (const auto& [name, tensor] : by_name) {
     if (used.count(name) == 0) unexpected.push_back(name);
   }
-  std::vector<std::string> problems;
-  if (!missing.empty()) {
-    problems.push_back(
-        absl::StrCat(missing.size(), " missing tensor(s): ", Listed(missing)));
-  }
-  if (!unexpected.empty()) {
-    problems.push_back(absl::StrCat(
-        unexpected.size(),
-        " tensor(s) the model does not have: ", Listed(unexpected)));
-  }
-  if (!misshaped.empty()) {
-    problems.push_back(
-        absl::StrCat("shape mismatch: ", absl::StrJoin(misshaped, "; ")));
-  }
+  const std::vector<std::string> problems =
+      Problems(missing, unexpected, misshaped);
   if (!problems.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, " is not a Hugging Face ",
@@ -593,20 +608,8 @@ absl::StatusOr<NamedTensors> ExportHf(const NamedTensors& strata,
   for (const auto& [name, tensor] : by_name) {
     if (known.count(name) == 0) unexpected.push_back(name);
   }
-  std::vector<std::string> problems;
-  if (!missing.empty()) {
-    problems.push_back(
-        absl::StrCat(missing.size(), " missing tensor(s): ", Listed(missing)));
-  }
-  if (!unexpected.empty()) {
-    problems.push_back(absl::StrCat(
-        unexpected.size(),
-        " tensor(s) the model does not have: ", Listed(unexpected)));
-  }
-  if (!misshaped.empty()) {
-    problems.push_back(
-        absl::StrCat("shape mismatch: ", absl::StrJoin(misshaped, "; ")));
-  }
+  const std::vector<std::string> problems =
+      Problems(missing, unexpected, misshaped);
   if (!problems.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, " does not hold the weights of this ", config.family,
