@@ -418,6 +418,48 @@ absl::StatusOr<std::string> HfFamilyFromName(absl::string_view name) {
                    "' (expected hf-gpt2 or hf-llama)"));
 }
 
+bool IsHfCheckpoint(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return std::filesystem::exists(path + "/" + kSingleFile, ec) ||
+           std::filesystem::exists(path + "/" + kIndexFile, ec);
+  }
+  return absl::EndsWith(path, ".safetensors");
+}
+
+absl::Status CheckHfConfig(const std::string& path,
+                           const models::ModelConfig& config) {
+  const std::string config_path = HfConfigPath(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(config_path, ec)) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_path));
+  STRATA_ASSIGN_OR_RETURN(
+      models::ModelConfig file,
+      ModelConfigFromHfJson(text, config_path, config.family));
+  auto differs = [&](const char* field, auto theirs, auto ours) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, " describes another model: ", field, " is ",
+                     theirs, " there and ", ours, " in the model config"));
+  };
+  if (file.num_heads != config.num_heads) {
+    return differs("num_heads", file.num_heads, config.num_heads);
+  }
+  if (file.num_kv_heads != config.num_kv_heads) {
+    return differs("num_kv_heads", file.num_kv_heads, config.num_kv_heads);
+  }
+  if (file.norm_eps != config.norm_eps) {
+    return differs("norm_eps", file.norm_eps, config.norm_eps);
+  }
+  if (config.family == "llama" && file.rope_theta != config.rope_theta) {
+    return differs("rope_theta", file.rope_theta, config.rope_theta);
+  }
+  if (file.tie_embeddings != config.tie_embeddings) {
+    return differs("tie_embeddings", file.tie_embeddings,
+                   config.tie_embeddings);
+  }
+  return absl::OkStatus();
+}
+
 std::string HfConfigPath(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {

@@ -51,6 +51,10 @@ absl::StatusOr<std::string> HfFamilyFromName(absl::string_view name);
 // in file order. Errors name the file and the tensor.
 absl::StatusOr<NamedTensors> ReadHfWeights(const std::string& path);
 
+// Whether `path` is a Hugging Face checkpoint: a file ending ".safetensors",
+// or a directory with model.safetensors or model.safetensors.index.json.
+bool IsHfCheckpoint(const std::string& path);
+
 // config.json of `path`: in the directory, or beside the file.
 std::string HfConfigPath(const std::string& path);
 
@@ -76,6 +80,14 @@ std::string HfConfigJson(const models::ModelConfig& config);
 absl::StatusOr<NamedTensors> ImportHf(const NamedTensors& hf,
                                       const models::ModelConfig& config,
                                       const std::string& source);
+
+// Checks that the config.json beside Hugging Face weights (HfConfigPath;
+// none is fine) describes `config`'s architecture: heads, key/value heads,
+// norm epsilon, rope theta (Llama), tied head; InvalidArgument naming the
+// file, the field and both values otherwise. (Sizes are checked by
+// ImportHf's shapes; Llama's context length may differ.)
+absl::Status CheckHfConfig(const std::string& path,
+                           const models::ModelConfig& config);
 
 // Strata tensors -> Hugging Face's, in Hugging Face's order (a tied head is
 // left out, as Hugging Face's safetensors do). Every tensor of the model must

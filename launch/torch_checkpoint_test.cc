@@ -201,6 +201,33 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   EXPECT_LT(losses[0][0], MetricsColumn(a + "/metrics.jsonl", "loss")[0]);
 }
 
+// --load_weights takes Hugging Face safetensors: step 4 exported by
+// `strata_ckpt convert --to=hf-gpt2` (sharded; the model config from the
+// checkpoint's meta) trains exactly like --load_weights of step 4 itself,
+// at 2 ranks under fsdp.
+TEST(TorchCheckpointTest, LoadWeightsTakesHuggingFaceSafetensors) {
+  const std::string a = TempDir("hf_a");
+  RunResult fresh = Train(a, 4, {});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  const std::string step4 = a + "/checkpoints/step_00000004.pth";
+  const std::string hf = TempDir("hf_gpt2");
+  RunResult exported = launch::testing::Run(
+      {RunfilePath("checkpoint/strata_ckpt"), "convert", "--to=hf-gpt2",
+       "--max_shard_bytes=200000", step4, hf},
+      {}, absl::Seconds(60));
+  ASSERT_EQ(exported.exit_code, 0) << exported.out << exported.err;
+  std::vector<std::vector<double>> losses;
+  for (const std::string& weights : {step4, hf}) {
+    const std::string out = TempDir(absl::StrCat("hf_w_", losses.size()));
+    RunResult r = Train(
+        out, 4, {"--nproc=2", "--strategy=fsdp", "--load_weights=" + weights});
+    ASSERT_EQ(r.exit_code, 0) << weights << ": " << r.err;
+    losses.push_back(MetricsColumn(out + "/metrics.jsonl", "loss"));
+    ASSERT_EQ(losses.back().size(), 4u) << weights;
+  }
+  EXPECT_EQ(losses[1], losses[0]);
+}
+
 // PyTorch reads the LR schedule as named fields with their own types, not
 // numeric codes (the checks are in kScript's "schedule").
 TEST(TorchCheckpointTest, ParamSchedulersAreNamedTypedFields) {
