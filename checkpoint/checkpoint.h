@@ -50,6 +50,7 @@
 #include "checkpoint/sharded.h"
 #include "checkpoint/torch_optimizer.h"
 #include "comm/group.h"
+#include "models/config.h"
 #include "strategies/strategy.h"
 
 namespace strata::checkpoint {
@@ -141,6 +142,17 @@ absl::Status SaveCheckpoint(const std::string& path,
 absl::StatusOr<Contents> LoadCheckpoint(
     const std::string& path, strategies::Strategy& strategy, comm::Group* group,
     const LoadOptions& options = LoadOptions());
+
+// Loads Hugging Face weights (`path`: a .safetensors file or a directory,
+// single or sharded; hf_layout.h) into the strategy's model, strictly,
+// converted from Hugging Face's layout for `config` (the model's config;
+// its family picks GPT-2 or Llama). A config.json beside the weights must
+// describe the same architecture (CheckHfConfig). Every rank maps the files
+// and copies only its runs; errors are agreed across ranks and nothing is
+// copied unless every rank succeeds.
+absl::Status LoadHfWeights(const std::string& path,
+                           const models::ModelConfig& config,
+                           strategies::Strategy& strategy, comm::Group* group);
 
 // mmengine's resume: a strict load of the model and, with
 // `resume_optimizer`, the optimizer; Contents::param_scheduler is cleared

@@ -8,6 +8,24 @@
 //   strata_ckpt convert SRC DST FMT   to FMT = full (from sharded or local,
 //                                     like DeepSpeed's zero_to_fp32) or
 //                                     sharded (from full or local)
+//   strata_ckpt convert --from=hf-gpt2|hf-llama HF DST
+//                                     a Hugging Face checkpoint (a
+//                                     .safetensors file or a directory,
+//                                     single or sharded, with config.json)
+//                                     to a PyTorch state dict with Strata's
+//                                     names (what train --load_weights
+//                                     takes)
+//   strata_ckpt convert --to=hf-gpt2|hf-llama [--model=NAME]
+//                       [--max_shard_bytes=N] SRC DIR
+//                                     Strata weights (a state dict such as
+//                                     model.pt, or a full, sharded or local
+//                                     checkpoint) to a Hugging Face
+//                                     directory: model.safetensors (or
+//                                     shards and an index past N bytes) and
+//                                     config.json. --model names the config,
+//                                     or is a Hugging Face config.json
+//                                     (default: the checkpoint's
+//                                     meta.model_config).
 //
 // PATH is a full checkpoint (a file) or a sharded / local one (a
 // directory). Conversion holds the whole state in memory once. A full
@@ -18,6 +36,7 @@
 // stepping.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -27,22 +46,33 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/full.h"
+#include "checkpoint/hf_layout.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/sharded.h"
+#include "models/config.h"
+#include "models/state_dict.h"
+#include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
 namespace {
 
 constexpr char kUsage[] =
     "usage: strata_ckpt inspect PATH | verify PATH | convert SRC DST "
-    "full|sharded";
+    "full|sharded\n"
+    "       strata_ckpt convert --from=hf-gpt2|hf-llama HF_PATH DST.pt\n"
+    "       strata_ckpt convert --to=hf-gpt2|hf-llama [--model=NAME] "
+    "[--max_shard_bytes=N] SRC DST_DIR";
 
 struct Source {
   std::string format;  // "full", "sharded", "local".
@@ -176,10 +206,179 @@ absl::Status Convert(const std::string& src, const std::string& dst,
   return absl::OkStatus();
 }
 
+// The named config of a Hugging Face config.json equal to `config`, if any.
+std::string NamedConfigLike(const models::ModelConfig& config) {
+  for (const std::string& name : models::ConfigNames()) {
+    absl::StatusOr<models::ModelConfig> c = models::ConfigByName(name);
+    if (c.ok() && c->family == config.family &&
+        c->vocab_size == config.vocab_size && c->seq_len == config.seq_len &&
+        c->num_layers == config.num_layers &&
+        c->num_heads == config.num_heads &&
+        c->num_kv_heads == config.num_kv_heads && c->dim == config.dim &&
+        c->ffn_dim == config.ffn_dim && c->norm_eps == config.norm_eps &&
+        c->rope_theta == config.rope_theta &&
+        c->tie_embeddings == config.tie_embeddings) {
+      return name;
+    }
+  }
+  return "";
+}
+
+absl::Status ImportFromHf(const std::string& layout, const std::string& src,
+                          const std::string& dst) {
+  STRATA_ASSIGN_OR_RETURN(std::string family, HfFamilyFromName(layout));
+  const std::string config_path = HfConfigPath(src);
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_path));
+  STRATA_ASSIGN_OR_RETURN(models::ModelConfig config,
+                          ModelConfigFromHfJson(text, config_path, family));
+  STRATA_ASSIGN_OR_RETURN(NamedTensors hf, ReadHfWeights(src));
+  STRATA_ASSIGN_OR_RETURN(NamedTensors strata, ImportHf(hf, config, src));
+  STRATA_RETURN_IF_ERROR(models::SaveStateDict(strata, dst));
+  const std::string named = NamedConfigLike(config);
+  std::cout << "wrote " << dst << " (" << strata.size()
+            << " tensors, Strata names) from " << src << " (" << layout << ")"
+            << (named.empty() ? "" : "; model config: --model=" + named)
+            << "\n";
+  return absl::OkStatus();
+}
+
+// Strata weights: a {name: tensor} PyTorch file, or a checkpoint's model
+// (assembled from its runs). `config_name` gets meta.model_config when the
+// source is a checkpoint.
+absl::StatusOr<NamedTensors> ReadStrataWeights(const std::string& src,
+                                               std::string* config_name) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(src, ec)) {
+    STRATA_ASSIGN_OR_RETURN(c10::IValue value,
+                            serialization::ReadTorchFile(src));
+    if (value.isGenericDict() && !value.toGenericDict().contains("meta")) {
+      NamedTensors tensors;
+      for (const auto& entry : value.toGenericDict()) {
+        if (!entry.key().isString() || !entry.value().isTensor()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              src,
+              ": expected a state dict (a dict of named tensors) or a "
+              "Strata checkpoint"));
+        }
+        tensors.emplace_back(entry.key().toStringRef(),
+                             entry.value().toTensor());
+      }
+      return tensors;
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(Source s, ReadAll(src));
+  *config_name = s.contents.meta.model_config;
+  std::map<std::string, at::Tensor> flat;
+  NamedTensors tensors;
+  for (const ShardedTensor& run : s.state.model) {
+    at::Tensor& whole = flat[run.name];
+    if (!whole.defined()) {
+      int64_t numel = 1;
+      for (int64_t d : run.global_shape) numel *= d;
+      whole = at::empty({numel}, run.local.options());
+      tensors.emplace_back(run.name, whole.view(run.global_shape));
+    }
+    whole.narrow(0, run.offset, run.local.numel())
+        .copy_(run.local.reshape({-1}));
+  }
+  return tensors;
+}
+
+absl::Status ExportToHf(const std::string& layout, const std::string& src,
+                        const std::string& dst, std::string model_name,
+                        int64_t max_shard_bytes) {
+  STRATA_ASSIGN_OR_RETURN(std::string family, HfFamilyFromName(layout));
+  std::string recorded;
+  STRATA_ASSIGN_OR_RETURN(NamedTensors strata,
+                          ReadStrataWeights(src, &recorded));
+  if (model_name.empty()) model_name = recorded;
+  if (model_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--to=", layout, ": ", src,
+        " does not record its model config; name it with --model=NAME (",
+        absl::StrJoin(models::ConfigNames(), ", "),
+        ") or --model=PATH/config.json"));
+  }
+  models::ModelConfig config;
+  if (absl::EndsWith(model_name, ".json")) {
+    // A Hugging Face config.json (e.g. the one an import read).
+    STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(model_name));
+    STRATA_ASSIGN_OR_RETURN(config,
+                            ModelConfigFromHfJson(text, model_name, family));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(config, models::ConfigByName(model_name));
+  }
+  if (config.family != family) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model=", model_name, " is a ", config.family,
+                     " model, but --to=", layout, " writes ", family));
+  }
+  STRATA_ASSIGN_OR_RETURN(NamedTensors hf, ExportHf(strata, config, src));
+  STRATA_RETURN_IF_ERROR(WriteHfModel(dst, hf, config, max_shard_bytes));
+  std::cout << "wrote " << dst << " (" << layout << ", " << hf.size()
+            << " tensors) from " << src << " (--model=" << model_name << ")\n";
+  return absl::OkStatus();
+}
+
+// convert with --from / --to: flags anywhere, two paths.
+absl::Status ConvertHf(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> paths;
+  for (size_t i = 1; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (!absl::ConsumePrefix(&arg, "--")) {
+      paths.push_back(args[i]);
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string key(arg.substr(0, eq));
+    if (eq == absl::string_view::npos ||
+        (key != "from" && key != "to" && key != "model" &&
+         key != "max_shard_bytes")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", args[i],
+                       "' (convert takes --from=, --to=, --model=, "
+                       "--max_shard_bytes=)"));
+    }
+    flags[key] = std::string(arg.substr(eq + 1));
+  }
+  if (paths.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("convert takes two paths (SRC DST), got ", paths.size()));
+  }
+  if (flags.count("from") == flags.count("to")) {
+    return absl::InvalidArgumentError(
+        "convert takes one of --from=hf-gpt2|hf-llama and --to=...");
+  }
+  if (flags.count("from")) {
+    if (flags.count("model") || flags.count("max_shard_bytes")) {
+      return absl::InvalidArgumentError(
+          "--model and --max_shard_bytes go with --to (--from reads the "
+          "config from config.json)");
+    }
+    return ImportFromHf(flags["from"], paths[0], paths[1]);
+  }
+  int64_t max_shard_bytes = 0;
+  if (flags.count("max_shard_bytes") &&
+      (!absl::SimpleAtoi(flags["max_shard_bytes"], &max_shard_bytes) ||
+       max_shard_bytes < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_shard_bytes=", flags["max_shard_bytes"],
+                     ": expected a byte count (0: one file)"));
+  }
+  return ExportToHf(flags["to"], paths[0], paths[1], flags["model"],
+                    max_shard_bytes);
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  const bool hf = std::any_of(args.begin(), args.end(), [](const auto& a) {
+    return absl::StartsWith(a, "--");
+  });
   absl::Status status;
-  if (args.size() == 2 && args[0] == "inspect") {
+  if (!args.empty() && args[0] == "convert" && hf) {
+    status = ConvertHf(args);
+  } else if (args.size() == 2 && args[0] == "inspect") {
     status = Inspect(args[1]);
   } else if (args.size() == 2 && args[0] == "verify") {
     status = Verify(args[1]);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -15,6 +16,10 @@
 #include "checkpoint/test_util.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
+#include "models/config.h"
+#include "models/factory.h"
+#include "models/state_dict.h"
+#include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -153,6 +158,58 @@ TEST(StrataCkptTest, BadArgumentsAndPaths) {
   const ToolResult r = Tool("inspect " + TempDir("nothing_here"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("is not a Strata checkpoint"), std::string::npos)
+      << r.output;
+}
+
+// A state dict -> Hugging Face Llama (sharded) -> a state dict again.
+TEST(StrataCkptTest, HfLlamaExportThenImportIsBitwise) {
+  const std::string dir = TempDir("hf_round_trip");
+  absl::StatusOr<models::ModelConfig> config =
+      models::ConfigByName("llama-tiny");
+  ASSERT_THAT(config, IsOk());
+  models::BuildOptions options;
+  options.seed = 9;
+  absl::StatusOr<std::shared_ptr<models::UnitModel>> model =
+      models::BuildModel(*config, options);
+  ASSERT_THAT(model, IsOk());
+  ASSERT_THAT(models::SaveStateDict(**model, dir + "/w.pt"), IsOk());
+  ToolResult r = Tool(absl::StrCat(
+      "convert --to=hf-llama --model=llama-tiny --max_shard_bytes=100000 ", dir,
+      "/w.pt ", dir, "/hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(
+      std::filesystem::exists(dir + "/hf/model.safetensors.index.json"));
+  r = Tool(
+      absl::StrCat("convert --from=hf-llama ", dir, "/hf ", dir, "/back.pt"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--model=llama-tiny"), std::string::npos) << r.output;
+  absl::StatusOr<c10::IValue> back =
+      serialization::ReadTorchFile(dir + "/back.pt");
+  ASSERT_THAT(back, IsOk());
+  const c10::Dict<c10::IValue, c10::IValue> dict = back->toGenericDict();
+  const auto state = models::NamedStateTensors(**model);
+  ASSERT_EQ(dict.size(), state.size());
+  for (const auto& [name, tensor] : state) {
+    ASSERT_TRUE(dict.contains(name)) << name;
+    EXPECT_TRUE(at::equal(dict.at(name).toTensor(), tensor)) << name;
+  }
+}
+
+TEST(StrataCkptTest, HfExportOfABareStateDictAsksForTheModel) {
+  const std::string dir = TempDir("hf_no_model");
+  ASSERT_THAT(models::SaveStateDict({{"w", at::ones({2})}}, dir + "/w.pt"),
+              IsOk());
+  const ToolResult r =
+      Tool(absl::StrCat("convert --to=hf-gpt2 ", dir, "/w.pt ", dir, "/hf"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("name it with --model=NAME"), std::string::npos)
+      << r.output;
+}
+
+TEST(StrataCkptTest, HfConvertRefusesAnUnknownFlag) {
+  const ToolResult r = Tool("convert --from=hf-gpt2 --shards=2 a b");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown flag '--shards=2'"), std::string::npos)
       << r.output;
 }
 

@@ -159,7 +159,9 @@ TEST(TorchCheckpointTest, ResumeFromPyTorchContinuesLikeStrataResume) {
 // --load_weights starts at step 0 with a fresh optimizer: a bare PyTorch
 // state dict, Strata's full and sharded checkpoints of the same weights, and a
 // PyTorch checkpoint of those weights with an AdamW that never stepped (resumed
-// at meta.step 0) train identically, at 2 ranks under fsdp; the schedule
+// at meta.step 0), and Hugging Face safetensors of them (`strata_ckpt convert
+// --to=hf-gpt2`, sharded, the model config from the checkpoint's meta) train
+// identically, at 2 ranks under fsdp; the schedule
 // restarts (the lr of the fresh run) and the losses are not the fresh
 // run's (the weights were loaded).
 TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
@@ -176,12 +178,19 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   RunResult sharded = Train(s, 4, {"--ckpt_format=sharded"});
   ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
   const std::string sharded4 = s + "/checkpoints/step_00000004";
+  const std::string hf = TempDir("w_hf_gpt2");
+  RunResult exported = launch::testing::Run(
+      {RunfilePath("checkpoint/strata_ckpt"), "convert", "--to=hf-gpt2",
+       "--max_shard_bytes=200000", step4, hf},
+      {}, absl::Seconds(60));
+  ASSERT_EQ(exported.exit_code, 0) << exported.out << exported.err;
 
   const std::vector<std::string> two = {"--nproc=2", "--strategy=fsdp"};
   std::vector<std::vector<double>> losses;
   for (const std::string& flag :
        {"--load_weights=" + weights, "--load_weights=" + step4,
-        "--resume=" + never_stepped, "--load_weights=" + sharded4}) {
+        "--resume=" + never_stepped, "--load_weights=" + sharded4,
+        "--load_weights=" + hf}) {
     const std::string out = TempDir(absl::StrCat("w_", losses.size()));
     std::vector<std::string> args = two;
     args.push_back(flag);
@@ -196,6 +205,7 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   EXPECT_EQ(losses[1], losses[0]);
   EXPECT_EQ(losses[2], losses[0]);
   EXPECT_EQ(losses[3], losses[0]);
+  EXPECT_EQ(losses[4], losses[0]);
   // Weights trained 4 steps on this data: a lower first loss than the
   // freshly initialised model's.
   EXPECT_LT(losses[0][0], MetricsColumn(a + "/metrics.jsonl", "loss")[0]);

@@ -224,7 +224,10 @@ DEFINE_string(load_weights, kDefaults.load_weights,
               "Start a fresh run (step 0, fresh optimizer and schedule) from "
               "the model weights of this checkpoint: a Strata full or "
               "sharded checkpoint, or a PyTorch file (torch.save of a dict "
-              "with \"state_dict\", or of a bare state dict). Strict: "
+              "with \"state_dict\", or of a bare state dict), or Hugging "
+              "Face GPT-2 / Llama safetensors (a .safetensors file or a "
+              "model directory, single or sharded; converted for --model). "
+              "Strict: "
               "missing, unexpected or mis-shaped keys are an error. "
               "Exclusive with --resume.");
 DEFINE_int32(collective_timeout_s, 600,

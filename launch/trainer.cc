@@ -866,7 +866,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   at::manual_seed(o.seed * 1000003 + run.rank);
   // Resuming restores the state, the sampler position and the generator
   // (last: nothing may draw from the generator between this and the loop).
-  STRATA_RETURN_IF_ERROR(run.checkpoints->MaybeLoadWeights());
+  STRATA_RETURN_IF_ERROR(run.checkpoints->MaybeLoadWeights(run.config));
   STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
                           run.checkpoints->MaybeResume());
   STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));

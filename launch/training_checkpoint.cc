@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
+#include "checkpoint/hf_layout.h"
 #include "comm/exchange.h"
 #include "launch/generator_state.h"
 #include "launch/schedule_fields.h"
@@ -268,14 +269,22 @@ double TrainingCheckpoints::NextLr(int64_t steps_done) const {
                        : options_.schedule.base_lr;
 }
 
-absl::Status TrainingCheckpoints::MaybeLoadWeights() {
+absl::Status TrainingCheckpoints::MaybeLoadWeights(
+    const models::ModelConfig& config) {
   if (options_.load_weights.empty()) return absl::OkStatus();
-  checkpoint::LoadOptions load;
-  load.load_optimizer = false;
-  absl::StatusOr<Contents> loaded = checkpoint::LoadCheckpoint(
-      options_.load_weights, *strategy_, group_, load);
-  STRATA_RETURN_IF_ERROR(Annotate(
-      loaded.status(), absl::StrCat("--load_weights=", options_.load_weights)));
+  absl::Status status;
+  if (checkpoint::IsHfCheckpoint(options_.load_weights)) {
+    status = checkpoint::LoadHfWeights(options_.load_weights, config,
+                                       *strategy_, group_);
+  } else {
+    checkpoint::LoadOptions load;
+    load.load_optimizer = false;
+    status = checkpoint::LoadCheckpoint(options_.load_weights, *strategy_,
+                                        group_, load)
+                 .status();
+  }
+  STRATA_RETURN_IF_ERROR(
+      Annotate(status, absl::StrCat("--load_weights=", options_.load_weights)));
   LOG(INFO) << "--load_weights=" << options_.load_weights
             << ": loaded the model weights; starting at step 0 with a fresh "
                "optimizer and schedule";

@@ -35,6 +35,7 @@
 #include "checkpoint/checkpoint.h"
 #include "comm/group.h"
 #include "data/sampler.h"
+#include "models/config.h"
 #include "optim/lr_schedule.h"
 #include "strategies/strategy.h"
 
@@ -56,8 +57,8 @@ struct TrainingCheckpointOptions {
   // by PyTorch without sampler state resumes at the data position of its
   // meta.step (step * global batch; logged).
   std::string resume;
-  // "" (none) or a checkpoint (full, sharded, PyTorch) whose model weights
-  // start the run; exclusive with `resume`.
+  // "" (none) or a checkpoint (full, sharded, PyTorch, Hugging Face
+  // safetensors) whose model weights start the run; exclusive with `resume`.
   std::string load_weights;
   // Test hook: pause inside each save after the data is written and before
   // the commit (a rank killed then must leave the previous checkpoint).
@@ -93,9 +94,10 @@ class TrainingCheckpoints {
   absl::StatusOr<int64_t> MaybeResume();
 
   // With options.load_weights set: loads the model weights (strictly, a
-  // collective; the optimizer, step and data position stay fresh). Errors
-  // name --load_weights.
-  absl::Status MaybeLoadWeights();
+  // collective; the optimizer, step and data position stay fresh). Hugging
+  // Face weights (checkpoint::IsHfCheckpoint) are converted for `config`,
+  // the run's model config. Errors name --load_weights.
+  absl::Status MaybeLoadWeights(const models::ModelConfig& config);
 
   // After optimizer step `steps_done - 1` completed: saves if due.
   absl::Status AfterStep(int64_t steps_done);

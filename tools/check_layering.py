@@ -35,11 +35,13 @@ FORBIDDEN = {
 # formats' own tests are here too: they are the resharding acceptance tests
 # (save under one real strategy and world size, load under another), so they
 # build strategies through test_util; the format libraries they test do not.
-# torch_interop_test saves through the Strategy-level API (SaveCheckpoint).
+# torch_interop_test saves through the Strategy-level API (SaveCheckpoint);
+# hf_load_test loads through it (LoadHfWeights).
 CHECKPOINT_STRATEGY_LEVEL = ["checkpoint", "strata_ckpt", "checkpoint_test",
                              "strata_ckpt_test", "checkpoint_benchmark",
                              "test_util", "full_test", "local_test",
-                             "sharded_test", "torch_interop_test"]
+                             "sharded_test", "torch_interop_test",
+                             "hf_load_test"]
 
 
 def query(expr):

@@ -1,0 +1,710 @@
+#include "checkpoint/hf_layout.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/file_io.h"
+#include "base/json.h"
+#include "base/status.h"
+#include "checkpoint/safetensors.h"
+#include "models/factory.h"
+#include "models/state_dict.h"
+
+namespace strata::checkpoint {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr char kSingleFile[] = "model.safetensors";
+constexpr char kIndexFile[] = "model.safetensors.index.json";
+constexpr char kConfigFile[] = "config.json";
+
+// How a Strata tensor becomes its Hugging Face counterpart.
+enum class Transform {
+  kNone,
+  kTranspose,  // Linear [out, in] <-> Conv1D [in, out].
+  kRope,       // Interleaved pairs <-> rotate-half rows, per head.
+};
+
+struct Mapped {
+  std::string hf_name;
+  Transform transform = Transform::kNone;
+  int64_t heads = 0;  // kRope: heads the rows split into.
+};
+
+// "<prefix><i>.<rest>" -> {i, rest}.
+bool SplitLayer(absl::string_view name, absl::string_view prefix,
+                std::string* layer, std::string* rest) {
+  if (!absl::ConsumePrefix(&name, prefix)) return false;
+  const size_t dot = name.find('.');
+  if (dot == absl::string_view::npos) return false;
+  *layer = std::string(name.substr(0, dot));
+  *rest = std::string(name.substr(dot + 1));
+  return true;
+}
+
+// The Hugging Face name and transform of a Strata parameter; NotFound for a
+// name Strata's models do not have.
+absl::StatusOr<Mapped> MapName(const std::string& name,
+                               const models::ModelConfig& config) {
+  std::string layer, rest;
+  if (config.family == "gpt") {
+    static const auto* kTop = new std::map<std::string, std::string>{
+        {"wte.weight", "transformer.wte.weight"},
+        {"wpe.weight", "transformer.wpe.weight"},
+        {"ln_f.weight", "transformer.ln_f.weight"},
+        {"ln_f.bias", "transformer.ln_f.bias"}};
+    static const auto* kBlock = new std::map<std::string, Mapped>{
+        {"ln_1.weight", {"ln_1.weight"}},
+        {"ln_1.bias", {"ln_1.bias"}},
+        {"attn.qkv.weight", {"attn.c_attn.weight", Transform::kTranspose}},
+        {"attn.qkv.bias", {"attn.c_attn.bias"}},
+        {"attn.proj.weight", {"attn.c_proj.weight", Transform::kTranspose}},
+        {"attn.proj.bias", {"attn.c_proj.bias"}},
+        {"ln_2.weight", {"ln_2.weight"}},
+        {"ln_2.bias", {"ln_2.bias"}},
+        {"mlp.fc.weight", {"mlp.c_fc.weight", Transform::kTranspose}},
+        {"mlp.fc.bias", {"mlp.c_fc.bias"}},
+        {"mlp.proj.weight", {"mlp.c_proj.weight", Transform::kTranspose}},
+        {"mlp.proj.bias", {"mlp.c_proj.bias"}}};
+    if (auto it = kTop->find(name); it != kTop->end()) {
+      return Mapped{it->second};
+    }
+    if (SplitLayer(name, "blocks.", &layer, &rest)) {
+      if (auto it = kBlock->find(rest); it != kBlock->end()) {
+        Mapped m = it->second;
+        m.hf_name = absl::StrCat("transformer.h.", layer, ".", m.hf_name);
+        return m;
+      }
+    }
+  } else {
+    static const auto* kTop = new std::map<std::string, std::string>{
+        {"tok_embeddings.weight", "model.embed_tokens.weight"},
+        {"norm.weight", "model.norm.weight"},
+        {"output.weight", "lm_head.weight"}};
+    static const auto* kLayer = new std::map<std::string, Mapped>{
+        {"attention.wq.weight", {"self_attn.q_proj.weight", Transform::kRope}},
+        {"attention.wk.weight", {"self_attn.k_proj.weight", Transform::kRope}},
+        {"attention.wv.weight", {"self_attn.v_proj.weight"}},
+        {"attention.wo.weight", {"self_attn.o_proj.weight"}},
+        {"feed_forward.w1.weight", {"mlp.gate_proj.weight"}},
+        {"feed_forward.w2.weight", {"mlp.down_proj.weight"}},
+        {"feed_forward.w3.weight", {"mlp.up_proj.weight"}},
+        {"attention_norm.weight", {"input_layernorm.weight"}},
+        {"ffn_norm.weight", {"post_attention_layernorm.weight"}}};
+    if (auto it = kTop->find(name); it != kTop->end()) {
+      return Mapped{it->second};
+    }
+    if (SplitLayer(name, "layers.", &layer, &rest)) {
+      if (auto it = kLayer->find(rest); it != kLayer->end()) {
+        Mapped m = it->second;
+        m.hf_name = absl::StrCat("model.layers.", layer, ".", m.hf_name);
+        if (m.transform == Transform::kRope) {
+          m.heads = rest == "attention.wq.weight" ? config.num_heads
+                                                  : config.num_kv_heads;
+        }
+        return m;
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no Hugging Face name for '", name,
+                                          "' of a ", config.family, " model"));
+}
+
+std::vector<int64_t> HfShape(const Mapped& m, at::IntArrayRef strata_shape) {
+  std::vector<int64_t> shape = strata_shape.vec();
+  if (m.transform == Transform::kTranspose) std::swap(shape[0], shape[1]);
+  return shape;
+}
+
+// Rows [heads, d] as pairs (2j, 2j + 1) <-> as halves (j, j + d/2).
+at::Tensor PermuteRope(const at::Tensor& w, int64_t heads, bool to_hf) {
+  const int64_t rows = w.size(0), cols = w.size(1);
+  const int64_t half = rows / heads / 2;
+  const at::Tensor c = w.contiguous();
+  return (to_hf ? c.view({heads, half, 2, cols})
+                : c.view({heads, 2, half, cols}))
+      .transpose(1, 2)
+      .reshape({rows, cols})
+      .contiguous();
+}
+
+at::Tensor Apply(const Mapped& m, const at::Tensor& w, bool to_hf) {
+  switch (m.transform) {
+    case Transform::kNone:
+      return w;
+    case Transform::kTranspose:
+      return w.t().contiguous();
+    case Transform::kRope:
+      return PermuteRope(w, m.heads, to_hf);
+  }
+  return w;
+}
+
+// The model's parameter names and shapes (a deferred build: no memory).
+absl::StatusOr<std::vector<std::pair<std::string, std::vector<int64_t>>>>
+ModelShapes(const models::ModelConfig& config) {
+  models::BuildOptions options;
+  options.deferred = true;
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<models::UnitModel> model,
+                          models::BuildModel(config, options));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& [name, tensor] : models::NamedStateTensors(*model)) {
+    shapes.emplace_back(name, tensor.sizes().vec());
+  }
+  return shapes;
+}
+
+std::string ShapeText(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Up to 10 names, then how many more.
+std::string Listed(const std::vector<std::string>& names) {
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + std::min<size_t>(names.size(), 10));
+  std::string text = absl::StrCat("'", absl::StrJoin(shown, "', '"), "'");
+  if (names.size() > shown.size()) {
+    absl::StrAppend(&text, " and ", names.size() - shown.size(), " more");
+  }
+  return text;
+}
+
+// What keeps a set of tensors from being a model's: each list cut short.
+std::vector<std::string> Problems(const std::vector<std::string>& missing,
+                                  const std::vector<std::string>& unexpected,
+                                  const std::vector<std::string>& misshaped) {
+  std::vector<std::string> problems;
+  if (!missing.empty()) {
+    problems.push_back(
+        absl::StrCat(missing.size(), " missing tensor(s): ", Listed(missing)));
+  }
+  if (!unexpected.empty()) {
+    problems.push_back(absl::StrCat(
+        unexpected.size(),
+        " tensor(s) the model does not have: ", Listed(unexpected)));
+  }
+  if (!misshaped.empty()) {
+    const size_t shown = std::min<size_t>(misshaped.size(), 5);
+    std::string text = absl::StrCat(
+        misshaped.size(), " shape mismatch(es): ",
+        absl::StrJoin(misshaped.begin(), misshaped.begin() + shown, "; "));
+    if (misshaped.size() > shown) {
+      absl::StrAppend(&text, " and ", misshaped.size() - shown, " more");
+    }
+    problems.push_back(std::move(text));
+  }
+  return problems;
+}
+
+// Hugging Face buffers that are not weights.
+bool IsSkippedBuffer(absl::string_view name) {
+  return absl::EndsWith(name, ".attn.bias") ||
+         absl::EndsWith(name, ".attn.masked_bias") ||
+         absl::EndsWith(name, ".rotary_emb.inv_freq");
+}
+
+absl::StatusOr<std::shared_ptr<const SafetensorsFile>> OpenShard(
+    const std::string& dir, const std::string& shard,
+    const std::string& index_path) {
+  if (shard.empty() || shard.find('/') != std::string::npos || shard == "." ||
+      shard == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_path, ": shard file name '", shard,
+                     "' must be a file name in the same directory"));
+  }
+  return SafetensorsFile::Open(dir + "/" + shard);
+}
+
+absl::StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
+  const std::string index_path = dir + "/" + kIndexFile;
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(index_path));
+  STRATA_ASSIGN_OR_RETURN(Json index, ParseJson(text, index_path));
+  if (!index.is_object() || !index.contains("weight_map") ||
+      !index["weight_map"].is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        index_path, ": expected an object with a \"weight_map\" object"));
+  }
+  std::map<std::string, std::string> shard_of;  // Tensor -> shard file.
+  std::map<std::string, std::vector<std::string>> shards;  // Shard -> names.
+  for (const auto& item : index["weight_map"].items()) {
+    if (!item.value().is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": weight_map['", item.key(),
+                       "'] must be a shard file name (a string)"));
+    }
+    shard_of[item.key()] = item.value().get<std::string>();
+    shards[item.value().get<std::string>()].push_back(item.key());
+  }
+  NamedTensors tensors;
+  for (const auto& [shard, names] : shards) {
+    STRATA_ASSIGN_OR_RETURN(auto file, OpenShard(dir, shard, index_path));
+    for (const std::string& name : names) {
+      if (!file->Contains(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_path, " maps '", name, "' to ", shard,
+                         ", which has no such tensor"));
+      }
+    }
+    for (auto& [name, tensor] : file->ViewAll()) {
+      auto it = shard_of.find(name);
+      if (it == shard_of.end() || it->second != shard) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            file->source(), " has tensor '", name, "', which ", index_path,
+            it == shard_of.end() ? " does not list"
+                                 : " maps to " + it->second));
+      }
+      tensors.emplace_back(name, std::move(tensor));
+    }
+  }
+  return tensors;
+}
+
+// JSON field readers for config.json: errors name the file and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const Json& root, std::string source)
+      : root_(root), source_(std::move(source)) {}
+
+  bool Has(const char* key) const {
+    return root_.contains(key) && !root_[key].is_null();
+  }
+
+  absl::StatusOr<int64_t> Int(const char* key) const {
+    if (!Has(key)) return Missing(key);
+    if (!root_[key].is_number_integer()) return Wrong(key, "an integer");
+    return root_[key].get<int64_t>();
+  }
+  absl::StatusOr<int64_t> Int(const char* key, int64_t fallback) const {
+    return Has(key) ? Int(key) : fallback;
+  }
+  absl::StatusOr<double> Double(const char* key, double fallback) const {
+    if (!Has(key)) return fallback;
+    if (!root_[key].is_number()) return Wrong(key, "a number");
+    return root_[key].get<double>();
+  }
+  absl::StatusOr<bool> Bool(const char* key, bool fallback) const {
+    if (!Has(key)) return fallback;
+    if (!root_[key].is_boolean()) return Wrong(key, "true or false");
+    return root_[key].get<bool>();
+  }
+  absl::StatusOr<std::string> String(const char* key,
+                                     const std::string& fallback) const {
+    if (!Has(key)) return fallback;
+    if (!root_[key].is_string()) return Wrong(key, "a string");
+    return root_[key].get<std::string>();
+  }
+  absl::Status Unsupported(const char* key, const std::string& why) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": \"", key, "\": ", why));
+  }
+
+ private:
+  absl::Status Missing(const char* key) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": missing \"", key, "\""));
+  }
+  absl::Status Wrong(const char* key, const char* expected) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_, ": \"", key, "\" must be ", expected, ", got ",
+        root_[key].dump(-1, ' ', false, Json::error_handler_t::replace)));
+  }
+
+  const Json& root_;
+  std::string source_;
+};
+
+absl::Status ReadGpt2Config(const ConfigReader& r, models::ModelConfig* c) {
+  STRATA_ASSIGN_OR_RETURN(c->vocab_size, r.Int("vocab_size"));
+  // Older configs give the context as n_ctx.
+  STRATA_ASSIGN_OR_RETURN(
+      c->seq_len,
+      r.Int(r.Has("n_positions") || !r.Has("n_ctx") ? "n_positions" : "n_ctx"));
+  STRATA_ASSIGN_OR_RETURN(c->dim, r.Int("n_embd"));
+  STRATA_ASSIGN_OR_RETURN(c->num_layers, r.Int("n_layer"));
+  STRATA_ASSIGN_OR_RETURN(c->num_heads, r.Int("n_head"));
+  c->num_kv_heads = c->num_heads;
+  STRATA_ASSIGN_OR_RETURN(c->ffn_dim, r.Int("n_inner", 4 * c->dim));
+  STRATA_ASSIGN_OR_RETURN(c->norm_eps, r.Double("layer_norm_epsilon", 1e-5));
+  c->tie_embeddings = true;
+  STRATA_ASSIGN_OR_RETURN(std::string act,
+                          r.String("activation_function", "gelu_new"));
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+    return r.Unsupported("activation_function",
+                         absl::StrCat("'", act,
+                                      "': Strata's GPT-2 uses GELU with the "
+                                      "tanh approximation (gelu_new)"));
+  }
+  STRATA_ASSIGN_OR_RETURN(bool scaled, r.Bool("scale_attn_weights", true));
+  if (!scaled) {
+    return r.Unsupported("scale_attn_weights",
+                         "false: Strata scales attention by 1/sqrt(d)");
+  }
+  STRATA_ASSIGN_OR_RETURN(bool by_layer,
+                          r.Bool("scale_attn_by_inverse_layer_idx", false));
+  if (by_layer) {
+    return r.Unsupported("scale_attn_by_inverse_layer_idx",
+                         "true is not modelled by Strata's GPT-2");
+  }
+  STRATA_ASSIGN_OR_RETURN(bool tied, r.Bool("tie_word_embeddings", true));
+  if (!tied) {
+    return r.Unsupported("tie_word_embeddings",
+                         "false: Strata's GPT-2 always ties its head to wte");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadLlamaConfig(const ConfigReader& r, models::ModelConfig* c) {
+  STRATA_ASSIGN_OR_RETURN(c->vocab_size, r.Int("vocab_size"));
+  STRATA_ASSIGN_OR_RETURN(c->seq_len, r.Int("max_position_embeddings"));
+  STRATA_ASSIGN_OR_RETURN(c->dim, r.Int("hidden_size"));
+  STRATA_ASSIGN_OR_RETURN(c->num_layers, r.Int("num_hidden_layers"));
+  STRATA_ASSIGN_OR_RETURN(c->num_heads, r.Int("num_attention_heads"));
+  STRATA_ASSIGN_OR_RETURN(c->num_kv_heads,
+                          r.Int("num_key_value_heads", c->num_heads));
+  STRATA_ASSIGN_OR_RETURN(c->ffn_dim, r.Int("intermediate_size"));
+  STRATA_ASSIGN_OR_RETURN(c->norm_eps, r.Double("rms_norm_eps", 1e-6));
+  STRATA_ASSIGN_OR_RETURN(c->rope_theta, r.Double("rope_theta", 10000));
+  STRATA_ASSIGN_OR_RETURN(c->tie_embeddings,
+                          r.Bool("tie_word_embeddings", false));
+  STRATA_ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", "silu"));
+  if (act != "silu") {
+    return r.Unsupported("hidden_act",
+                         absl::StrCat("'", act, "': Strata's Llama uses silu"));
+  }
+  if (r.Has("rope_scaling")) {
+    return r.Unsupported("rope_scaling",
+                         "rotary frequency scaling (Llama 3.1+) is not "
+                         "modelled by Strata's Llama");
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    STRATA_ASSIGN_OR_RETURN(bool bias, r.Bool(key, false));
+    if (bias) return r.Unsupported(key, "true: Strata's Llama has no biases");
+  }
+  if (r.Has("head_dim")) {
+    STRATA_ASSIGN_OR_RETURN(int64_t head_dim, r.Int("head_dim"));
+    if (c->num_heads <= 0 || head_dim * c->num_heads != c->dim) {
+      return r.Unsupported(
+          "head_dim", absl::StrCat(head_dim,
+                                   " is not hidden_size / num_attention_heads; "
+                                   "Strata's Llama derives it from them"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> HfFamilyFromName(absl::string_view name) {
+  if (name == "hf-gpt2") return std::string("gpt");
+  if (name == "hf-llama") return std::string("llama");
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown Hugging Face layout '", name,
+                   "' (expected hf-gpt2 or hf-llama)"));
+}
+
+bool IsHfCheckpoint(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return std::filesystem::exists(path + "/" + kSingleFile, ec) ||
+           std::filesystem::exists(path + "/" + kIndexFile, ec);
+  }
+  return absl::EndsWith(path, ".safetensors");
+}
+
+absl::Status CheckHfConfig(const std::string& path,
+                           const models::ModelConfig& config) {
+  const std::string config_path = HfConfigPath(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(config_path, ec)) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_path));
+  STRATA_ASSIGN_OR_RETURN(
+      models::ModelConfig file,
+      ModelConfigFromHfJson(text, config_path, config.family));
+  auto differs = [&](const char* field, auto theirs, auto ours) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, " describes another model: ", field, " is ",
+                     theirs, " there and ", ours, " in the model config"));
+  };
+  if (file.num_heads != config.num_heads) {
+    return differs("num_heads", file.num_heads, config.num_heads);
+  }
+  if (file.num_kv_heads != config.num_kv_heads) {
+    return differs("num_kv_heads", file.num_kv_heads, config.num_kv_heads);
+  }
+  if (file.norm_eps != config.norm_eps) {
+    return differs("norm_eps", file.norm_eps, config.norm_eps);
+  }
+  if (config.family == "llama" && file.rope_theta != config.rope_theta) {
+    return differs("rope_theta", file.rope_theta, config.rope_theta);
+  }
+  if (file.tie_embeddings != config.tie_embeddings) {
+    return differs("tie_embeddings", file.tie_embeddings,
+                   config.tie_embeddings);
+  }
+  return absl::OkStatus();
+}
+
+std::string HfConfigPath(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return path + "/" + kConfigFile;
+  }
+  return ParentDir(path) + "/" + kConfigFile;
+}
+
+absl::StatusOr<NamedTensors> ReadHfWeights(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    STRATA_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+    return file->ViewAll();
+  }
+  if (std::filesystem::exists(path + "/" + kIndexFile, ec)) {
+    return ReadSharded(path);
+  }
+  if (std::filesystem::exists(path + "/" + kSingleFile, ec)) {
+    STRATA_ASSIGN_OR_RETURN(auto file,
+                            SafetensorsFile::Open(path + "/" + kSingleFile));
+    return file->ViewAll();
+  }
+  return absl::NotFoundError(
+      absl::StrCat(path, " has neither ", kSingleFile, " nor ", kIndexFile));
+}
+
+absl::StatusOr<models::ModelConfig> ModelConfigFromHfJson(
+    absl::string_view text, const std::string& source,
+    const std::string& family) {
+  STRATA_ASSIGN_OR_RETURN(Json root, ParseJson(text, source));
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a JSON object"));
+  }
+  const ConfigReader reader(root, source);
+  const std::string expected_type = family == "gpt" ? "gpt2" : "llama";
+  STRATA_ASSIGN_OR_RETURN(std::string model_type,
+                          reader.String("model_type", expected_type));
+  if (model_type != expected_type) {
+    return reader.Unsupported(
+        "model_type",
+        absl::StrCat("'", model_type, "', expected '", expected_type,
+                     "' for hf-", family == "gpt" ? "gpt2" : "llama"));
+  }
+  models::ModelConfig config;
+  config.family = family;
+  STRATA_RETURN_IF_ERROR(family == "gpt" ? ReadGpt2Config(reader, &config)
+                                         : ReadLlamaConfig(reader, &config));
+  STRATA_RETURN_IF_ERROR(Annotate(models::ValidateConfig(config), source));
+  return config;
+}
+
+std::string HfConfigJson(const models::ModelConfig& c) {
+  nlohmann::ordered_json j;
+  if (c.family == "gpt") {
+    j["architectures"] = {"GPT2LMHeadModel"};
+    j["model_type"] = "gpt2";
+    j["vocab_size"] = c.vocab_size;
+    j["n_positions"] = c.seq_len;
+    j["n_embd"] = c.dim;
+    j["n_layer"] = c.num_layers;
+    j["n_head"] = c.num_heads;
+    j["n_inner"] = c.ffn_dim;
+    j["layer_norm_epsilon"] = c.norm_eps;
+    j["activation_function"] = "gelu_new";
+    j["resid_pdrop"] = c.dropout;
+    j["embd_pdrop"] = c.dropout;
+    j["attn_pdrop"] = c.dropout;
+    j["scale_attn_weights"] = true;
+    j["tie_word_embeddings"] = true;
+  } else {
+    j["architectures"] = {"LlamaForCausalLM"};
+    j["model_type"] = "llama";
+    j["vocab_size"] = c.vocab_size;
+    j["max_position_embeddings"] = c.seq_len;
+    j["hidden_size"] = c.dim;
+    j["intermediate_size"] = c.ffn_dim;
+    j["num_hidden_layers"] = c.num_layers;
+    j["num_attention_heads"] = c.num_heads;
+    j["num_key_value_heads"] = c.num_kv_heads;
+    j["rms_norm_eps"] = c.norm_eps;
+    j["rope_theta"] = c.rope_theta;
+    j["rope_scaling"] = nullptr;
+    j["hidden_act"] = "silu";
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+    j["tie_word_embeddings"] = c.tie_embeddings;
+  }
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<NamedTensors> ImportHf(const NamedTensors& hf,
+                                      const models::ModelConfig& config,
+                                      const std::string& source) {
+  STRATA_ASSIGN_OR_RETURN(auto shapes, ModelShapes(config));
+  // Hugging Face name -> tensor; GPT2Model's files lack "transformer.".
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& [raw_name, tensor] : hf) {
+    if (IsSkippedBuffer(raw_name)) continue;
+    std::string name = raw_name;
+    if (config.family == "gpt" && name != "lm_head.weight" &&
+        !absl::StartsWith(name, "transformer.")) {
+      name = "transformer." + name;
+    }
+    if (!by_name.emplace(name, tensor).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": tensor '", name,
+                       "' is given twice (with and without "
+                       "the \"transformer.\" prefix?)"));
+    }
+  }
+  std::set<std::string> used;
+  std::vector<std::string> missing, misshaped;
+  NamedTensors strata;
+  for (const auto& [name, shape] : shapes) {
+    STRATA_ASSIGN_OR_RETURN(Mapped m, MapName(name, config));
+    const std::vector<int64_t> hf_shape = HfShape(m, shape);
+    auto it = by_name.find(m.hf_name);
+    if (it == by_name.end()) {
+      missing.push_back(m.hf_name);
+      continue;
+    }
+    used.insert(m.hf_name);
+    if (it->second.sizes().vec() != hf_shape) {
+      misshaped.push_back(absl::StrCat("'", m.hf_name, "' is ",
+                                       ShapeText(it->second.sizes()),
+                                       ", expected ", ShapeText(hf_shape)));
+      continue;
+    }
+    strata.emplace_back(name, Apply(m, it->second, /*to_hf=*/false));
+  }
+  // A tied head may be stored; it must be the embedding.
+  if (config.tie_embeddings) {
+    const std::string embedding = config.family == "gpt"
+                                      ? "transformer.wte.weight"
+                                      : "model.embed_tokens.weight";
+    auto head = by_name.find("lm_head.weight");
+    auto wte = by_name.find(embedding);
+    if (head != by_name.end() && wte != by_name.end()) {
+      used.insert(head->first);
+      if (head->second.sizes() != wte->second.sizes() ||
+          !at::equal(head->second, wte->second)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": lm_head.weight differs from ", embedding,
+                         ", but the model ties them"));
+      }
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, tensor] : by_name) {
+    if (used.count(name) == 0) unexpected.push_back(name);
+  }
+  const std::vector<std::string> problems =
+      Problems(missing, unexpected, misshaped);
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, " is not a Hugging Face ",
+        config.family == "gpt" ? "GPT-2" : "Llama",
+        " checkpoint of this config: ", absl::StrJoin(problems, "; ")));
+  }
+  return strata;
+}
+
+absl::StatusOr<NamedTensors> ExportHf(const NamedTensors& strata,
+                                      const models::ModelConfig& config,
+                                      const std::string& source) {
+  STRATA_ASSIGN_OR_RETURN(auto shapes, ModelShapes(config));
+  std::map<std::string, at::Tensor> by_name(strata.begin(), strata.end());
+  std::vector<std::string> missing, misshaped, unexpected;
+  NamedTensors hf;
+  std::set<std::string> known;
+  for (const auto& [name, shape] : shapes) {
+    known.insert(name);
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    if (it->second.sizes().vec() != shape) {
+      misshaped.push_back(absl::StrCat("'", name, "' is ",
+                                       ShapeText(it->second.sizes()),
+                                       ", expected ", ShapeText(shape)));
+      continue;
+    }
+    STRATA_ASSIGN_OR_RETURN(Mapped m, MapName(name, config));
+    hf.emplace_back(m.hf_name, Apply(m, it->second, /*to_hf=*/true));
+  }
+  for (const auto& [name, tensor] : by_name) {
+    if (known.count(name) == 0) unexpected.push_back(name);
+  }
+  const std::vector<std::string> problems =
+      Problems(missing, unexpected, misshaped);
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, " does not hold the weights of this ", config.family,
+        " config: ", absl::StrJoin(problems, "; ")));
+  }
+  return hf;
+}
+
+absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
+                          const models::ModelConfig& config,
+                          int64_t max_shard_bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create directory ", dir, ": ", ec.message()));
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  int64_t total_bytes = 0;
+  for (const auto& [name, tensor] : hf) total_bytes += tensor.nbytes();
+  if (max_shard_bytes <= 0 || total_bytes <= max_shard_bytes) {
+    STRATA_RETURN_IF_ERROR(
+        WriteSafetensors(dir + "/" + kSingleFile, hf, metadata));
+    // A stale index would shadow the new file.
+    std::filesystem::remove(dir + "/" + kIndexFile, ec);
+  } else {
+    std::vector<NamedTensors> shards(1);
+    int64_t shard_bytes = 0;
+    for (const auto& item : hf) {
+      const int64_t bytes = item.second.nbytes();
+      if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
+        shards.emplace_back();
+        shard_bytes = 0;
+      }
+      shards.back().push_back(item);
+      shard_bytes += bytes;
+    }
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", total_bytes}};
+    index["weight_map"] = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const std::string file = absl::StrFormat("model-%05d-of-%05d.safetensors",
+                                               i + 1, shards.size());
+      STRATA_RETURN_IF_ERROR(
+          WriteSafetensors(dir + "/" + file, shards[i], metadata));
+      for (const auto& [name, tensor] : shards[i]) {
+        index["weight_map"][name] = file;
+      }
+    }
+    STRATA_RETURN_IF_ERROR(
+        WriteFileAtomic(dir + "/" + kIndexFile, index.dump(2) + "\n"));
+  }
+  return WriteFileAtomic(dir + "/" + kConfigFile, HfConfigJson(config));
+}
+
+}  // namespace strata::checkpoint
