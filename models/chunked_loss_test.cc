@@ -1,0 +1,264 @@
+#include "models/chunked_loss.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "base/torch_compat.h"
+#include "models/unit.h"
+
+namespace strata::models {
+namespace {
+
+constexpr int64_t kTokens = 48;
+constexpr int64_t kHidden = 32;
+constexpr int64_t kVocab = 300;
+// fp32's unit roundoff.
+constexpr double kUnitRoundoff = 5.9604644775390625e-8;  // 2^-24
+
+struct Inputs {
+  at::Tensor hidden;   // [kTokens, kHidden], requires grad
+  at::Tensor weight;   // [kVocab, kHidden], requires grad
+  at::Tensor targets;  // [kTokens] int64
+};
+
+Inputs MakeInputs(at::ScalarType dtype = at::kFloat, uint64_t seed = 5) {
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  Inputs in;
+  in.hidden = at::randn({kTokens, kHidden}, generator, at::kFloat)
+                  .to(dtype)
+                  .requires_grad_(true);
+  in.weight = (at::randn({kVocab, kHidden}, generator, at::kFloat) * 0.2)
+                  .to(dtype)
+                  .requires_grad_(true);
+  in.targets = at::randint(kVocab, {kTokens}, generator, at::kLong);
+  return in;
+}
+
+struct Result {
+  at::Tensor loss;
+  at::Tensor grad_hidden;
+  at::Tensor grad_weight;
+};
+
+// Gradients of 0.75 * loss (a loss weight, as strategies apply).
+Result Backward(const at::Tensor& loss, const Inputs& in) {
+  const std::vector<at::Tensor> grads =
+      torch::autograd::grad({loss * 0.75}, {in.hidden, in.weight});
+  return {loss.detach(), grads[0], grads[1]};
+}
+
+// The unfused path the models take today: logits [1, N, V] from at::linear,
+// then UnitModel::Loss.
+Result Unfused(const Inputs& in) {
+  return Backward(UnitModel::Loss(at::linear(in.hidden.unsqueeze(0), in.weight),
+                                  in.targets.unsqueeze(0)),
+                  in);
+}
+
+Result Chunked(const Inputs& in, int64_t chunk_tokens) {
+  return Backward(
+      ChunkedLinearCrossEntropy(in.hidden, in.weight, in.targets, chunk_tokens),
+      in);
+}
+
+bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
+         at::equal(a, b);
+}
+
+// The largest |chunked - unfused| gradient of the weight may differ by, per
+// element. Both are fp32 sums of the same N products g[i][v] * h[i][k] (g
+// the logits' gradient) in different orders (one matmul over all N rows, or
+// one per chunk added up); recursive summation of n terms errs by at most
+// gamma_n * sum |terms|, gamma_n = n u / (1 - n u) < 1.01 n u, so the two
+// differ by at most 2 * 1.01 * N * u * sum_i |g[i][v]| |h[i][k]|. The
+// factor `extra_relative` adds a relative term for a rounding of the result
+// to a lower precision (bf16: 2^-8 covers one ulp).
+at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
+                           double extra_relative) {
+  const at::Tensor g =
+      at::softmax(at::linear(in.hidden.detach().to(at::kDouble),
+                             in.weight.detach().to(at::kDouble)),
+                  1);
+  // |g| <= softmax + onehot, times the loss weight over N (an ignored
+  // target, -100, counts as class 0: a larger bound).
+  const at::Tensor abs_g =
+      (g + at::one_hot(in.targets.clamp_min(0), kVocab).to(at::kDouble)) *
+      0.75 / kTokens;
+  const at::Tensor abs_sum =
+      at::mm(abs_g.t(), in.hidden.detach().to(at::kDouble).abs());
+  return 2 * 1.01 * kTokens * kUnitRoundoff * abs_sum +
+         extra_relative * unfused.grad_weight.to(at::kDouble).abs();
+}
+
+// The largest |chunked - unfused| gradient of the hidden states may differ
+// by, per element. Each row is the same sum over V of g[i][v] * w[v][k], but
+// the BLAS may take another kernel for a product with fewer rows (OpenBLAS
+// does for chunks of one or two rows), summing in another order; as above
+// they differ by at most 2 * 1.01 * V * u * sum_v |g[i][v]| |w[v][k]|.
+at::Tensor HiddenGradBound(const Inputs& in, const Result& unfused,
+                           double extra_relative) {
+  const at::Tensor g =
+      at::softmax(at::linear(in.hidden.detach().to(at::kDouble),
+                             in.weight.detach().to(at::kDouble)),
+                  1);
+  const at::Tensor abs_g =
+      (g + at::one_hot(in.targets.clamp_min(0), kVocab).to(at::kDouble)) *
+      0.75 / kTokens;
+  const at::Tensor abs_sum =
+      at::mm(abs_g, in.weight.detach().to(at::kDouble).abs());
+  return 2 * 1.01 * kVocab * kUnitRoundoff * abs_sum +
+         extra_relative * unfused.grad_hidden.to(at::kDouble).abs();
+}
+
+// Whether every element of |a - b| is within `bound`.
+bool WithinBound(const at::Tensor& a, const at::Tensor& b,
+                 const at::Tensor& bound) {
+  return (a.to(at::kDouble) - b.to(at::kDouble))
+      .abs()
+      .le(bound)
+      .all()
+      .item<bool>();
+}
+
+// ||a - b|| / ||b|| (Frobenius).
+double RelativeError(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor bd = b.to(at::kDouble);
+  return ((a.to(at::kDouble) - bd).norm() / bd.norm()).item<double>();
+}
+
+// Chunk sizes: one token, a divisor of kTokens, a non-divisor (48 = 3 * 13 +
+// 9), all tokens in one chunk, and more than all.
+class ChunkedLossTest : public ::testing::TestWithParam<int64_t> {};
+
+INSTANTIATE_TEST_SUITE_P(ChunkSizes, ChunkedLossTest,
+                         ::testing::Values(1, 16, 13, kTokens, 4 * kTokens));
+
+TEST_P(ChunkedLossTest, LossIsBitwiseTheUnfusedLoss) {
+  const Inputs in = MakeInputs();
+  EXPECT_TRUE(BitwiseEqual(Chunked(in, GetParam()).loss, Unfused(in).loss));
+}
+
+TEST_P(ChunkedLossTest, HiddenGradientIsWithinTheSummationBound) {
+  const Inputs in = MakeInputs();
+  const Result unfused = Unfused(in);
+  const Result chunked = Chunked(in, GetParam());
+  EXPECT_TRUE(WithinBound(chunked.grad_hidden, unfused.grad_hidden,
+                          HiddenGradBound(in, unfused, 0)));
+  EXPECT_LE(RelativeError(chunked.grad_hidden, unfused.grad_hidden), 1e-6);
+}
+
+TEST_P(ChunkedLossTest, WeightGradientIsWithinTheSummationBound) {
+  const Inputs in = MakeInputs();
+  const Result unfused = Unfused(in);
+  const Result chunked = Chunked(in, GetParam());
+  EXPECT_TRUE(WithinBound(chunked.grad_weight, unfused.grad_weight,
+                          WeightGradBound(in, unfused, 0)));
+  // The criterion, in norm: 1e-6 relative.
+  EXPECT_LE(RelativeError(chunked.grad_weight, unfused.grad_weight), 1e-6);
+}
+
+TEST_P(ChunkedLossTest, IgnoredTargetsAreLeftOutOfTheMean) {
+  Inputs in = MakeInputs();
+  in.targets.narrow(0, 3, 7).fill_(-100);
+  const Result unfused = Unfused(in);
+  const Result chunked = Chunked(in, GetParam());
+  EXPECT_TRUE(BitwiseEqual(chunked.loss, unfused.loss));
+  EXPECT_TRUE(WithinBound(chunked.grad_hidden, unfused.grad_hidden,
+                          HiddenGradBound(in, unfused, 0)));
+  EXPECT_TRUE(WithinBound(chunked.grad_weight, unfused.grad_weight,
+                          WeightGradBound(in, unfused, 0)));
+}
+
+TEST_P(ChunkedLossTest, Bf16ParametersMatchTheUnfusedBf16Path) {
+  const Inputs in = MakeInputs(at::kBFloat16);
+  const Result unfused = Unfused(in);
+  const Result chunked = Chunked(in, GetParam());
+  EXPECT_TRUE(BitwiseEqual(chunked.loss, unfused.loss));
+  EXPECT_TRUE(WithinBound(chunked.grad_hidden, unfused.grad_hidden,
+                          HiddenGradBound(in, unfused, 1.0 / 256)));
+  ASSERT_EQ(chunked.grad_weight.scalar_type(), at::kBFloat16);
+  // Several chunks sum in fp32 and round once to bf16 like the one matmul.
+  EXPECT_TRUE(WithinBound(chunked.grad_weight, unfused.grad_weight,
+                          WeightGradBound(in, unfused, 1.0 / 256)));
+}
+
+TEST_P(ChunkedLossTest, Bf16AutocastMatchesTheUnfusedAutocastPath) {
+  const Inputs in = MakeInputs();
+  auto under_autocast = [](auto f) {
+    const torch_compat::AutocastState was =
+        torch_compat::GetAutocastState(c10::kCPU);
+    torch_compat::SetAutocastState(c10::kCPU, {true, at::kBFloat16});
+    at::Tensor loss = f();
+    torch_compat::SetAutocastState(c10::kCPU, was);
+    at::autocast::clear_cache();
+    return loss;
+  };
+  const Result unfused = Backward(
+      under_autocast([&] {
+        return UnitModel::Loss(at::linear(in.hidden.unsqueeze(0), in.weight),
+                               in.targets.unsqueeze(0));
+      }),
+      in);
+  const Result chunked =
+      Backward(under_autocast([&] {
+                 return ChunkedLinearCrossEntropy(in.hidden, in.weight,
+                                                  in.targets, GetParam());
+               }),
+               in);
+  EXPECT_TRUE(BitwiseEqual(chunked.loss, unfused.loss));
+  EXPECT_TRUE(WithinBound(chunked.grad_hidden, unfused.grad_hidden,
+                          HiddenGradBound(in, unfused, 1.0 / 256)));
+  ASSERT_EQ(chunked.grad_weight.scalar_type(), at::kFloat);
+  EXPECT_TRUE(WithinBound(chunked.grad_weight, unfused.grad_weight,
+                          WeightGradBound(in, unfused, 1.0 / 256)));
+}
+
+// One chunk runs the unfused path's very ops on the same arguments.
+TEST(ChunkedLossOneChunkTest, GradientsAreBitwiseWithOneChunk) {
+  const Inputs in = MakeInputs();
+  const Result unfused = Unfused(in);
+  const Result chunked = Chunked(in, kTokens);
+  EXPECT_TRUE(BitwiseEqual(chunked.grad_hidden, unfused.grad_hidden));
+  EXPECT_TRUE(BitwiseEqual(chunked.grad_weight, unfused.grad_weight));
+}
+
+TEST(ChunkedLossOneChunkTest, LossIsDifferentiableOnlyWhereAsked) {
+  Inputs in = MakeInputs();
+  in.weight.requires_grad_(false);
+  const at::Tensor loss =
+      ChunkedLinearCrossEntropy(in.hidden, in.weight, in.targets, 7);
+  loss.backward();
+  EXPECT_TRUE(in.hidden.grad().defined());
+  EXPECT_FALSE(in.weight.grad().defined());
+}
+
+TEST(ChunkedLossArgumentsTest, RejectsChunkTokensBelowOne) {
+  const Inputs in = MakeInputs();
+  EXPECT_THROW(ChunkedLinearCrossEntropy(in.hidden, in.weight, in.targets, 0),
+               std::invalid_argument);
+}
+
+TEST(ChunkedLossArgumentsTest, RejectsMismatchedShapes) {
+  const Inputs in = MakeInputs();
+  EXPECT_THROW(ChunkedLinearCrossEntropy(in.hidden, in.weight,
+                                         in.targets.narrow(0, 0, 5), 8),
+               std::invalid_argument);
+}
+
+TEST(ChunkedLossArgumentsTest, RejectsNonInt64Targets) {
+  const Inputs in = MakeInputs();
+  EXPECT_THROW(ChunkedLinearCrossEntropy(in.hidden, in.weight,
+                                         in.targets.to(at::kInt), 8),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace strata::models
