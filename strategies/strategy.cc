@@ -65,8 +65,7 @@ absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
   double loss_value = 0;
   absl::Status backward =
       StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
-        at::Tensor loss =
-            models::UnitModel::Loss(model().Forward(inputs), targets);
+        at::Tensor loss = model().ForwardLoss(inputs, targets);
         loss_value = loss.item<double>();
         (loss * loss_weight).backward();
       });
