@@ -120,13 +120,29 @@ class ChunkedLinearCrossEntropyFunction
         at::NoGradGuard no_grad;
         log_probs = ChunkLogProbs(hidden_chunk, weight);
       }
-      const at::Tensor grad_log_probs = at::nll_loss_backward(
-          grad_loss, log_probs, targets.narrow(0, start, len), /*weight=*/{},
-          at::Reduction::Mean, kIgnoreIndex, total_weight);
-      at::Tensor grad_logits = at::_log_softmax_backward_data(
-          grad_log_probs, log_probs, 1, at::kFloat);
+      // The unfused backward puts -s (s = grad / total weight) at each
+      // counted target (nll_loss) and then takes log_softmax's backward,
+      // grad - exp(log_probs) * sum(grad): exp(log_probs) * s off the target,
+      // exp(log_probs) * s - s at it, 0 on an ignored row. Computed here in
+      // place of log_probs with the same roundings, so that one [len, V]
+      // buffer is live instead of three (the exp may differ from the fused
+      // kernel's by an ulp; the test's bounds allow for it).
+      const at::Tensor chunk_targets = targets.narrow(0, start, len);
+      const at::Tensor counted = chunk_targets.ne(kIgnoreIndex);
+      const at::Tensor scale =
+          at::where(counted, grad_loss.to(at::kFloat) / total_weight,
+                    at::zeros({}, total_weight.options()))
+              .unsqueeze(1);
+      at::Tensor grad_logits = log_probs.exp_().mul_(scale);
       log_probs.reset();
-      grad_logits = grad_logits.to(hidden.scalar_type());
+      grad_logits.scatter_add_(
+          1,
+          at::where(counted, chunk_targets, at::zeros_like(chunk_targets))
+              .unsqueeze(1),
+          scale.neg());
+      if (grad_logits.scalar_type() != hidden.scalar_type()) {
+        grad_logits = grad_logits.to(hidden.scalar_type());
+      }
       if (want_hidden) {
         grad_hidden.narrow(0, start, len).copy_(at::mm(grad_logits, weight));
       }

@@ -14,8 +14,9 @@
 // another order where the BLAS takes another kernel for a chunk (the hidden
 // gradient, for chunks of 1-2 rows) or where chunks add up (the weight
 // gradient, one sum per chunk): within a few fp32 ulps of the sums (the
-// bounds are derived in the test), and bitwise equal with one chunk
-// (chunk_tokens >= N).
+// bounds are derived in the test); with one chunk (chunk_tokens >= N) they
+// were bitwise equal in this build (the in-place exp of the backward, see
+// chunked_loss.cc, matching log_softmax's backward kernel).
 #ifndef STRATA_MODELS_CHUNKED_LOSS_H_
 #define STRATA_MODELS_CHUNKED_LOSS_H_
 

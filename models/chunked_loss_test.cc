@@ -83,7 +83,11 @@ bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
 // the logits' gradient) in different orders (one matmul over all N rows, or
 // one per chunk added up); recursive summation of n terms errs by at most
 // gamma_n * sum |terms|, gamma_n = n u / (1 - n u) < 1.01 n u, so the two
-// differ by at most 2 * 1.01 * N * u * sum_i |g[i][v]| |h[i][k]|. The
+// differ by at most 2 * 1.01 * N * u * sum_i |g[i][v]| |h[i][k]|. The fused
+// backward also computes g itself (exp of the log-probabilities, in place)
+// where the unfused one calls log_softmax's backward kernel, whose exp may
+// differ by an ulp: |dg| <= 2 u |g| (the exp and the product), adding
+// 2 u * sum |g||h| per sum, 4 u for both sides. The
 // factor `extra_relative` adds a relative term for a rounding of the result
 // to a lower precision (bf16: 2^-8 covers one ulp).
 at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
@@ -99,7 +103,7 @@ at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
       0.75 / kTokens;
   const at::Tensor abs_sum =
       at::mm(abs_g.t(), in.hidden.detach().to(at::kDouble).abs());
-  return 2 * 1.01 * kTokens * kUnitRoundoff * abs_sum +
+  return (2 * 1.01 * kTokens + 4) * kUnitRoundoff * abs_sum +
          extra_relative * unfused.grad_weight.to(at::kDouble).abs();
 }
 
@@ -107,7 +111,8 @@ at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
 // by, per element. Each row is the same sum over V of g[i][v] * w[v][k], but
 // the BLAS may take another kernel for a product with fewer rows (OpenBLAS
 // does for chunks of one or two rows), summing in another order; as above
-// they differ by at most 2 * 1.01 * V * u * sum_v |g[i][v]| |w[v][k]|.
+// they differ by at most 2 * 1.01 * V * u * sum_v |g[i][v]| |w[v][k]|, plus
+// 4 u * sum |g||w| for the exp (as above).
 at::Tensor HiddenGradBound(const Inputs& in, const Result& unfused,
                            double extra_relative) {
   const at::Tensor g =
@@ -119,7 +124,7 @@ at::Tensor HiddenGradBound(const Inputs& in, const Result& unfused,
       0.75 / kTokens;
   const at::Tensor abs_sum =
       at::mm(abs_g, in.weight.detach().to(at::kDouble).abs());
-  return 2 * 1.01 * kVocab * kUnitRoundoff * abs_sum +
+  return (2 * 1.01 * kVocab + 4) * kUnitRoundoff * abs_sum +
          extra_relative * unfused.grad_hidden.to(at::kDouble).abs();
 }
 
