@@ -78,31 +78,34 @@ bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
          at::equal(a, b);
 }
 
-// The largest |chunked - unfused| gradient of the weight may differ by, per
-// element. Both are fp32 sums of the same N products g[i][v] * h[i][k] (g
-// the logits' gradient) in different orders (one matmul over all N rows, or
-// one per chunk added up); recursive summation of n terms errs by at most
-// gamma_n * sum |terms|, gamma_n = n u / (1 - n u) < 1.01 n u, so the two
-// differ by at most 2 * 1.01 * N * u * sum_i |g[i][v]| |h[i][k]|. The fused
-// backward also computes g itself (exp of the log-probabilities, in place)
-// where the unfused one calls log_softmax's backward kernel, whose exp may
-// differ by an ulp: |dg| <= 2 u |g| (the exp and the product), adding
-// 2 u * sum |g||h| per sum, 4 u for both sides. The
-// factor `extra_relative` adds a relative term for a rounding of the result
-// to a lower precision (bf16: 2^-8 covers one ulp).
-at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
-                           double extra_relative) {
-  const at::Tensor g =
+// An upper bound of |g|, g the gradient of 0.75 * loss with respect to the
+// logits (in double): (softmax + onehot(target)) * 0.75 / N (an ignored
+// target, -100, counts as class 0: a larger bound).
+at::Tensor AbsLogitGradBound(const Inputs& in) {
+  const at::Tensor softmax =
       at::softmax(at::linear(in.hidden.detach().to(at::kDouble),
                              in.weight.detach().to(at::kDouble)),
                   1);
-  // |g| <= softmax + onehot, times the loss weight over N (an ignored
-  // target, -100, counts as class 0: a larger bound).
-  const at::Tensor abs_g =
-      (g + at::one_hot(in.targets.clamp_min(0), kVocab).to(at::kDouble)) *
-      0.75 / kTokens;
-  const at::Tensor abs_sum =
-      at::mm(abs_g.t(), in.hidden.detach().to(at::kDouble).abs());
+  return (softmax +
+          at::one_hot(in.targets.clamp_min(0), kVocab).to(at::kDouble)) *
+         0.75 / kTokens;
+}
+
+// The largest |chunked - unfused| gradient of the weight may differ by, per
+// element. Both are fp32 sums of the same N products g[i][v] * h[i][k] in
+// different orders (one matmul over all N rows, or one per chunk added up);
+// recursive summation of n terms errs by at most gamma_n * sum |terms|,
+// gamma_n = n u / (1 - n u) < 1.01 n u, so the two differ by at most
+// 2 * 1.01 * N * u * sum_i |g[i][v]| |h[i][k]|. The fused backward also
+// computes g itself (exp of the log-probabilities, in place) where the
+// unfused one calls log_softmax's backward kernel, whose exp may differ by an
+// ulp: |dg| <= 2 u |g| (the exp and the product), adding 2 u * sum |g||h|
+// per side, 4 u for both. `extra_relative` adds a relative term for a
+// rounding of the result to a lower precision (bf16: 2^-8 covers one ulp).
+at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
+                           double extra_relative) {
+  const at::Tensor abs_sum = at::mm(AbsLogitGradBound(in).t(),
+                                    in.hidden.detach().to(at::kDouble).abs());
   return (2 * 1.01 * kTokens + 4) * kUnitRoundoff * abs_sum +
          extra_relative * unfused.grad_weight.to(at::kDouble).abs();
 }
@@ -111,19 +114,11 @@ at::Tensor WeightGradBound(const Inputs& in, const Result& unfused,
 // by, per element. Each row is the same sum over V of g[i][v] * w[v][k], but
 // the BLAS may take another kernel for a product with fewer rows (OpenBLAS
 // does for chunks of one or two rows), summing in another order; as above
-// they differ by at most 2 * 1.01 * V * u * sum_v |g[i][v]| |w[v][k]|, plus
-// 4 u * sum |g||w| for the exp (as above).
+// they differ by at most (2 * 1.01 * V + 4) * u * sum_v |g[i][v]| |w[v][k]|.
 at::Tensor HiddenGradBound(const Inputs& in, const Result& unfused,
                            double extra_relative) {
-  const at::Tensor g =
-      at::softmax(at::linear(in.hidden.detach().to(at::kDouble),
-                             in.weight.detach().to(at::kDouble)),
-                  1);
-  const at::Tensor abs_g =
-      (g + at::one_hot(in.targets.clamp_min(0), kVocab).to(at::kDouble)) *
-      0.75 / kTokens;
   const at::Tensor abs_sum =
-      at::mm(abs_g, in.weight.detach().to(at::kDouble).abs());
+      at::mm(AbsLogitGradBound(in), in.weight.detach().to(at::kDouble).abs());
   return (2 * 1.01 * kVocab + 4) * kUnitRoundoff * abs_sum +
          extra_relative * unfused.grad_hidden.to(at::kDouble).abs();
 }
