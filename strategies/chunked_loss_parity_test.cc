@@ -60,9 +60,10 @@ RunResult FullState(Strategy& strategy, std::vector<double> norms) {
 }
 
 // Trains `config` (seed 7) single-process with `micro_batches`.
-RunResult TrainSingle(const models::ModelConfig& config, int micro_batches) {
-  auto created = CreateStrategy(StrategyOptions(), Build(config, 7), nullptr,
-                                Optimizer(), Schedule());
+RunResult TrainSingle(const models::ModelConfig& config, int micro_batches,
+                      const StrategyOptions& options = StrategyOptions()) {
+  auto created = CreateStrategy(options, Build(config, 7), nullptr, Optimizer(),
+                                Schedule());
   EXPECT_TRUE(created.ok()) << created.status();
   if (!created.ok()) return {};
   std::vector<double> norms;
@@ -160,6 +161,31 @@ TEST(ChunkedLossSingleTest, ChunkedTrainsLikeUnfused) {
     ExpectMatches(TrainSingle(Chunked(model_name, kChunkTokens), 2),
                   TrainSingle(Chunked(model_name, 0), 2),
                   absl::StrCat(model_name, " chunked vs unfused"));
+  }
+}
+
+// bf16 parameters (fp32 masters): the head computes its chunks' logits in
+// bf16 as the unfused head does (models/chunked_loss.h). FSDP (every unit
+// wrapped) with chunks on two ranks against bf16 single-process training
+// unfused, with the mixed-precision tolerances of parity.h
+// (ExpectMixedMatchesSingle): gradient norms within 2^-6 relative, masters
+// within the bf16 noise of the training's movement.
+TEST(ChunkedLossMixedPrecisionTest, Bf16FsdpChunkedMatchesBf16SingleUnfused) {
+  for (const std::string model_name : {"gpt-tiny", "llama-tiny"}) {
+    const std::string what = absl::StrCat(model_name, " bf16 fsdp chunked");
+    const RunResult got = TrainOnRanks(testing::MixedKind("fsdp", at::kFloat),
+                                       Chunked(model_name, kChunkTokens), 2);
+    const RunResult want = TrainSingle(
+        Chunked(model_name, 0), 1, testing::MixedKind("single", at::kFloat));
+    ASSERT_EQ(got.norms.size(), want.norms.size()) << what;
+    for (size_t s = 0; s < want.norms.size(); ++s) {
+      EXPECT_NEAR(got.norms[s], want.norms[s], want.norms[s] / 64)
+          << what << " step " << s;
+    }
+    testing::ExpectWithinBf16Noise(
+        got.params, want.params,
+        testing::ParametersOf(*Build(Config(model_name), 7)),
+        testing::kBf16MeanRatio, what);
   }
 }
 
