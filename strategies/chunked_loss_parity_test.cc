@@ -164,6 +164,20 @@ TEST(ChunkedLossSingleTest, ChunkedTrainsLikeUnfused) {
   }
 }
 
+// Activation checkpointing of the head (and blocks) re-runs the chunked
+// loss's forward during backward, with the same ops on the same values:
+// bitwise the run without checkpointing.
+TEST(ChunkedLossSingleTest, CheckpointedHeadTrainsBitwiseLikeUncheckpointed) {
+  for (const std::string model_name : {"gpt-tiny", "llama-tiny"}) {
+    StrategyOptions checkpointed;
+    checkpointed.checkpoint_units = {"Head", BlockType(model_name)};
+    const models::ModelConfig config = Chunked(model_name, kChunkTokens);
+    testing::ExpectEqual(TrainSingle(config, 2, checkpointed).params,
+                         TrainSingle(config, 2).params,
+                         absl::StrCat(model_name, " checkpointed head"));
+  }
+}
+
 // bf16 parameters (fp32 masters): the head computes its chunks' logits in
 // bf16 as the unfused head does (models/chunked_loss.h). FSDP (every unit
 // wrapped) with chunks on two ranks against bf16 single-process training
