@@ -191,6 +191,14 @@ TEST(TrainOptionsFromFlagsTest, CheckpointUnitsAreSplitAndTrimmed) {
   EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
 }
 
+TEST(TrainOptionsFromFlagsTest, ParsesLossChunkTokens) {
+  gflags::FlagSaver saver;
+  SetFlag("loss_chunk_tokens", "512");
+  ASSERT_OK_AND_ASSIGN(const TrainOptions o,
+                       TrainOptionsFromFlags(FakeEnv({})));
+  EXPECT_EQ(o.loss_chunk_tokens, 512);
+}
+
 TEST(TrainOptionsFromFlagsTest, TestHookFlagsStillParse) {
   gflags::FlagSaver saver;
   SetFlag("ckpt_test_pause_ms", "250");

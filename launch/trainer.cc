@@ -434,6 +434,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   STRATA_RETURN_IF_ERROR(ValidateOptimizerFlags(o));
   if (o.dropout < 0 || o.dropout >= 1)
     return FlagError("dropout", "must be in [0, 1)");
+  if (o.loss_chunk_tokens < 0) {
+    return FlagError(
+        "loss_chunk_tokens",
+        absl::StrCat("must be >= 0 (0 = unfused), got ", o.loss_chunk_tokens));
+  }
   if (o.log_interval < 1) return FlagError("log_interval", "must be >= 1");
   if (o.eval_interval < 0)
     return FlagError("eval_interval", "must be >= 0 (0 = only at the end)");
@@ -562,6 +567,7 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
   STRATA_ASSIGN_OR_RETURN(run->config, models::ConfigByName(o.model));
   if (o.vocab_size > 0) run->config.vocab_size = o.vocab_size;
   run->config.dropout = o.dropout;
+  run->config.loss_chunk_tokens = o.loss_chunk_tokens;
   STRATA_RETURN_IF_ERROR(models::ValidateConfig(run->config));
   STRATA_ASSIGN_OR_RETURN(run->data, OpenData(o));
   const int64_t data_vocab = run->data.source->vocab_size();
@@ -687,9 +693,9 @@ absl::StatusOr<double> Evaluate(const TrainOptions& o, Run& run) {
   double total = 0;
   for (int64_t i = 0; i < o.eval_batches; ++i) {
     STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
-    total += models::UnitModel::Loss(
-                 run.model->Forward(batch.narrow(1, 0, o.seq_len)),
-                 batch.narrow(1, 1, o.seq_len))
+    total += run.model
+                 ->ForwardLoss(batch.narrow(1, 0, o.seq_len),
+                               batch.narrow(1, 1, o.seq_len))
                  .item<double>();
   }
   run.model->train();

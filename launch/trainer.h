@@ -32,6 +32,10 @@ struct TrainOptions {
   // DropoutContext (seed, step, global sample indices) before every
   // micro-batch.
   double dropout = 0.0;
+  // The head's loss in chunks of this many tokens, forward and backward,
+  // never holding the full [micro_batch * seq_len, vocab] logits
+  // (ModelConfig::loss_chunk_tokens, models/chunked_loss.h); 0: unfused.
+  int64_t loss_chunk_tokens = 0;
   // Data: the synthetic Markov corpus (a known entropy floor), a text file
   // (bytes, vocab 256) or a token-bin file (uint16/uint32).
   DataKind data = DataKind::kMarkov;

@@ -393,6 +393,31 @@ TEST(OptimizerFlagsTest, NegativeEpsNamesTheFlag) {
               HasSubstr("--eps must be >= 0, got -1e-08"));
 }
 
+TEST(LossChunkFlagTest, NegativeLossChunkTokensNamesTheFlag) {
+  TrainOptions o;
+  o.loss_chunk_tokens = -5;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_chunk_tokens: must be >= 0 (0 = unfused), "
+                        "got -5"));
+}
+
+// The fused loss gives the unfused run's losses within float rounding (the
+// same per-token losses; gradients within a few ulps, models/chunked_loss.h),
+// far inside the golden curves' 1e-4, for a chunk that divides no
+// micro-batch (4 * 32 tokens).
+TEST(LossChunkFlagTest, ChunkedRunFollowsTheUnfusedRun) {
+  TrainOptions o = SmallRun("loss_chunk_unfused", 3);
+  o.global_batch = 4;
+  auto unfused = Train(o);
+  ASSERT_THAT(unfused, IsOk());
+  o.loss_chunk_tokens = 48;
+  o.output_dir = TempDir("loss_chunk_chunked");
+  auto chunked = Train(o);
+  ASSERT_THAT(chunked, IsOk());
+  EXPECT_NEAR(chunked->final_train_loss, unfused->final_train_loss, 1e-5);
+  EXPECT_NEAR(chunked->final_eval_loss, unfused->final_eval_loss, 1e-5);
+}
+
 TEST(OptimizerFlagsTest, Beta1OfOneNamesTheFlag) {
   TrainOptions o;
   o.beta1 = 1.0;

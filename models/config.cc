@@ -113,6 +113,11 @@ absl::Status ValidateConfig(const ModelConfig& config) {
       return status;
     }
   }
+  if (config.loss_chunk_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: loss_chunk_tokens must be >= 0 (0: unfused loss), got ",
+        config.loss_chunk_tokens));
+  }
   if (config.dim % config.num_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model config: dim (", config.dim, ") must be divisible by num_heads (",

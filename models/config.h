@@ -39,6 +39,13 @@ struct ModelConfig {
   // Whether the output head reuses the token embedding matrix. GPT: always
   // true. Llama: false for Llama 2, true for Llama 3.2 1B/3B.
   bool tie_embeddings = false;
+  // Not a shape: how the head computes the training loss
+  // (UnitModel::ForwardLoss). 0: logits [B, T, V] in full, then the loss
+  // (UnitModel::Loss). N > 0: linear + cross-entropy fused, N tokens at a
+  // time forward and backward (ChunkedLinearCrossEntropy,
+  // models/chunked_loss.h): the head's activation memory is one chunk of
+  // logits instead of all of them. Named configs leave it 0.
+  int64_t loss_chunk_tokens = 0;
 };
 
 // The named configurations, in a fixed order: gpt-tiny, gpt-small50m,

@@ -93,6 +93,14 @@ TEST(ConfigTest, ValidateNamesDimHeadsField) {
   EXPECT_THAT(status.message(), HasSubstr("num_heads (5)"));
 }
 
+TEST(ConfigTest, ValidateNamesNegativeLossChunkTokens) {
+  ModelConfig config = Named("gpt-tiny");
+  config.loss_chunk_tokens = -1;
+  absl::Status status = ValidateConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("loss_chunk_tokens must be >= 0"));
+}
+
 TEST(ConfigTest, ValidateNamesKvHeadsField) {
   ModelConfig config = Named("llama-tiny");
   config.num_kv_heads = 3;

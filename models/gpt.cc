@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "models/chunked_loss.h"
 #include "models/layers.h"
 
 namespace strata::models {
@@ -106,6 +107,16 @@ class GptHead : public torch::nn::Module {
     return at::linear(ln_f_->Forward(x), wte_->weight());
   }
 
+  // The mean loss against targets [B, T], chunk_tokens logits rows at a
+  // time.
+  at::Tensor Loss(const at::Tensor& x, const at::Tensor& targets,
+                  int64_t chunk_tokens) const {
+    const at::Tensor h = ln_f_->Forward(x);
+    return ChunkedLinearCrossEntropy(h.reshape({-1, h.size(-1)}),
+                                     wte_->weight(), targets.reshape({-1}),
+                                     chunk_tokens);
+  }
+
  private:
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Embedding> wte_;  // shared, owned by the "embed" unit
@@ -158,6 +169,19 @@ Gpt::Gpt(const ModelConfig& config, const BuildOptions& options)
 }
 
 at::Tensor Gpt::Forward(const at::Tensor& tokens) {
+  return Run(tokens, at::Tensor());
+}
+
+at::Tensor Gpt::ForwardLoss(const at::Tensor& tokens,
+                            const at::Tensor& targets) {
+  if (config_.loss_chunk_tokens == 0) {
+    return UnitModel::ForwardLoss(tokens, targets);
+  }
+  CheckTargets(tokens, targets);
+  return Run(tokens, targets);
+}
+
+at::Tensor Gpt::Run(const at::Tensor& tokens, const at::Tensor& targets) {
   CheckMaterialized();
   CheckTokens(tokens, config_.vocab_size, config_.seq_len);
   // Captured by value: a recomputed unit sees the same mode as its forward.
@@ -177,6 +201,12 @@ at::Tensor Gpt::Forward(const at::Tensor& tokens) {
                  [block = block.get(), train, context](const at::Tensor& h) {
                    return block->Forward(h, train, context.get());
                  });
+  }
+  if (targets.defined()) {
+    return CallUnit(
+        unit++, x,
+        [head = head_.get(), targets, chunk = config_.loss_chunk_tokens](
+            const at::Tensor& h) { return head->Loss(h, targets, chunk); });
   }
   return CallUnit(unit++, x, [head = head_.get()](const at::Tensor& h) {
     return head->Forward(h);

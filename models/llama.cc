@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "models/chunked_loss.h"
 #include "models/layers.h"
 
 namespace strata::models {
@@ -108,6 +109,17 @@ class LlamaHead : public torch::nn::Module {
                               : at::linear(h, tied_->weight());
   }
 
+  // The mean loss against targets [B, T], chunk_tokens logits rows at a
+  // time.
+  at::Tensor Loss(const at::Tensor& x, const at::Tensor& targets,
+                  int64_t chunk_tokens) const {
+    const at::Tensor h = norm_->Forward(x);
+    return ChunkedLinearCrossEntropy(
+        h.reshape({-1, h.size(-1)}),
+        output_ != nullptr ? output_->weight() : tied_->weight(),
+        targets.reshape({-1}), chunk_tokens);
+  }
+
  private:
   std::shared_ptr<RmsNorm> norm_;
   std::shared_ptr<Linear> output_;   // null when tied
@@ -165,6 +177,19 @@ Llama::Llama(const ModelConfig& config, const BuildOptions& options)
 }
 
 at::Tensor Llama::Forward(const at::Tensor& tokens) {
+  return Run(tokens, at::Tensor());
+}
+
+at::Tensor Llama::ForwardLoss(const at::Tensor& tokens,
+                              const at::Tensor& targets) {
+  if (config_.loss_chunk_tokens == 0) {
+    return UnitModel::ForwardLoss(tokens, targets);
+  }
+  CheckTargets(tokens, targets);
+  return Run(tokens, targets);
+}
+
+at::Tensor Llama::Run(const at::Tensor& tokens, const at::Tensor& targets) {
   CheckMaterialized();
   CheckTokens(tokens, config_.vocab_size, config_.seq_len);
   // Constants of this forward, captured by value by every layer.
@@ -182,6 +207,12 @@ at::Tensor Llama::Forward(const at::Tensor& tokens) {
         [layer = layer.get(), cos = cos, sin = sin](const at::Tensor& h) {
           return layer->Forward(h, cos, sin);
         });
+  }
+  if (targets.defined()) {
+    return CallUnit(
+        unit++, x,
+        [head = head_.get(), targets, chunk = config_.loss_chunk_tokens](
+            const at::Tensor& h) { return head->Loss(h, targets, chunk); });
   }
   return CallUnit(unit++, x, [head = head_.get()](const at::Tensor& h) {
     return head->Forward(h);

@@ -46,6 +46,10 @@ class Llama : public UnitModel {
   Llama(const ModelConfig& config, const BuildOptions& options);
 
   at::Tensor Forward(const at::Tensor& tokens) override;
+  // With config.loss_chunk_tokens > 0 the "head" unit returns the loss
+  // (ChunkedLinearCrossEntropy) instead of logits; else Loss(Forward(..)).
+  at::Tensor ForwardLoss(const at::Tensor& tokens,
+                         const at::Tensor& targets) override;
   std::vector<std::pair<std::string, std::vector<std::string>>>
   SharedParameters() const override;
   absl::StatusOr<at::Tensor> InitialParameter(const std::string& name,
@@ -54,6 +58,10 @@ class Llama : public UnitModel {
   const ModelConfig& config() const { return config_; }
 
  private:
+  // The units on `tokens`: logits, or with `targets` defined the head's
+  // chunked loss.
+  at::Tensor Run(const at::Tensor& tokens, const at::Tensor& targets);
+
   ModelConfig config_;
   InitScheme scheme_;
   std::shared_ptr<Embedding> tok_embeddings_;

@@ -14,6 +14,17 @@
 #include "glog/logging.h"
 
 namespace strata::models {
+namespace {
+
+void CheckTargetDtype(const at::Tensor& targets) {
+  if (targets.scalar_type() != at::kLong) {
+    throw std::invalid_argument(
+        absl::StrCat("UnitModel::Loss: targets must be int64, got ",
+                     c10::toString(targets.scalar_type())));
+  }
+}
+
+}  // namespace
 
 void UnitModel::AddInterceptor(std::shared_ptr<UnitInterceptor> interceptor) {
   CHECK(interceptor != nullptr);
@@ -39,14 +50,27 @@ at::Tensor UnitModel::Loss(const at::Tensor& logits,
         "logits ",
         c10::str(logits.sizes()), " and targets ", c10::str(targets.sizes())));
   }
-  if (targets.scalar_type() != at::kLong) {
-    throw std::invalid_argument(
-        absl::StrCat("UnitModel::Loss: targets must be int64, got ",
-                     c10::toString(targets.scalar_type())));
-  }
+  CheckTargetDtype(targets);
   const int64_t vocab = logits.size(2);
   return at::cross_entropy_loss(logits.reshape({-1, vocab}).to(at::kFloat),
                                 targets.reshape({-1}));
+}
+
+at::Tensor UnitModel::ForwardLoss(const at::Tensor& tokens,
+                                  const at::Tensor& targets) {
+  return Loss(Forward(tokens), targets);
+}
+
+void UnitModel::CheckTargets(const at::Tensor& tokens,
+                             const at::Tensor& targets) {
+  if (!targets.defined() || targets.dim() != 2 ||
+      targets.sizes() != tokens.sizes()) {
+    throw std::invalid_argument(absl::StrCat(
+        "UnitModel::Loss: expected targets [B, T] of the tokens' shape ",
+        c10::str(tokens.sizes()), ", got ",
+        targets.defined() ? c10::str(targets.sizes()) : "an undefined tensor"));
+  }
+  CheckTargetDtype(targets);
 }
 
 absl::StatusOr<at::Tensor> UnitModel::InitialParameter(const std::string& name,

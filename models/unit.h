@@ -89,6 +89,16 @@ class UnitModel : public torch::nn::Module {
   // computed in fp32. Mismatched shapes throw std::invalid_argument.
   static at::Tensor Loss(const at::Tensor& logits, const at::Tensor& targets);
 
+  // Forward + Loss of tokens and targets [B, T] int64: the mean next-token
+  // cross-entropy, an fp32 scalar. What strategies and trainers call. The
+  // default is Loss(Forward(tokens), targets); a model may compute the loss
+  // inside its last unit instead (Gpt and Llama with
+  // ModelConfig::loss_chunk_tokens > 0: the head's output is then this loss,
+  // and no [B, T, V] logits exist), equal to the default's within the
+  // tolerance its documentation states. Throws as Forward and Loss.
+  virtual at::Tensor ForwardLoss(const at::Tensor& tokens,
+                                 const at::Tensor& targets);
+
   // The randomness of dropout in the forwards that follow (train mode):
   // with a context, dropout masks are a function of (seed, step, global
   // sample index, site, element) — the same at any world size and under
@@ -140,6 +150,9 @@ class UnitModel : public torch::nn::Module {
   // [0, vocab_size).
   static void CheckTokens(const at::Tensor& tokens, int64_t vocab_size,
                           int64_t max_seq_len);
+  // Targets for tokens: int64 and the shape of `tokens`; throws
+  // std::invalid_argument as Loss does.
+  static void CheckTargets(const at::Tensor& tokens, const at::Tensor& targets);
   // No parameter on the meta device (a deferred model not materialised).
   void CheckMaterialized() const;
 

@@ -77,8 +77,7 @@ absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   absl::Status backward =
       StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
-        at::Tensor loss =
-            models::UnitModel::Loss(model().Forward(inputs), targets);
+        at::Tensor loss = model().ForwardLoss(inputs, targets);
         loss_value = loss.item<double>();
         (loss * (loss_weight * scale)).backward();
       });
