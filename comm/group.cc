@@ -15,13 +15,17 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/status.h"
 #include "comm/collective_checks.h"
+#include "comm/progress.h"
 #include "comm/ring.h"
 #include "comm/wait_clock.h"
 
@@ -33,6 +37,7 @@ using internal::CheckReducible;
 using internal::CheckTensor;
 using internal::CountsHash;
 using internal::OpKind;
+using internal::OpKindName;
 using internal::RingReduction;
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
@@ -65,6 +70,10 @@ RingReduction ToRing(ReduceOp op) {
   return RingReduction::kSum;
 }
 
+// How long a failed collective waits for its peers' progress records: a
+// stopped store host (rank 0) must not hold up the error.
+constexpr absl::Duration kProgressReadDeadline = absl::Seconds(2);
+
 const char kBrokenMessage[] =
     "the group is unusable because an earlier collective on it failed (see "
     "the first error on this rank); ranks cannot resynchronise after a "
@@ -83,14 +92,17 @@ class DoneWork final : public Work {
 // A collective run by c10d's ProcessGroupGloo.
 class C10dWork final : public Work {
  public:
+  // `explain` (may be null) turns a failure into the error returned.
   C10dWork(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> tensors,
            std::string description, std::function<void()> finish,
-           std::shared_ptr<std::atomic<bool>> broken)
+           std::shared_ptr<std::atomic<bool>> broken,
+           std::function<absl::Status(absl::Status)> explain)
       : work_(std::move(work)),
         tensors_(std::move(tensors)),
         description_(std::move(description)),
         finish_(std::move(finish)),
-        broken_(std::move(broken)) {}
+        broken_(std::move(broken)),
+        explain_(std::move(explain)) {}
 
   absl::Status Wait() override {
     absl::MutexLock lock(&mu_);
@@ -105,6 +117,7 @@ class C10dWork final : public Work {
     });
     if (!status_.ok()) {
       broken_->store(true);
+      if (explain_) status_ = explain_(std::move(status_));
       LOG(ERROR) << status_.message();
     }
     work_.reset();
@@ -119,6 +132,7 @@ class C10dWork final : public Work {
   std::string description_;
   std::function<void()> finish_;
   std::shared_ptr<std::atomic<bool>> broken_;
+  std::function<absl::Status(absl::Status)> explain_;
   bool waited_ = false;
   absl::Status status_;
 };
@@ -186,6 +200,20 @@ absl::Status ValidateGroupOptions(const GroupOptions& options) {
   }
   if (options.name.empty()) {
     return absl::InvalidArgumentError("GroupOptions.name must not be empty");
+  }
+  for (char c : options.name) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c)) || c == ',' ||
+        c == ':' || c == '=') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GroupOptions.name must not contain whitespace, ',', ':' or '=', "
+          "got '",
+          options.name, "'"));
+    }
+  }
+  if (options.progress_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GroupOptions.progress_interval must be >= 0, got ",
+                     absl::FormatDuration(options.progress_interval)));
   }
   return absl::OkStatus();
 }
@@ -265,7 +293,14 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Create(
       });
   STRATA_RETURN_IF_ERROR(status);
   store->setTimeout(ToChrono(options.timeout));
-  std::unique_ptr<Group> group(new Group(std::move(store), options));
+  std::unique_ptr<Group> group(new Group(store, options));
+  group->progress_ = std::make_shared<ProgressTracker>(
+      std::move(store), options.name, options.rank, options.progress_interval);
+  group->SetGlobalRanks([&] {
+    std::vector<int> ranks(options.world_size);
+    std::iota(ranks.begin(), ranks.end(), 0);
+    return ranks;
+  }());
   STRATA_RETURN_IF_ERROR(group->Connect(std::move(device)));
   return group;
 }
@@ -316,6 +351,44 @@ std::string Group::Describe(absl::string_view op, const at::Tensor& tensor,
                          options_.name, options_.rank, options_.world_size);
 }
 
+void Group::SetTrainingStep(int64_t step) { progress_->SetStep(step); }
+
+void Group::SetGlobalRanks(std::vector<int> global_ranks) {
+  CHECK_EQ(static_cast<int>(global_ranks.size()), size());
+  auto peers = std::make_shared<std::vector<int>>();
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) peers->push_back(global_ranks[r]);
+  }
+  peers_ = std::move(peers);
+  global_ranks_ = std::move(global_ranks);
+}
+
+std::function<absl::Status(absl::Status)> Group::Explainer(
+    int64_t seq, absl::string_view op, std::string description) {
+  // Owns what it uses: a Work may be waited on after the group is gone.
+  return [progress = progress_, peers = peers_, name = options_.name,
+          timeout = options_.timeout, seq, op = std::string(op),
+          description = std::move(description)](absl::Status status) {
+    if (status.ok() || peers->empty()) return status;
+    const bool timed_out =
+        absl::StrContains(absl::AsciiStrToLower(status.message()), "timed out");
+    auto records = progress->ReadPeers(*peers, kProgressReadDeadline);
+    const std::string who =
+        records.ok() ? DescribeMissingRanks(name, seq, *records, absl::Now())
+                     : absl::StrCat("the peers' progress is unknown: ",
+                                    records.status().message());
+    const absl::string_view cause = absl::StripPrefix(
+        absl::StripPrefix(status.message(), description), ": ");
+    return absl::Status(
+        status.code(),
+        absl::StrCat(description, ": ", op, " #", seq,
+                     timed_out ? absl::StrCat(" timed out after ",
+                                              absl::FormatDuration(timeout))
+                               : std::string(" failed"),
+                     ": ", who, ". Cause: ", cause));
+  };
+}
+
 absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
   ++num_calls_;
   if (broken_->load()) {
@@ -323,6 +396,10 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
         absl::StrFormat("group '%s' (rank %d of %d): %s", options_.name,
                         options_.rank, options_.world_size, kBrokenMessage));
   }
+  const int64_t numel =
+      std::max(descriptor.input_numel, descriptor.output_numel);
+  progress_->Enter(OpKindName(descriptor.kind), options_.name, num_calls_,
+                   numel, numel * c10::elementSize(descriptor.dtype));
   if (!options_.check_collectives) return local;
 
   // Every rank contributes its descriptor, valid or not, so that one rank's
@@ -346,7 +423,12 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
       });
   if (!exchanged.ok()) {
     broken_->store(true);
-    return exchanged;
+    return Explainer(
+        num_calls_, OpKindName(descriptor.kind),
+        absl::StrFormat("check_collectives: exchanging call #%d "
+                        "(%s) on group '%s' (rank %d of %d)",
+                        num_calls_, descriptor.ToString(), options_.name,
+                        options_.rank, options_.world_size))(exchanged);
   }
   if (!local.ok()) return local;
   std::vector<std::string> differences;
@@ -380,11 +462,13 @@ std::unique_ptr<Work> Group::Failed(absl::Status status) {
   return std::make_unique<DoneWork>(std::move(status));
 }
 
-std::unique_ptr<Work> Group::Enqueue(std::string description,
-                                     std::function<void()> body) {
+std::unique_ptr<Work> Group::Enqueue(
+    std::string description, std::function<void()> body,
+    std::function<absl::Status(absl::Status)> explain) {
   auto state = std::make_shared<TaskWork::State>();
   worker_->Post([state, description = std::move(description),
-                 body = std::move(body), broken = broken_]() {
+                 body = std::move(body), broken = broken_,
+                 explain = std::move(explain)]() {
     if (broken->load()) {
       state->status = absl::FailedPreconditionError(
           absl::StrCat(description, ": ", kBrokenMessage));
@@ -392,6 +476,7 @@ std::unique_ptr<Work> Group::Enqueue(std::string description,
       state->status = StatusFromCall(description, body);
       if (!state->status.ok()) {
         broken->store(true);
+        state->status = explain(std::move(state->status));
         LOG(ERROR) << state->status.message();
       }
     }
@@ -425,17 +510,21 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
     for (int64_t i = 0; i < tensor.numel() % n; ++i) ++counts[i];
     const uint32_t tag = next_tag_;
     next_tag_ += 2;
-    return Enqueue(description, [this, tensor, op, counts, tag] {
-      at::Tensor flat = tensor.view({-1});
-      at::Tensor block = at::empty({counts[rank()]}, tensor.options());
-      internal::RingReduceScatter(*context_, flat, block, counts, ToRing(op),
-                                  options_.ring_segment_bytes, tag,
-                                  ToChrono(options_.timeout), &ring_workspace_);
-      if (op == ReduceOp::kAverage) block.div_(size());
-      internal::RingAllGather(*context_, block, flat, counts,
-                              options_.ring_segment_bytes, tag + 1,
-                              ToChrono(options_.timeout));
-    });
+    return Enqueue(
+        description,
+        [this, tensor, op, counts, tag] {
+          at::Tensor flat = tensor.view({-1});
+          at::Tensor block = at::empty({counts[rank()]}, tensor.options());
+          internal::RingReduceScatter(*context_, flat, block, counts,
+                                      ToRing(op), options_.ring_segment_bytes,
+                                      tag, ToChrono(options_.timeout),
+                                      &ring_workspace_);
+          if (op == ReduceOp::kAverage) block.div_(size());
+          internal::RingAllGather(*context_, block, flat, counts,
+                                  options_.ring_segment_bytes, tag + 1,
+                                  ToChrono(options_.timeout));
+        },
+        Explainer(num_calls_, "all_reduce", description));
   }
   std::vector<at::Tensor> tensors = {tensor};
   c10d::AllreduceOptions c10d_options;
@@ -452,8 +541,9 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
   if (op == ReduceOp::kAverage) {
     finish = [tensor, n = size()]() mutable { tensor.div_(n); };
   }
-  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, std::move(finish), broken_);
+  return std::make_unique<C10dWork>(
+      std::move(work), std::move(tensors), description, std::move(finish),
+      broken_, Explainer(num_calls_, "all_reduce", description));
 }
 
 // --- Broadcast -------------------------------------------------------------
@@ -490,8 +580,9 @@ std::unique_ptr<Work> Group::BroadcastAsync(at::Tensor& tensor, int root) {
     broken_->store(true);
     return Failed(started);
   }
-  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, nullptr, broken_);
+  return std::make_unique<C10dWork>(
+      std::move(work), std::move(tensors), description, nullptr, broken_,
+      Explainer(num_calls_, "broadcast", description));
 }
 
 // --- All-gather --------------------------------------------------------------
@@ -544,14 +635,16 @@ std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
   const uint32_t tag = next_tag_++;
-  return Enqueue(description,
-                 [this, input, output,
-                  counts = std::vector<int64_t>(counts.begin(), counts.end()),
-                  tag]() mutable {
-                   internal::RingAllGather(*context_, input, output, counts,
-                                           options_.ring_segment_bytes, tag,
-                                           ToChrono(options_.timeout));
-                 });
+  return Enqueue(
+      description,
+      [this, input, output,
+       counts = std::vector<int64_t>(counts.begin(), counts.end()),
+       tag]() mutable {
+        internal::RingAllGather(*context_, input, output, counts,
+                                options_.ring_segment_bytes, tag,
+                                ToChrono(options_.timeout));
+      },
+      Explainer(num_calls_, "all_gather", description));
 }
 
 // --- Reduce-scatter ----------------------------------------------------------
@@ -610,15 +703,18 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
   const uint32_t tag = next_tag_++;
-  return Enqueue(description, [this, input, output, op,
-                               counts = std::vector<int64_t>(counts.begin(),
-                                                             counts.end()),
-                               tag]() mutable {
-    internal::RingReduceScatter(*context_, input, output, counts, ToRing(op),
-                                options_.ring_segment_bytes, tag,
-                                ToChrono(options_.timeout), &ring_workspace_);
-    if (op == ReduceOp::kAverage) output.div_(size());
-  });
+  return Enqueue(
+      description,
+      [this, input, output, op,
+       counts = std::vector<int64_t>(counts.begin(), counts.end()),
+       tag]() mutable {
+        internal::RingReduceScatter(*context_, input, output, counts,
+                                    ToRing(op), options_.ring_segment_bytes,
+                                    tag, ToChrono(options_.timeout),
+                                    &ring_workspace_);
+        if (op == ReduceOp::kAverage) output.div_(size());
+      },
+      Explainer(num_calls_, "reduce_scatter", description));
 }
 
 // --- Barrier, send/recv
@@ -634,7 +730,10 @@ absl::Status Group::Barrier() {
     CollectiveWaitTimer timer;
     process_group_->barrier()->wait();
   });
-  if (!status.ok()) broken_->store(true);
+  if (!status.ok()) {
+    broken_->store(true);
+    status = Explainer(num_calls_, "barrier", description)(std::move(status));
+  }
   return status;
 }
 
@@ -665,7 +764,7 @@ std::unique_ptr<Work> Group::SendAsync(const at::Tensor& tensor, int dst_rank,
   });
   if (!started.ok()) return Failed(started);
   return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, nullptr, broken_);
+                                    description, nullptr, broken_, nullptr);
 }
 
 absl::Status Group::Recv(at::Tensor& tensor, int src_rank, int tag) {
@@ -695,7 +794,7 @@ std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
   });
   if (!started.ok()) return Failed(started);
   return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, nullptr, broken_);
+                                    description, nullptr, broken_, nullptr);
 }
 
 // --- Split
@@ -713,16 +812,20 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Split(int color,
   STRATA_RETURN_IF_ERROR(AllGather(mine, colors));
   GroupOptions sub = options_;
   sub.world_size = 0;
+  std::vector<int> members;  // Their ranks in the group Create made.
   for (int r = 0; r < size(); ++r) {
     if (colors[r].item<int64_t>() != color) continue;
     if (r == rank()) sub.rank = sub.world_size;
     ++sub.world_size;
+    members.push_back(global_ranks_[r]);
   }
   sub.name = absl::StrCat(options_.name, "/", suffix, color);
   const int split_index = num_splits_++;
   auto store = c10::make_intrusive<c10d::PrefixStore>(
       absl::StrCat(options_.name, "/split", split_index), store_);
   std::unique_ptr<Group> group(new Group(std::move(store), sub));
+  group->progress_ = progress_;
+  group->SetGlobalRanks(std::move(members));
   STRATA_RETURN_IF_ERROR(group->Connect(device_));
   return group;
 }

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(120));
       return 0;
     }
+    (*group)->SetTrainingStep(it);
     at::Tensor t = at::full({1 << 16}, static_cast<float>(rank + it));
     absl::Status status = (*group)->AllReduce(t);
     if (!status.ok()) {
