@@ -15,12 +15,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/status.h"
@@ -201,19 +198,10 @@ absl::Status ValidateGroupOptions(const GroupOptions& options) {
   if (options.name.empty()) {
     return absl::InvalidArgumentError("GroupOptions.name must not be empty");
   }
-  for (char c : options.name) {
-    if (absl::ascii_isspace(static_cast<unsigned char>(c)) || c == ',' ||
-        c == ':' || c == '=') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GroupOptions.name must not contain whitespace, ',', ':' or '=', "
-          "got '",
-          options.name, "'"));
-    }
-  }
-  if (options.progress_interval < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GroupOptions.progress_interval must be >= 0, got ",
-                     absl::FormatDuration(options.progress_interval)));
+  if (options.name.find_first_of(" \t\n\r\f\v,:=") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GroupOptions.name must not contain whitespace, ',', ':' or '=', got '",
+        options.name, "'"));
   }
   return absl::OkStatus();
 }
@@ -296,11 +284,9 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Create(
   std::unique_ptr<Group> group(new Group(store, options));
   group->progress_ = std::make_shared<ProgressTracker>(
       std::move(store), options.name, options.rank, options.progress_interval);
-  group->SetGlobalRanks([&] {
-    std::vector<int> ranks(options.world_size);
-    std::iota(ranks.begin(), ranks.end(), 0);
-    return ranks;
-  }());
+  std::vector<int> ranks(options.world_size);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  group->SetGlobalRanks(std::move(ranks));
   STRATA_RETURN_IF_ERROR(group->Connect(std::move(device)));
   return group;
 }
@@ -355,10 +341,8 @@ void Group::SetTrainingStep(int64_t step) { progress_->SetStep(step); }
 
 void Group::SetGlobalRanks(std::vector<int> global_ranks) {
   CHECK_EQ(static_cast<int>(global_ranks.size()), size());
-  auto peers = std::make_shared<std::vector<int>>();
-  for (int r = 0; r < size(); ++r) {
-    if (r != rank()) peers->push_back(global_ranks[r]);
-  }
+  auto peers = std::make_shared<std::vector<int>>(global_ranks);
+  peers->erase(peers->begin() + rank());
   peers_ = std::move(peers);
   global_ranks_ = std::move(global_ranks);
 }
@@ -370,22 +354,8 @@ std::function<absl::Status(absl::Status)> Group::Explainer(
           timeout = options_.timeout, seq, op = std::string(op),
           description = std::move(description)](absl::Status status) {
     if (status.ok() || peers->empty()) return status;
-    const bool timed_out =
-        absl::StrContains(absl::AsciiStrToLower(status.message()), "timed out");
-    auto records = progress->ReadPeers(*peers, kProgressReadDeadline);
-    const std::string who =
-        records.ok() ? DescribeMissingRanks(name, seq, *records, absl::Now())
-                     : absl::StrCat("the peers' progress is unknown: ",
-                                    records.status().message());
-    const absl::string_view cause = absl::StripPrefix(
-        absl::StripPrefix(status.message(), description), ": ");
-    return absl::Status(
-        status.code(),
-        absl::StrCat(description, ": ", op, " #", seq,
-                     timed_out ? absl::StrCat(" timed out after ",
-                                              absl::FormatDuration(timeout))
-                               : std::string(" failed"),
-                     ": ", who, ". Cause: ", cause));
+    return ExplainCollectiveFailure(status, description, op, name, seq, timeout,
+                                    *progress, *peers, kProgressReadDeadline);
   };
 }
 
@@ -412,23 +382,19 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
     outputs[0].push_back(at::empty({Descriptor::kFields}, at::kLong));
   }
   std::vector<at::Tensor> inputs = {mine};
-  absl::Status exchanged = StatusFromCall(
-      absl::StrFormat("check_collectives: exchanging call #%d (%s) on group "
-                      "'%s' (rank %d of %d)",
-                      num_calls_, descriptor.ToString(), options_.name,
-                      options_.rank, options_.world_size),
-      [&] {
-        CollectiveWaitTimer timer;
-        process_group_->allgather(outputs, inputs)->wait();
-      });
+  const std::string exchange = absl::StrFormat(
+      "check_collectives: exchanging call #%d (%s) on group '%s' (rank %d of "
+      "%d)",
+      num_calls_, descriptor.ToString(), options_.name, options_.rank,
+      options_.world_size);
+  absl::Status exchanged = StatusFromCall(exchange, [&] {
+    CollectiveWaitTimer timer;
+    process_group_->allgather(outputs, inputs)->wait();
+  });
   if (!exchanged.ok()) {
     broken_->store(true);
-    return Explainer(
-        num_calls_, OpKindName(descriptor.kind),
-        absl::StrFormat("check_collectives: exchanging call #%d "
-                        "(%s) on group '%s' (rank %d of %d)",
-                        num_calls_, descriptor.ToString(), options_.name,
-                        options_.rank, options_.world_size))(exchanged);
+    return Explainer(num_calls_, OpKindName(descriptor.kind),
+                     exchange)(exchanged);
   }
   if (!local.ok()) return local;
   std::vector<std::string> differences;
@@ -717,8 +683,7 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
       Explainer(num_calls_, "reduce_scatter", description));
 }
 
-// --- Barrier, send/recv
-// --------------------------------------------------------
+// --- Barrier, send/recv ----------------------------------------------------
 
 absl::Status Group::Barrier() {
   const std::string description = Describe("barrier", at::Tensor());
@@ -797,8 +762,7 @@ std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
                                     description, nullptr, broken_, nullptr);
 }
 
-// --- Split
-// ---------------------------------------------------------------------
+// --- Split -----------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Group>> Group::Split(int color,
                                                     absl::string_view suffix) {

@@ -102,8 +102,9 @@ struct GroupOptions {
   int num_gloo_threads = 2;
   // This process's progress record (comm/progress.h: the last collective it
   // entered and the training step) is written to the store at most this
-  // often, by a background thread; a failed collective's error names the
-  // ranks that never arrived with their last record.
+  // often (zero or less: at every change), by a background thread; a failed
+  // collective's error names the ranks that never arrived with their last
+  // record, which is therefore at most this old.
   absl::Duration progress_interval = absl::Milliseconds(100);
 };
 

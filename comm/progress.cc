@@ -6,11 +6,14 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "base/status.h"
 
@@ -152,6 +155,29 @@ std::string DescribeMissingRanks(
   }
   if (missing.empty()) return "every rank entered it";
   return absl::StrJoin(missing, "; ");
+}
+
+absl::Status ExplainCollectiveFailure(
+    const absl::Status& status, absl::string_view description,
+    absl::string_view op, absl::string_view group, int64_t seq,
+    absl::Duration timeout, const ProgressTracker& tracker,
+    absl::Span<const int> peers, absl::Duration read_deadline) {
+  const bool timed_out =
+      absl::StrContains(absl::AsciiStrToLower(status.message()), "timed out");
+  auto records = tracker.ReadPeers(peers, read_deadline);
+  const std::string who =
+      records.ok() ? DescribeMissingRanks(group, seq, *records, absl::Now())
+                   : absl::StrCat("the peers' progress is unknown: ",
+                                  records.status().message());
+  const absl::string_view cause =
+      absl::StripPrefix(absl::StripPrefix(status.message(), description), ": ");
+  return absl::Status(
+      status.code(),
+      absl::StrCat(description, ": ", op, " #", seq,
+                   timed_out ? absl::StrCat(" timed out after ",
+                                            absl::FormatDuration(timeout))
+                             : std::string(" failed"),
+                   ": ", who, ". Cause: ", cause));
 }
 
 // --- ProgressTracker --------------------------------------------------------

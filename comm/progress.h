@@ -88,6 +88,22 @@ std::string DescribeMissingRanks(
     const std::vector<std::pair<int, absl::optional<ProgressRecord>>>& peers,
     absl::Time now);
 
+class ProgressTracker;
+
+// The error that ends the run when call `seq` (`op`, e.g. "all_gather") of
+// group `group` failed with `status`, whose message starts with
+// `description`: "<description>: all_gather #4123 timed out after 10s: rank
+// 1 never arrived (last entered ...). Cause: <the rest of status>" ("failed"
+// instead of "timed out after" when the cause is not a timeout). The records
+// of `peers` (global ranks) are read through `tracker` within
+// `read_deadline`; when they cannot be, the message says why. Keeps the
+// status's code.
+absl::Status ExplainCollectiveFailure(
+    const absl::Status& status, absl::string_view description,
+    absl::string_view op, absl::string_view group, int64_t seq,
+    absl::Duration timeout, const ProgressTracker& tracker,
+    absl::Span<const int> peers, absl::Duration read_deadline);
+
 // Owns this process's record and the thread that publishes it under
 // "strata_progress/<scope>/<global rank>" of a store shared by the ranks.
 // Enter and SetStep may be called from any thread; ReadPeers too.

@@ -124,10 +124,18 @@ TEST(ProgressRecordTest, SaysWhenEveryRankArrived) {
       "every rank entered it");
 }
 
+// Two ranks' trackers on one store.
+struct TwoRanks {
+  c10::intrusive_ptr<c10d::HashStore> store =
+      c10::make_intrusive<c10d::HashStore>();
+  ProgressTracker rank0{store, "world", 0, absl::Milliseconds(1)};
+  ProgressTracker rank1{store, "world", 1, absl::Milliseconds(1)};
+};
+
 TEST(ProgressTrackerTest, PublishesTheRecordPeersRead) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  ProgressTracker rank0(store, "world", 0, absl::Milliseconds(1));
-  ProgressTracker rank1(store, "world", 1, absl::Milliseconds(1));
+  TwoRanks ranks;
+  ProgressTracker& rank0 = ranks.rank0;
+  ProgressTracker& rank1 = ranks.rank1;
   rank1.SetStep(5);
   rank1.Enter("all_reduce", "world", 3, 10, 40);
   const ProgressRecord expected = rank1.Current();
@@ -152,6 +160,37 @@ TEST(ProgressTrackerTest, PublishesAtMostOncePerInterval) {
   }
   // The interval (an hour) has not passed: the 99 changes wait.
   EXPECT_EQ(rank0.num_published(), 1);
+}
+
+TEST(ProgressTrackerTest, ExplainsATimeoutNamingTheRankBehind) {
+  TwoRanks ranks;
+  ranks.rank1.SetStep(17);
+  ranks.rank1.Enter("all_gather", "world", 4122, 10, 40);
+  ASSERT_TRUE(ranks.rank1.Flush(absl::Seconds(20)));
+  const absl::Status explained = ExplainCollectiveFailure(
+      absl::UnavailableError("all_gather of 10 x Float on group 'world' (rank "
+                             "0 of 2): Timed out waiting 10000ms"),
+      "all_gather of 10 x Float on group 'world' (rank 0 of 2)", "all_gather",
+      "world", 4123, absl::Seconds(10), ranks.rank0, {1}, absl::Seconds(5));
+  EXPECT_EQ(explained.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(explained.message()),
+              ::testing::MatchesRegex(
+                  "all_gather of 10 x Float on group 'world' \\(rank 0 of "
+                  "2\\): all_gather #4123 timed out after 10s: rank 1 never "
+                  "arrived \\(last entered all_gather #4122 on group 'world' "
+                  "at step 17, [0-9.]+ s ago\\). Cause: Timed out waiting "
+                  "10000ms"));
+}
+
+TEST(ProgressTrackerTest, ExplainsAnotherFailureWithoutClaimingATimeout) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  ProgressTracker rank0(store, "world", 0, absl::Milliseconds(1));
+  const absl::Status explained = ExplainCollectiveFailure(
+      absl::InternalError("barrier: Connection reset by peer"), "barrier",
+      "barrier", "world", 3, absl::Seconds(10), rank0, {1}, absl::Seconds(5));
+  EXPECT_EQ(explained.message(),
+            "barrier: barrier #3 failed: rank 1 never arrived (it recorded no "
+            "progress yet). Cause: Connection reset by peer");
 }
 
 TEST(ProgressTrackerTest, ReadsNothingForARankThatNeverPublished) {
