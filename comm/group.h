@@ -105,7 +105,7 @@ struct GroupOptions {
   // often (zero or less: at every change), by a background thread; a failed
   // collective's error names the ranks that never arrived with their last
   // record, which is therefore at most this old.
-  absl::Duration progress_interval = absl::Milliseconds(100);
+  absl::Duration progress_interval = absl::Milliseconds(20);
 };
 
 // Checks option values; names the field and what was expected. Group names

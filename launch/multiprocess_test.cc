@@ -92,7 +92,7 @@ int64_t StoppedAtMs(const std::string& err) {
 TEST(MultiProcessTest, StoppedRankIsNamedWithItsLastOperationByItsPeer) {
   // Rank 1 stops (SIGSTOP) before iteration 5: it last entered all-reduce #5
   // (iteration 4); rank 0's call #6 times out. 150 ms between iterations
-  // let every record reach the store (published at most every 100 ms).
+  // let every record reach the store (published at most every 20 ms).
   const RunResult r =
       testing::Run({Launcher(), "--nproc_per_node=2", "--master_port=0",
                     Worker(), "iterations=1000", "interval_ms=150",

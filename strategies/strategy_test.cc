@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "absl/synchronization/notification.h"
@@ -20,21 +21,30 @@ namespace {
 
 using ::strata::testing::IsOk;
 
+// Test groups whose collectives time out after 2 s.
+comm::GroupOptions ShortTimeout() {
+  comm::GroupOptions options = comm::testing::TestGroupOptions();
+  options.timeout = absl::Seconds(2);
+  options.check_collectives = false;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> CreateGptTiny(const std::string& kind,
+                                                        comm::Group& group) {
+  return CreateStrategy(testing::Kind(kind),
+                        testing::Build(testing::Config("gpt-tiny"), 7), &group,
+                        testing::Optimizer(), testing::Schedule());
+}
+
 class FirstErrorTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FirstErrorTest, ATimedOutCollectiveIsTheErrorNotItsFollowOn) {
-  comm::GroupOptions group_options = comm::testing::TestGroupOptions();
-  group_options.timeout = absl::Seconds(2);
-  group_options.check_collectives = false;
   absl::Notification rank0_done;
   ASSERT_THAT(
       comm::testing::RunOnRanks(
           2,
           [&](comm::Group& group) {
-            auto created = CreateStrategy(
-                testing::Kind(GetParam()),
-                testing::Build(testing::Config("gpt-tiny"), 7), &group,
-                testing::Optimizer(), testing::Schedule());
+            auto created = CreateGptTiny(GetParam(), group);
             ASSERT_THAT(created, IsOk());
             if (group.rank() == 1) {  // Alive, but never runs forward.
               rank0_done.WaitForNotification();
@@ -58,7 +68,38 @@ TEST_P(FirstErrorTest, ATimedOutCollectiveIsTheErrorNotItsFollowOn) {
             EXPECT_EQ(message.find("not allocated"), std::string::npos)
                 << message;
           },
-          group_options),
+          ShortTimeout()),
+      IsOk());
+}
+
+TEST(FirstErrorTest, FsdpStopsBackwardAfterAFailedGatherInsteadOfCrashing) {
+  absl::Notification rank0_done;
+  ASSERT_THAT(
+      comm::testing::RunOnRanks(
+          2,
+          [&](comm::Group& group) {
+            auto created = CreateGptTiny("fsdp", group);
+            ASSERT_THAT(created, IsOk());
+            at::Tensor tokens = at::randint(256, {2, 17}, at::kLong);
+            if (group.rank() == 1) {
+              // Takes part in forward's all-gathers, never in backward's.
+              at::Tensor logits =
+                  (*created)->model().Forward(tokens.narrow(1, 0, 16));
+              rank0_done.WaitForNotification();
+              return;
+            }
+            absl::Status status =
+                (*created)
+                    ->ForwardBackward(tokens.narrow(1, 0, 16),
+                                      tokens.narrow(1, 1, 16), 1.0, true)
+                    .status();
+            rank0_done.Notify();
+            EXPECT_NE(std::string(status.message())
+                          .find("timed out after 2s: rank 1 never arrived"),
+                      std::string::npos)
+                << status;
+          },
+          ShortTimeout()),
       IsOk());
 }
 
