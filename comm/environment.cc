@@ -275,6 +275,16 @@ absl::StatusOr<RendezvousInfo> RendezvousInfoFromEnv(const EnvLookup& env) {
   if (std::optional<std::string> ifname = env("GLOO_SOCKET_IFNAME")) {
     info->gloo_interface = std::string(absl::StripAsciiWhitespace(*ifname));
   }
+  if (env("STRATA_HEARTBEAT_FD").has_value() ||
+      env("STRATA_HEARTBEAT_INTERVAL_MS").has_value()) {
+    auto fd = ParseInt(env, "STRATA_HEARTBEAT_FD", 0, kMaxInt);
+    if (!fd.ok()) return fd.status();
+    auto interval_ms =
+        ParseInt(env, "STRATA_HEARTBEAT_INTERVAL_MS", 1, kMaxInt);
+    if (!interval_ms.ok()) return interval_ms.status();
+    info->heartbeat_fd = *fd;
+    info->heartbeat_interval_ms = *interval_ms;
+  }
   return info;
 }
 

@@ -33,6 +33,12 @@ struct RendezvousInfo {
   // Network interface for Gloo's transport (GLOO_SOCKET_IFNAME); empty means
   // "the address this host resolves to" (or loopback for a local master).
   std::string gloo_interface;
+  // The launcher's heartbeat pipe (launch --heartbeat_timeout_s): the write
+  // end a rank beats on (base/heartbeat.h) every heartbeat_interval_ms, from
+  // STRATA_HEARTBEAT_FD and STRATA_HEARTBEAT_INTERVAL_MS; -1 and 0 when the
+  // launcher watches no heartbeat.
+  int heartbeat_fd = -1;
+  int heartbeat_interval_ms = 0;
 };
 
 // Looks up one environment variable; nullopt when unset.

@@ -192,5 +192,39 @@ TEST(FirstSlurmHostTest, RejectsMalformedLists) {
   EXPECT_FALSE(FirstSlurmHost("gpu[x-y]").ok());
 }
 
+TEST(RendezvousInfoFromEnvTest, ReadsTheLaunchersHeartbeatPipe) {
+  auto info =
+      RendezvousInfoFromEnv(FakeEnv({{"RANK", "0"},
+                                     {"WORLD_SIZE", "2"},
+                                     {"STRATA_HEARTBEAT_FD", "7"},
+                                     {"STRATA_HEARTBEAT_INTERVAL_MS", "250"}}));
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->heartbeat_fd, 7);
+  EXPECT_EQ(info->heartbeat_interval_ms, 250);
+}
+
+TEST(RendezvousInfoFromEnvTest, NoHeartbeatWithoutItsVariables) {
+  auto info =
+      RendezvousInfoFromEnv(FakeEnv({{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->heartbeat_fd, -1);
+  EXPECT_EQ(info->heartbeat_interval_ms, 0);
+}
+
+TEST(RendezvousInfoFromEnvTest, AHeartbeatFdWithoutItsIntervalIsAnError) {
+  auto info = RendezvousInfoFromEnv(FakeEnv({{"STRATA_HEARTBEAT_FD", "7"}}));
+  ASSERT_FALSE(info.ok());
+  EXPECT_THAT(std::string(info.status().message()),
+              HasSubstr("STRATA_HEARTBEAT_INTERVAL_MS is not set"));
+}
+
+TEST(RendezvousInfoFromEnvTest, AZeroHeartbeatIntervalIsAnError) {
+  auto info = RendezvousInfoFromEnv(FakeEnv(
+      {{"STRATA_HEARTBEAT_FD", "7"}, {"STRATA_HEARTBEAT_INTERVAL_MS", "0"}}));
+  ASSERT_FALSE(info.ok());
+  EXPECT_THAT(std::string(info.status().message()),
+              HasSubstr("STRATA_HEARTBEAT_INTERVAL_MS=0 is out of range"));
+}
+
 }  // namespace
 }  // namespace strata::comm

@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/status.h"
 #include "comm/collective_checks.h"
+#include "comm/progress.h"
 #include "comm/ring.h"
 #include "comm/wait_clock.h"
 
@@ -33,6 +34,7 @@ using internal::CheckReducible;
 using internal::CheckTensor;
 using internal::CountsHash;
 using internal::OpKind;
+using internal::OpKindName;
 using internal::RingReduction;
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
@@ -65,6 +67,10 @@ RingReduction ToRing(ReduceOp op) {
   return RingReduction::kSum;
 }
 
+// How long a failed collective waits for its peers' progress records: a
+// stopped store host (rank 0) must not hold up the error.
+constexpr absl::Duration kProgressReadDeadline = absl::Seconds(2);
+
 const char kBrokenMessage[] =
     "the group is unusable because an earlier collective on it failed (see "
     "the first error on this rank); ranks cannot resynchronise after a "
@@ -83,14 +89,17 @@ class DoneWork final : public Work {
 // A collective run by c10d's ProcessGroupGloo.
 class C10dWork final : public Work {
  public:
+  // `explain` (may be null) turns a failure into the error returned.
   C10dWork(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> tensors,
            std::string description, std::function<void()> finish,
-           std::shared_ptr<std::atomic<bool>> broken)
+           std::shared_ptr<std::atomic<bool>> broken,
+           std::function<absl::Status(absl::Status)> explain)
       : work_(std::move(work)),
         tensors_(std::move(tensors)),
         description_(std::move(description)),
         finish_(std::move(finish)),
-        broken_(std::move(broken)) {}
+        broken_(std::move(broken)),
+        explain_(std::move(explain)) {}
 
   absl::Status Wait() override {
     absl::MutexLock lock(&mu_);
@@ -105,6 +114,7 @@ class C10dWork final : public Work {
     });
     if (!status_.ok()) {
       broken_->store(true);
+      if (explain_) status_ = explain_(std::move(status_));
       LOG(ERROR) << status_.message();
     }
     work_.reset();
@@ -119,6 +129,7 @@ class C10dWork final : public Work {
   std::string description_;
   std::function<void()> finish_;
   std::shared_ptr<std::atomic<bool>> broken_;
+  std::function<absl::Status(absl::Status)> explain_;
   bool waited_ = false;
   absl::Status status_;
 };
@@ -186,6 +197,11 @@ absl::Status ValidateGroupOptions(const GroupOptions& options) {
   }
   if (options.name.empty()) {
     return absl::InvalidArgumentError("GroupOptions.name must not be empty");
+  }
+  if (options.name.find_first_of(" \t\n\r\f\v,:=") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GroupOptions.name must not contain whitespace, ',', ':' or '=', got '",
+        options.name, "'"));
   }
   return absl::OkStatus();
 }
@@ -265,7 +281,12 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Create(
       });
   STRATA_RETURN_IF_ERROR(status);
   store->setTimeout(ToChrono(options.timeout));
-  std::unique_ptr<Group> group(new Group(std::move(store), options));
+  std::unique_ptr<Group> group(new Group(store, options));
+  group->progress_ = std::make_shared<ProgressTracker>(
+      std::move(store), options.name, options.rank, options.progress_interval);
+  std::vector<int> ranks(options.world_size);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  group->SetGlobalRanks(std::move(ranks));
   STRATA_RETURN_IF_ERROR(group->Connect(std::move(device)));
   return group;
 }
@@ -316,6 +337,28 @@ std::string Group::Describe(absl::string_view op, const at::Tensor& tensor,
                          options_.name, options_.rank, options_.world_size);
 }
 
+void Group::SetTrainingStep(int64_t step) { progress_->SetStep(step); }
+
+void Group::SetGlobalRanks(std::vector<int> global_ranks) {
+  CHECK_EQ(static_cast<int>(global_ranks.size()), size());
+  auto peers = std::make_shared<std::vector<int>>(global_ranks);
+  peers->erase(peers->begin() + rank());
+  peers_ = std::move(peers);
+  global_ranks_ = std::move(global_ranks);
+}
+
+std::function<absl::Status(absl::Status)> Group::Explainer(
+    int64_t seq, absl::string_view op, std::string description) {
+  // Owns what it uses: a Work may be waited on after the group is gone.
+  return [progress = progress_, peers = peers_, name = options_.name,
+          timeout = options_.timeout, seq, op = std::string(op),
+          description = std::move(description)](absl::Status status) {
+    if (status.ok() || peers->empty()) return status;
+    return ExplainCollectiveFailure(status, description, op, name, seq, timeout,
+                                    *progress, *peers, kProgressReadDeadline);
+  };
+}
+
 absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
   ++num_calls_;
   if (broken_->load()) {
@@ -323,6 +366,10 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
         absl::StrFormat("group '%s' (rank %d of %d): %s", options_.name,
                         options_.rank, options_.world_size, kBrokenMessage));
   }
+  const int64_t numel =
+      std::max(descriptor.input_numel, descriptor.output_numel);
+  progress_->Enter(OpKindName(descriptor.kind), options_.name, num_calls_,
+                   numel, numel * c10::elementSize(descriptor.dtype));
   if (!options_.check_collectives) return local;
 
   // Every rank contributes its descriptor, valid or not, so that one rank's
@@ -335,18 +382,19 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
     outputs[0].push_back(at::empty({Descriptor::kFields}, at::kLong));
   }
   std::vector<at::Tensor> inputs = {mine};
-  absl::Status exchanged = StatusFromCall(
-      absl::StrFormat("check_collectives: exchanging call #%d (%s) on group "
-                      "'%s' (rank %d of %d)",
-                      num_calls_, descriptor.ToString(), options_.name,
-                      options_.rank, options_.world_size),
-      [&] {
-        CollectiveWaitTimer timer;
-        process_group_->allgather(outputs, inputs)->wait();
-      });
+  const std::string exchange = absl::StrFormat(
+      "check_collectives: exchanging call #%d (%s) on group '%s' (rank %d of "
+      "%d)",
+      num_calls_, descriptor.ToString(), options_.name, options_.rank,
+      options_.world_size);
+  absl::Status exchanged = StatusFromCall(exchange, [&] {
+    CollectiveWaitTimer timer;
+    process_group_->allgather(outputs, inputs)->wait();
+  });
   if (!exchanged.ok()) {
     broken_->store(true);
-    return exchanged;
+    return Explainer(num_calls_, OpKindName(descriptor.kind),
+                     exchange)(exchanged);
   }
   if (!local.ok()) return local;
   std::vector<std::string> differences;
@@ -380,11 +428,13 @@ std::unique_ptr<Work> Group::Failed(absl::Status status) {
   return std::make_unique<DoneWork>(std::move(status));
 }
 
-std::unique_ptr<Work> Group::Enqueue(std::string description,
-                                     std::function<void()> body) {
+std::unique_ptr<Work> Group::Enqueue(
+    std::string description, std::function<void()> body,
+    std::function<absl::Status(absl::Status)> explain) {
   auto state = std::make_shared<TaskWork::State>();
   worker_->Post([state, description = std::move(description),
-                 body = std::move(body), broken = broken_]() {
+                 body = std::move(body), broken = broken_,
+                 explain = std::move(explain)]() {
     if (broken->load()) {
       state->status = absl::FailedPreconditionError(
           absl::StrCat(description, ": ", kBrokenMessage));
@@ -392,6 +442,7 @@ std::unique_ptr<Work> Group::Enqueue(std::string description,
       state->status = StatusFromCall(description, body);
       if (!state->status.ok()) {
         broken->store(true);
+        state->status = explain(std::move(state->status));
         LOG(ERROR) << state->status.message();
       }
     }
@@ -425,17 +476,21 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
     for (int64_t i = 0; i < tensor.numel() % n; ++i) ++counts[i];
     const uint32_t tag = next_tag_;
     next_tag_ += 2;
-    return Enqueue(description, [this, tensor, op, counts, tag] {
-      at::Tensor flat = tensor.view({-1});
-      at::Tensor block = at::empty({counts[rank()]}, tensor.options());
-      internal::RingReduceScatter(*context_, flat, block, counts, ToRing(op),
-                                  options_.ring_segment_bytes, tag,
-                                  ToChrono(options_.timeout), &ring_workspace_);
-      if (op == ReduceOp::kAverage) block.div_(size());
-      internal::RingAllGather(*context_, block, flat, counts,
-                              options_.ring_segment_bytes, tag + 1,
-                              ToChrono(options_.timeout));
-    });
+    return Enqueue(
+        description,
+        [this, tensor, op, counts, tag] {
+          at::Tensor flat = tensor.view({-1});
+          at::Tensor block = at::empty({counts[rank()]}, tensor.options());
+          internal::RingReduceScatter(*context_, flat, block, counts,
+                                      ToRing(op), options_.ring_segment_bytes,
+                                      tag, ToChrono(options_.timeout),
+                                      &ring_workspace_);
+          if (op == ReduceOp::kAverage) block.div_(size());
+          internal::RingAllGather(*context_, block, flat, counts,
+                                  options_.ring_segment_bytes, tag + 1,
+                                  ToChrono(options_.timeout));
+        },
+        Explainer(num_calls_, "all_reduce", description));
   }
   std::vector<at::Tensor> tensors = {tensor};
   c10d::AllreduceOptions c10d_options;
@@ -452,8 +507,9 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
   if (op == ReduceOp::kAverage) {
     finish = [tensor, n = size()]() mutable { tensor.div_(n); };
   }
-  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, std::move(finish), broken_);
+  return std::make_unique<C10dWork>(
+      std::move(work), std::move(tensors), description, std::move(finish),
+      broken_, Explainer(num_calls_, "all_reduce", description));
 }
 
 // --- Broadcast -------------------------------------------------------------
@@ -490,8 +546,9 @@ std::unique_ptr<Work> Group::BroadcastAsync(at::Tensor& tensor, int root) {
     broken_->store(true);
     return Failed(started);
   }
-  return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, nullptr, broken_);
+  return std::make_unique<C10dWork>(
+      std::move(work), std::move(tensors), description, nullptr, broken_,
+      Explainer(num_calls_, "broadcast", description));
 }
 
 // --- All-gather --------------------------------------------------------------
@@ -544,14 +601,16 @@ std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
   const uint32_t tag = next_tag_++;
-  return Enqueue(description,
-                 [this, input, output,
-                  counts = std::vector<int64_t>(counts.begin(), counts.end()),
-                  tag]() mutable {
-                   internal::RingAllGather(*context_, input, output, counts,
-                                           options_.ring_segment_bytes, tag,
-                                           ToChrono(options_.timeout));
-                 });
+  return Enqueue(
+      description,
+      [this, input, output,
+       counts = std::vector<int64_t>(counts.begin(), counts.end()),
+       tag]() mutable {
+        internal::RingAllGather(*context_, input, output, counts,
+                                options_.ring_segment_bytes, tag,
+                                ToChrono(options_.timeout));
+      },
+      Explainer(num_calls_, "all_gather", description));
 }
 
 // --- Reduce-scatter ----------------------------------------------------------
@@ -610,19 +669,21 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
   const uint32_t tag = next_tag_++;
-  return Enqueue(description, [this, input, output, op,
-                               counts = std::vector<int64_t>(counts.begin(),
-                                                             counts.end()),
-                               tag]() mutable {
-    internal::RingReduceScatter(*context_, input, output, counts, ToRing(op),
-                                options_.ring_segment_bytes, tag,
-                                ToChrono(options_.timeout), &ring_workspace_);
-    if (op == ReduceOp::kAverage) output.div_(size());
-  });
+  return Enqueue(
+      description,
+      [this, input, output, op,
+       counts = std::vector<int64_t>(counts.begin(), counts.end()),
+       tag]() mutable {
+        internal::RingReduceScatter(*context_, input, output, counts,
+                                    ToRing(op), options_.ring_segment_bytes,
+                                    tag, ToChrono(options_.timeout),
+                                    &ring_workspace_);
+        if (op == ReduceOp::kAverage) output.div_(size());
+      },
+      Explainer(num_calls_, "reduce_scatter", description));
 }
 
-// --- Barrier, send/recv
-// --------------------------------------------------------
+// --- Barrier, send/recv ----------------------------------------------------
 
 absl::Status Group::Barrier() {
   const std::string description = Describe("barrier", at::Tensor());
@@ -634,7 +695,10 @@ absl::Status Group::Barrier() {
     CollectiveWaitTimer timer;
     process_group_->barrier()->wait();
   });
-  if (!status.ok()) broken_->store(true);
+  if (!status.ok()) {
+    broken_->store(true);
+    status = Explainer(num_calls_, "barrier", description)(std::move(status));
+  }
   return status;
 }
 
@@ -665,7 +729,7 @@ std::unique_ptr<Work> Group::SendAsync(const at::Tensor& tensor, int dst_rank,
   });
   if (!started.ok()) return Failed(started);
   return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, nullptr, broken_);
+                                    description, nullptr, broken_, nullptr);
 }
 
 absl::Status Group::Recv(at::Tensor& tensor, int src_rank, int tag) {
@@ -695,11 +759,10 @@ std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
   });
   if (!started.ok()) return Failed(started);
   return std::make_unique<C10dWork>(std::move(work), std::move(tensors),
-                                    description, nullptr, broken_);
+                                    description, nullptr, broken_, nullptr);
 }
 
-// --- Split
-// ---------------------------------------------------------------------
+// --- Split -----------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Group>> Group::Split(int color,
                                                     absl::string_view suffix) {
@@ -713,16 +776,20 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Split(int color,
   STRATA_RETURN_IF_ERROR(AllGather(mine, colors));
   GroupOptions sub = options_;
   sub.world_size = 0;
+  std::vector<int> members;  // Their ranks in the group Create made.
   for (int r = 0; r < size(); ++r) {
     if (colors[r].item<int64_t>() != color) continue;
     if (r == rank()) sub.rank = sub.world_size;
     ++sub.world_size;
+    members.push_back(global_ranks_[r]);
   }
   sub.name = absl::StrCat(options_.name, "/", suffix, color);
   const int split_index = num_splits_++;
   auto store = c10::make_intrusive<c10d::PrefixStore>(
       absl::StrCat(options_.name, "/split", split_index), store_);
   std::unique_ptr<Group> group(new Group(std::move(store), sub));
+  group->progress_ = progress_;
+  group->SetGlobalRanks(std::move(members));
   STRATA_RETURN_IF_ERROR(group->Connect(device_));
   return group;
 }

@@ -50,6 +50,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,7 @@ namespace strata::comm {
 namespace internal {
 struct CollectiveDescriptor;  // comm/collective_checks.h
 }  // namespace internal
+class ProgressTracker;  // comm/progress.h
 
 enum class ReduceOp { kSum, kAverage, kMax, kMin };
 
@@ -98,9 +100,16 @@ struct GroupOptions {
   int64_t ring_segment_bytes = int64_t{1} << 20;
   // Worker threads of the ProcessGroupGloo (concurrent async all-reduces).
   int num_gloo_threads = 2;
+  // This process's progress record (comm/progress.h: the last collective it
+  // entered and the training step) is written to the store at most this
+  // often (zero or less: at every change), by a background thread; a failed
+  // collective's error names the ranks that never arrived with their last
+  // record, which is therefore at most this old.
+  absl::Duration progress_interval = absl::Milliseconds(20);
 };
 
-// Checks option values; names the field and what was expected.
+// Checks option values; names the field and what was expected. Group names
+// hold no whitespace, ',', ':' or '=' (they appear in progress records).
 absl::Status ValidateGroupOptions(const GroupOptions& options);
 
 // A collective in flight. Owned by the caller; the tensors it was given are
@@ -138,6 +147,11 @@ class Group {
   int size() const { return options_.world_size; }
   const std::string& name() const { return options_.name; }
   const GroupOptions& options() const { return options_; }
+
+  // Tells this group and every group split from it (they share one progress
+  // record) the training step now, for the progress records peers read when
+  // a collective fails. Cheap (no communication); any thread, any time.
+  void SetTrainingStep(int64_t step);
 
   // --- Collectives. Tensors: contiguous, on the CPU (or the group's device);
   // floating dtypes for reductions. Sync forms are Async(...)->Wait().
@@ -214,8 +228,18 @@ class Group {
   // was sent.
   absl::Status Precheck(const Descriptor& descriptor, absl::Status local);
   std::unique_ptr<Work> Failed(absl::Status status);
-  std::unique_ptr<Work> Enqueue(std::string description,
-                                std::function<void()> body);
+  std::unique_ptr<Work> Enqueue(
+      std::string description, std::function<void()> body,
+      std::function<absl::Status(absl::Status)> explain);
+  // Sets global_ranks_ (size() entries) and peers_.
+  void SetGlobalRanks(std::vector<int> global_ranks);
+  // Returns a function that turns the failure of this group's call `seq`
+  // (`op`, e.g. "all_gather") into the error that ends the run: it names the
+  // collective, whether it timed out, and the ranks that never arrived with
+  // their last recorded operation (peers' records are read with a deadline).
+  std::function<absl::Status(absl::Status)> Explainer(int64_t seq,
+                                                      absl::string_view op,
+                                                      std::string description);
 
   GroupOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -229,6 +253,13 @@ class Group {
   // collectives do not page-fault fresh memory each time. Used only on the
   // worker thread.
   at::Tensor ring_workspace_;
+  // This process's progress record, shared with the groups split from the
+  // group Create made.
+  std::shared_ptr<ProgressTracker> progress_;
+  // The rank in the group Create made of each rank of this group, and of
+  // the others (shared with the Explainer functions of Work in flight).
+  std::vector<int> global_ranks_;
+  std::shared_ptr<const std::vector<int>> peers_;
   uint32_t next_tag_ = 1;
   int num_splits_ = 0;
   int64_t num_calls_ = 0;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "base/testing/status_matchers.h"
 #include "comm/testing/multi_rank.h"
 #include "comm/wait_clock.h"
@@ -402,6 +403,76 @@ TEST(GroupTest, MissingPeerTimesOutNamingTheCollective) {
           },
           options)
           .ok());
+}
+
+TEST(GroupTest, TimeoutNamesTheRankThatNeverArrivedAndItsLastOperation) {
+  GroupOptions options = TestGroupOptions();
+  options.timeout = absl::Seconds(2);
+  options.check_collectives = false;
+  absl::Notification rank0_done;
+  ASSERT_THAT(
+      RunOnRanks(
+          2,
+          [&](Group& group) {
+            group.SetTrainingStep(17);
+            at::Tensor t = at::ones({8});
+            ASSERT_THAT(group.AllReduce(t), IsOk());  // Call #1.
+            if (group.rank() == 1) {
+              // Alive (sockets open) but never enters call #2.
+              rank0_done.WaitForNotification();
+              return;
+            }
+            group.SetTrainingStep(18);
+            at::Tensor in = at::ones({16});
+            at::Tensor out = at::empty({32});
+            absl::Status s = group.AllGather(in, out);
+            rank0_done.Notify();
+            EXPECT_THAT(
+                std::string(s.message()),
+                HasSubstr("all_gather of 16 x Float on group 'world' (rank 0 "
+                          "of 2): all_gather #2 timed out after 2s: rank 1 "
+                          "never arrived (last entered all_reduce #1 on "
+                          "group 'world' at step 17, "));
+            EXPECT_THAT(std::string(s.message()), HasSubstr("Cause: "));
+          },
+          options),
+      IsOk());
+}
+
+TEST(GroupTest, TimeoutInASplitGroupNamesTheMissingRankByItsWorldRank) {
+  GroupOptions options = TestGroupOptions();
+  options.timeout = absl::Seconds(2);
+  options.check_collectives = false;
+  absl::Notification rank2_done;
+  ASSERT_THAT(RunOnRanks(
+                  4,
+                  [&](Group& group) {
+                    auto shard = group.Split(group.rank() / 2, "shard");
+                    ASSERT_THAT(shard.status(), IsOk());
+                    if (group.rank() < 2) return;
+                    if (group.rank() == 3) {
+                      rank2_done.WaitForNotification();
+                      return;
+                    }
+                    at::Tensor t = at::ones({8});
+                    absl::Status s = (*shard)->AllReduce(t);
+                    rank2_done.Notify();
+                    EXPECT_THAT(
+                        std::string(s.message()),
+                        HasSubstr("all_reduce #1 timed out after 2s: rank 3 "
+                                  "never arrived (last entered all_gather #1 "
+                                  "on group 'world', "));
+                  },
+                  options),
+              IsOk());
+}
+
+TEST(GroupTest, GroupNamesWithSeparatorsAreRejected) {
+  GroupOptions options;
+  options.name = "my group";
+  EXPECT_THAT(std::string(ValidateGroupOptions(options).message()),
+              HasSubstr("GroupOptions.name must not contain whitespace, ',', "
+                        "':' or '=', got 'my group'"));
 }
 
 TEST(GroupTest, CreateFailsWhenAPeerNeverJoins) {

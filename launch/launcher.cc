@@ -35,6 +35,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
+#include "launch/fds.h"
+#include "launch/process_state.h"
 
 extern char** environ;
 
@@ -44,9 +46,6 @@ namespace {
 // Launch() attaches the shell exit code of a failed rank to its error.
 constexpr char kExitCodePayloadUrl[] =
     "type.googleapis.com/strata.launch.ExitCode";
-// A rank's line longer than this is forwarded in pieces of this size.
-constexpr size_t kMaxLineBytes = 64 * 1024;
-constexpr size_t kReadChunkBytes = 64 * 1024;
 // How often the supervisor checks for exited ranks while waiting for output.
 constexpr int kReapIntervalMs = 10;
 // After every rank has exited, output is drained until every pipe is closed
@@ -57,109 +56,10 @@ constexpr int kDrainIdleMs = 100;
 constexpr const char* kThreadVars[] = {
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"};
 
-std::string ErrnoText(int error) {
-  const char* text = strerrordesc_np(error);
-  return text != nullptr ? text : absl::StrCat("errno ", error);
-}
-
 std::string SignalText(int signo) {
   const char* text = sigdescr_np(signo);
   return absl::StrCat("signal ", signo, " (",
                       text != nullptr ? text : "unknown signal", ")");
-}
-
-// Owns one file descriptor; closes it on destruction.
-class ScopedFd {
- public:
-  ScopedFd() = default;
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(ScopedFd&& other) noexcept : fd_(other.release()) {}
-  ScopedFd& operator=(ScopedFd&& other) noexcept {
-    if (this != &other) reset(other.release());
-    return *this;
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  ~ScopedFd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// Makes `*fd` (close-on-exec) a descriptor above the standard ones, so that a
-// child's dup2 onto fd 0, 1 and 2 can never clobber it (this process may have
-// been started with fd 0, 1 or 2 closed). Closes `*fd` on failure.
-absl::Status MoveAboveStdio(int* fd) {
-  if (*fd > STDERR_FILENO) return absl::OkStatus();
-  const int moved = fcntl(*fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-  const int error = errno;
-  close(*fd);
-  *fd = moved;
-  if (moved < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot move fd above 2: ", ErrnoText(error)));
-  }
-  return absl::OkStatus();
-}
-
-// Makes a close-on-exec pipe whose ends are both above the standard fds.
-absl::Status MakePipe(ScopedFd* read_end, ScopedFd* write_end) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot create a pipe: ", ErrnoText(errno)));
-  }
-  absl::Status status = MoveAboveStdio(&fds[0]);
-  read_end->reset(fds[0]);
-  if (status.ok()) status = MoveAboveStdio(&fds[1]);
-  write_end->reset(fds[1]);
-  return status;
-}
-
-absl::Status OpenDevNull(ScopedFd* fd) {
-  int raw_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (raw_fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot open /dev/null: ", ErrnoText(errno)));
-  }
-  absl::Status status = MoveAboveStdio(&raw_fd);
-  fd->reset(raw_fd);
-  return status;
-}
-
-absl::Status SetNonBlocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "cannot make fd ", fd, " non-blocking: ", ErrnoText(errno)));
-  }
-  return absl::OkStatus();
-}
-
-// Writes all of `data` to `fd`, waiting if `fd` is non-blocking and full.
-// Returns false if `fd` cannot be written (closed reader, bad fd): the output
-// is then dropped.
-bool WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n >= 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-    } else if (errno == EAGAIN) {
-      pollfd pfd = {fd, POLLOUT, 0};
-      poll(&pfd, 1, -1);
-    } else if (errno != EINTR) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // Binds a TCP socket to port 0 on all interfaces and returns the port the
@@ -273,79 +173,6 @@ class ScopedSignalCapture {
 
 // ---------------------------------------------------------------------------
 
-// Forwards one output pipe of one rank to one of the launcher's fds, whole
-// lines at a time, each with `prefix`. Owned and driven by the Supervisor's
-// thread.
-class LineForwarder {
- public:
-  LineForwarder(ScopedFd source, int target_fd, std::string prefix)
-      : source_(std::move(source)),
-        target_fd_(target_fd),
-        prefix_(std::move(prefix)) {}
-
-  int fd() const { return source_.get(); }
-  bool is_open() const { return source_.valid(); }
-
-  // Reads one chunk of what is available and forwards the complete lines.
-  // At EOF (or a read error) flushes the partial line and closes the pipe.
-  void ReadAvailable() {
-    CHECK(is_open());
-    char chunk[kReadChunkBytes];
-    const ssize_t n = read(source_.get(), chunk, sizeof(chunk));
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n <= 0) {
-      Close();
-      return;
-    }
-    pending_.append(chunk, static_cast<size_t>(n));
-    const size_t last_newline = pending_.rfind('\n');
-    if (last_newline != std::string::npos) {
-      Emit(absl::string_view(pending_).substr(0, last_newline + 1));
-      pending_.erase(0, last_newline + 1);
-    }
-    while (pending_.size() >= kMaxLineBytes) {
-      Emit(absl::StrCat(absl::string_view(pending_).substr(0, kMaxLineBytes),
-                        "\n"));
-      pending_.erase(0, kMaxLineBytes);
-    }
-  }
-
-  // Forwards the trailing partial line, if any, with a newline, and closes
-  // the pipe. No-op if already closed.
-  void Close() {
-    if (!pending_.empty()) {
-      Emit(absl::StrCat(pending_, "\n"));
-      pending_.clear();
-    }
-    source_.reset();
-  }
-
- private:
-  // Writes `lines` (each ending in '\n') with a single write when possible.
-  void Emit(absl::string_view lines) {
-    if (target_broken_) return;
-    if (prefix_.empty()) {
-      target_broken_ = !WriteAll(target_fd_, lines);
-      return;
-    }
-    std::string out;
-    out.reserve(lines.size() + prefix_.size() * 4);
-    while (!lines.empty()) {
-      const size_t end = lines.find('\n');
-      CHECK_NE(end, absl::string_view::npos);
-      absl::StrAppend(&out, prefix_, lines.substr(0, end + 1));
-      lines.remove_prefix(end + 1);
-    }
-    target_broken_ = !WriteAll(target_fd_, out);
-  }
-
-  ScopedFd source_;
-  const int target_fd_;
-  const std::string prefix_;
-  std::string pending_;
-  bool target_broken_ = false;
-};
-
 struct RankProcess {
   int rank = 0;
   int local_rank = 0;
@@ -355,12 +182,20 @@ struct RankProcess {
   int wait_status = 0;
   // Set if the child could not exec the program.
   std::string exec_error;
+  // The read end of the rank's heartbeat pipe (with --heartbeat_timeout_s),
+  // until EOF; when the last beat (or the spawn) was, and whether one came.
+  ScopedFd heartbeat;
+  absl::Time last_beat;
+  bool beat_seen = false;
+  // Set when the launcher SIGKILLed it without the grace period, with why.
+  bool force_killed = false;
+  std::string cause;
 };
 
 // Runs in the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void ExecRank(pid_t launcher_pid, int stdin_fd, int stdout_fd,
-                           int stderr_fd, int exec_status_fd, char* const* argv,
-                           char* const* envp) {
+                           int stderr_fd, int exec_status_fd, int heartbeat_fd,
+                           char* const* argv, char* const* envp) {
   setpgid(0, 0);
   // If the launcher dies without stopping the ranks (SIGKILL), they get
   // SIGTERM; and if it died already, this one does not start.
@@ -377,7 +212,10 @@ struct RankProcess {
   sigprocmask(SIG_SETMASK, &no_signals, nullptr);
 
   int error = 0;
-  if (dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 ||
+  // The heartbeat pipe's write end stays open across exec (its number is in
+  // STRATA_HEARTBEAT_FD).
+  if ((heartbeat_fd >= 0 && fcntl(heartbeat_fd, F_SETFD, 0) != 0) ||
+      dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 ||
       dup2(stderr_fd, STDERR_FILENO) < 0) {
     error = errno;
   } else {
@@ -431,6 +269,8 @@ class Supervisor {
     while (true) {
       ReapExited();
       if (NumRunning() == 0) break;
+      CheckHeartbeats();
+      if (kill_deadline_.has_value() && !killed_) KillStoppedRanks();
       if (kill_deadline_.has_value() && !killed_ &&
           absl::Now() >= *kill_deadline_) {
         LOG(WARNING) << NumRunning() << " rank(s) still running "
@@ -455,7 +295,8 @@ class Supervisor {
  private:
   // The launcher's environment with the torchrun and thread variables of
   // `local_rank` and options_.extra_env, as "KEY=VALUE" strings.
-  std::vector<std::string> RankEnvironment(int local_rank) const {
+  std::vector<std::string> RankEnvironment(int local_rank,
+                                           int heartbeat_fd) const {
     const int world_size = options_.nnodes * options_.nproc_per_node;
     const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
     std::vector<std::pair<std::string, std::string>> vars = {
@@ -468,6 +309,11 @@ class Supervisor {
         {"GROUP_RANK", absl::StrCat(options_.node_rank)},
         {"GROUP_WORLD_SIZE", absl::StrCat(options_.nnodes)},
     };
+    if (heartbeat_fd >= 0) {
+      vars.emplace_back("STRATA_HEARTBEAT_FD", absl::StrCat(heartbeat_fd));
+      vars.emplace_back("STRATA_HEARTBEAT_INTERVAL_MS",
+                        absl::StrCat(HeartbeatIntervalMs()));
+    }
     absl::flat_hash_set<std::string> extra_keys;
     for (const auto& [key, value] : options_.extra_env) extra_keys.insert(key);
     for (const char* key : kThreadVars) {
@@ -498,9 +344,21 @@ class Supervisor {
     process.local_rank = local_rank;
     process.rank = options_.node_rank * options_.nproc_per_node + local_rank;
 
+    ScopedFd heartbeat_read, heartbeat_write;
+    if (options_.heartbeat_timeout > absl::ZeroDuration()) {
+      absl::Status status = MakePipe(&heartbeat_read, &heartbeat_write);
+      if (status.ok()) status = SetNonBlocking(heartbeat_read.get());
+      if (!status.ok()) {
+        return absl::Status(
+            status.code(),
+            absl::StrCat("cannot start rank ", process.rank,
+                         ": heartbeat pipe: ", status.message()));
+      }
+    }
     // Everything the child needs is built before fork: the child of a
     // possibly multi-threaded process may not allocate.
-    std::vector<std::string> env = RankEnvironment(local_rank);
+    std::vector<std::string> env =
+        RankEnvironment(local_rank, heartbeat_write.get());
     std::vector<char*> envp;
     for (std::string& entry : env) envp.push_back(entry.data());
     envp.push_back(nullptr);
@@ -540,8 +398,8 @@ class Supervisor {
     }
     if (pid == 0) {
       ExecRank(launcher_pid, dev_null.get(), stdout_write.get(),
-               stderr_write.get(), exec_status_write.get(), argv.data(),
-               envp.data());
+               stderr_write.get(), exec_status_write.get(),
+               heartbeat_write.get(), argv.data(), envp.data());
     }
     // Also set here, so the group exists before anyone signals it; fails
     // harmlessly if the child already exec'd (it set it itself).
@@ -551,7 +409,10 @@ class Supervisor {
     stdout_write.reset();
     stderr_write.reset();
     exec_status_write.reset();
+    heartbeat_write.reset();
     dev_null.reset();
+    process.heartbeat = std::move(heartbeat_read);
+    process.last_beat = absl::Now();
 
     // EOF: the exec succeeded (close-on-exec); an errno: it failed.
     int exec_errno = 0;
@@ -603,7 +464,86 @@ class Supervisor {
     if (!process.exec_error.empty()) {
       absl::StrAppend(&description, ": ", process.exec_error);
     }
+    if (!process.cause.empty()) {
+      absl::StrAppend(&description, ": ", process.cause);
+    }
     return description;
+  }
+
+  static std::string Name(const RankProcess& process) {
+    return absl::StrCat("rank ", process.rank, " (local rank ",
+                        process.local_rank, ", pid ", process.pid, ")");
+  }
+
+  // How often ranks beat: a quarter of the timeout, so that a late beat or
+  // two is no failure.
+  int64_t HeartbeatIntervalMs() const {
+    return std::max<int64_t>(
+        1, absl::ToInt64Milliseconds(options_.heartbeat_timeout / 4));
+  }
+
+  // The process state for messages: "T (stopped)", or why it is unknown.
+  static std::string StateOf(const RankProcess& process) {
+    absl::StatusOr<char> state = ProcessState(process.pid);
+    return state.ok() ? DescribeProcessState(*state)
+                      : std::string(state.status().message());
+  }
+
+  // SIGKILLs a rank at once (its process group, else the process).
+  static void ForceKill(RankProcess& process, std::string cause) {
+    if (kill(-process.pid, SIGKILL) != 0) kill(process.pid, SIGKILL);
+    process.force_killed = true;
+    process.cause = std::move(cause);
+  }
+
+  // With --heartbeat_timeout_s: a running rank whose last beat is older than
+  // the timeout, or that sent no beat within the start-up timeout of its
+  // spawn (a LibTorch program can take seconds to load), is reported,
+  // SIGKILLed at once, and the job stopped.
+  void CheckHeartbeats() {
+    if (options_.heartbeat_timeout <= absl::ZeroDuration()) return;
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      RankProcess& process = ranks_[i];
+      const absl::Duration allowed = process.beat_seen
+                                         ? options_.heartbeat_timeout
+                                         : options_.heartbeat_startup_timeout;
+      if (!process.running || process.force_killed ||
+          !process.heartbeat.valid() || now - process.last_beat < allowed) {
+        continue;
+      }
+      const std::string silent = absl::FormatDuration(
+          absl::Trunc(now - process.last_beat, absl::Milliseconds(100)));
+      std::string cause = absl::StrCat(
+          process.beat_seen
+              ? absl::StrCat("it sent no heartbeat for ", silent,
+                             " (--heartbeat_timeout_s)")
+              : absl::StrCat("it sent no heartbeat in the ", silent,
+                             " since it started "
+                             "(--heartbeat_startup_timeout_s; does the "
+                             "program beat? see launch/README.md)"),
+          ", process state ", StateOf(process));
+      LOG(ERROR) << Name(process) << ": " << cause
+                 << "; sending it SIGKILL and stopping the job";
+      ForceKill(process, std::move(cause));
+      if (!first_failure_.has_value()) first_failure_ = i;
+      BeginStopping(SIGTERM);
+    }
+  }
+
+  // While stopping: a rank that is stopped (SIGSTOP, a debugger) cannot react
+  // to SIGTERM, so it gets SIGKILL now rather than after the grace period.
+  void KillStoppedRanks() {
+    for (RankProcess& process : ranks_) {
+      if (!process.running || process.force_killed) continue;
+      absl::StatusOr<char> state = ProcessState(process.pid);
+      if (!state.ok() || !IsStoppedState(*state)) continue;
+      std::string cause = absl::StrCat(
+          "it was ", DescribeProcessState(*state),
+          " and could not react to SIGTERM, so it got SIGKILL at once");
+      LOG(ERROR) << Name(process) << ": " << cause;
+      ForceKill(process, std::move(cause));
+    }
   }
 
   // Records the ranks that have exited; the first failure stops the others.
@@ -693,13 +633,25 @@ class Supervisor {
       fds.push_back({forwarder->fd(), POLLIN, 0});
       owners.push_back(forwarder.get());
     }
+    const size_t num_output_fds = fds.size();
+    std::vector<RankProcess*> beating;
+    if (signals != nullptr) {  // Not while draining after the last exit.
+      for (RankProcess& process : ranks_) {
+        if (!process.heartbeat.valid()) continue;
+        fds.push_back({process.heartbeat.get(), POLLIN, 0});
+        beating.push_back(&process);
+      }
+    }
     const int num_ready = poll(fds.data(), fds.size(), timeout_ms);
     if (num_ready < 0) {
       CHECK_EQ(errno, EINTR) << "poll: " << ErrnoText(errno);
       return true;
     }
     if (num_ready == 0) return false;
-    for (size_t i = 0; i < fds.size(); ++i) {
+    for (size_t i = num_output_fds; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) ReadHeartbeat(*beating[i - num_output_fds]);
+    }
+    for (size_t i = 0; i < num_output_fds; ++i) {
       if (fds[i].revents == 0) continue;
       if (owners[i] == nullptr) {
         HandleLauncherSignals(signals);
@@ -710,11 +662,35 @@ class Supervisor {
     return true;
   }
 
+  // Takes the beats that arrived; EOF (the rank closed it or exited) ends
+  // the watching.
+  static void ReadHeartbeat(RankProcess& process) {
+    char bytes[256];
+    while (true) {
+      const ssize_t n = read(process.heartbeat.get(), bytes, sizeof(bytes));
+      if (n > 0) {
+        process.last_beat = absl::Now();
+        process.beat_seen = true;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0 || errno != EAGAIN) process.heartbeat.reset();
+      return;
+    }
+  }
+
   absl::Status FinalStatus() const {
     if (!launcher_error_.ok()) return launcher_error_;
     if (!first_failure_.has_value()) return absl::OkStatus();
     const RankProcess& process = ranks_[*first_failure_];
     std::string message = Describe(process);
+    // The ranks the launcher killed at once, and why (a stopped rank is
+    // often why the first one failed).
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (i != *first_failure_ && !ranks_[i].cause.empty()) {
+        absl::StrAppend(&message, "; ", Describe(ranks_[i]));
+      }
+    }
     if (forwarded_signal_ != 0) {
       absl::StrAppend(&message, " (the launcher had forwarded ",
                       SignalText(forwarded_signal_), " to the ranks)");

@@ -33,6 +33,14 @@ DEFINE_int32(threads_per_rank, 0,
 DEFINE_double(stop_grace_s, 10,
               "When a rank fails or the launcher gets SIGINT/SIGTERM, seconds "
               "the other ranks get to exit before SIGKILL.");
+DEFINE_double(heartbeat_timeout_s, 0,
+              "When > 0, each rank beats on a pipe the launcher watches "
+              "(train and the comm test worker do); a rank silent for this "
+              "many seconds (stopped, frozen) is reported, gets SIGKILL and "
+              "the job stops. 0: no heartbeat.");
+DEFINE_double(heartbeat_startup_timeout_s, 120,
+              "With --heartbeat_timeout_s: seconds a rank may take from its "
+              "start to its first heartbeat.");
 DEFINE_bool(prefix_output, true,
             "Prefix every line a rank prints with \"[rank<N>]: \".");
 
@@ -87,6 +95,19 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "--stop_grace_s must be >= 0, got " << FLAGS_stop_grace_s;
     return 1;
   }
+  if (!(FLAGS_heartbeat_timeout_s >= 0) ||
+      std::isinf(FLAGS_heartbeat_timeout_s)) {
+    LOG(ERROR) << "--heartbeat_timeout_s must be a finite number >= 0, got "
+               << FLAGS_heartbeat_timeout_s;
+    return 1;
+  }
+  if (!(FLAGS_heartbeat_startup_timeout_s > 0) ||
+      std::isinf(FLAGS_heartbeat_startup_timeout_s)) {
+    LOG(ERROR) << "--heartbeat_startup_timeout_s must be a finite number > 0, "
+                  "got "
+               << FLAGS_heartbeat_startup_timeout_s;
+    return 1;
+  }
   strata::launch::LauncherOptions options;
   options.nproc_per_node = FLAGS_nproc_per_node;
   options.nnodes = FLAGS_nnodes;
@@ -98,6 +119,9 @@ int main(int argc, char** argv) {
                            ? absl::InfiniteDuration()
                            : absl::Seconds(FLAGS_stop_grace_s);
   options.prefix_output = FLAGS_prefix_output;
+  options.heartbeat_timeout = absl::Seconds(FLAGS_heartbeat_timeout_s);
+  options.heartbeat_startup_timeout =
+      absl::Seconds(FLAGS_heartbeat_startup_timeout_s);
   options.command.assign(remaining + 1, remaining + num_args);
 
   absl::Status status = strata::launch::ValidateLauncherOptions(options);

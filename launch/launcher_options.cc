@@ -60,6 +60,16 @@ absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
         absl::StrCat("--stop_grace_s must be >= 0, got ",
                      absl::FormatDuration(options.stop_grace)));
   }
+  if (options.heartbeat_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heartbeat_timeout_s must be >= 0, got ",
+                     absl::FormatDuration(options.heartbeat_timeout)));
+  }
+  if (options.heartbeat_startup_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heartbeat_startup_timeout_s must be > 0, got ",
+                     absl::FormatDuration(options.heartbeat_startup_timeout)));
+  }
   if (options.command.empty()) {
     return absl::InvalidArgumentError(
         "no program given; usage: launch [flags] [--] program [args...]");

@@ -29,6 +29,15 @@ struct LauncherOptions {
   // When a rank fails (or the launcher gets SIGINT/SIGTERM), the surviving
   // ranks get a signal and, after this long, SIGKILL.
   absl::Duration stop_grace = absl::Seconds(10);
+  // When positive, every rank gets a heartbeat pipe (STRATA_HEARTBEAT_FD,
+  // STRATA_HEARTBEAT_INTERVAL_MS = a quarter of this) to beat on
+  // (base/heartbeat.h); a rank that sends no beat for this long — stopped,
+  // frozen, or a program that does not beat — is reported, gets SIGKILL and
+  // the job stops. Zero: no heartbeat.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // With heartbeat_timeout: how long a rank may take from its start to its
+  // first beat (loading LibTorch and the data takes a while).
+  absl::Duration heartbeat_startup_timeout = absl::Seconds(120);
   // Prefix each output line with "[rank<global rank>]: ".
   bool prefix_output = true;
   // Program and its arguments; the program is searched on PATH if it has no

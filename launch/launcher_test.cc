@@ -29,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
+#include "launch/process_state.h"
 #include "launch/testing/subprocess.h"
 
 extern char** environ;
@@ -427,6 +428,92 @@ TEST(LauncherFlagsTest, NoProgramIsAUsageError) {
   EXPECT_THAT(result.err,
               HasSubstr("no program given; usage: launch [flags] [--] program "
                         "[args...]"));
+}
+
+// ---------------------------------------------------------------------------
+// Stopped ranks and heartbeats.
+
+// The pid a pid_then_sleep rank printed ("[rank<R>]: pid=<pid>"), or -1.
+pid_t PrintedPid(const std::string& out, int rank) {
+  const std::regex line(absl::StrCat(R"(\[rank)", rank, R"(\]: pid=([0-9]+))"));
+  std::smatch match;
+  if (!std::regex_search(out, match, line)) return -1;
+  return static_cast<pid_t>(std::stoi(match[1]));
+}
+
+TEST(LauncherStoppedRankTest, AStoppedRankGetsSigkillWithoutTheGrace) {
+  // A grace far beyond the run timeout: only an immediate SIGKILL of the
+  // stopped rank lets the launcher finish in time.
+  Subprocess launcher({LauncherBinary(), "--nproc_per_node=2",
+                       "--stop_grace_s=60", TestProgram(), "pid_then_sleep"},
+                      {}, kRunTimeout);
+  ASSERT_TRUE(launcher.WaitForStdout(
+      [](const std::string& out) {
+        return PrintedPid(out, 0) > 0 && PrintedPid(out, 1) > 0;
+      },
+      kRunTimeout));
+  const pid_t rank0 = PrintedPid(launcher.out(), 0);
+  const pid_t rank1 = PrintedPid(launcher.out(), 1);
+  ASSERT_EQ(kill(rank1, SIGSTOP), 0);
+  // SIGSTOP takes effect asynchronously: wait until /proc says so.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  absl::StatusOr<char> state;
+  do {
+    state = ProcessState(rank1);
+  } while (state.ok() && !IsStoppedState(*state) && absl::Now() < deadline);
+  ASSERT_THAT(state, IsOk());
+  ASSERT_TRUE(IsStoppedState(*state));
+  const absl::Time failed = absl::Now();
+  ASSERT_EQ(kill(rank0, SIGKILL), 0);  // The first failure.
+  const RunResult result = launcher.Finish();
+  EXPECT_LT(absl::Now() - failed, kPromptly);
+  EXPECT_EQ(result.exit_code, 128 + 9);
+  EXPECT_THAT(result.err,
+              HasSubstr(absl::StrCat("rank 0 (local rank 0, pid ", rank0,
+                                     ") was killed by signal 9 (Killed)")));
+  EXPECT_THAT(result.err,
+              HasSubstr(absl::StrCat(
+                  "rank 1 (local rank 1, pid ", rank1,
+                  "): it was T (stopped) and could not react to SIGTERM, so "
+                  "it got SIGKILL at once")));
+}
+
+TEST(LauncherHeartbeatTest, RanksGetThePipeAndAQuarterOfTheTimeout) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=2", "--heartbeat_timeout_s=2", TestProgram(),
+       "check_env", "STRATA_HEARTBEAT_INTERVAL_MS", "500"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+}
+
+TEST(LauncherHeartbeatTest, NoPipeWithoutTheFlag) {
+  const RunResult result =
+      RunLauncher({TestProgram(), "check_env", "STRATA_HEARTBEAT_FD", ""});
+  EXPECT_EQ(result.exit_code, 4);
+  EXPECT_THAT(result.err, HasSubstr("STRATA_HEARTBEAT_FD is '<unset>'"));
+}
+
+TEST(LauncherHeartbeatTest, ARankThatNeverBeatsIsNamedAndKilled) {
+  const auto start = absl::Now();
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=2", "--heartbeat_timeout_s=0.5",
+       "--heartbeat_startup_timeout_s=1", TestProgram(), "ready_then_sleep"});
+  EXPECT_EQ(result.exit_code, 128 + 9);
+  EXPECT_THAT(result.err,
+              MatchesRegex(".*rank 0 \\(local rank 0, pid [0-9]+\\): it sent "
+                           "no heartbeat in the 1s since it started "
+                           "\\(--heartbeat_startup_timeout_s; does the "
+                           "program beat\\? see launch/README.md\\), process "
+                           "state S \\(sleeping\\).*"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1) + kPromptly);
+}
+
+TEST(LauncherFlagsTest, NegativeHeartbeatTimeoutFailsNamingTheFlag) {
+  const RunResult result =
+      RunLauncher({"--heartbeat_timeout_s=-1", TestProgram(), "print_env"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err,
+              HasSubstr("--heartbeat_timeout_s must be a finite number >= 0, "
+                        "got -1"));
 }
 
 }  // namespace

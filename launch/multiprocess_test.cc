@@ -3,8 +3,10 @@
 // stalled), unreachable masters and bad environments.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <fstream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +22,9 @@ using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
 using ::strata::launch::testing::Subprocess;
 using ::strata::launch::testing::TorchrunEnv;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 std::string Launcher() { return RunfilePath("launch/launch"); }
@@ -67,6 +71,72 @@ TEST(MultiProcessTest, StalledRankMakesPeerTimeOutNamingTheCollective) {
                                 "Float on group 'world' (rank 0 of 2)"));
   EXPECT_THAT(r0.err, HasSubstr("Timed out"));
   EXPECT_LT(r0.elapsed, absl::Seconds(3 + 5 + 3));  // +3 s for start-up.
+}
+
+// CLOCK_MONOTONIC in milliseconds: comparable with the worker's
+// "stopping itself at monotonic_ms=<ms>" line (one clock for all processes).
+int64_t MonotonicMs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+// The moment the worker logged before its SIGSTOP, or -1.
+int64_t StoppedAtMs(const std::string& err) {
+  static const std::regex kLine("stopping itself at monotonic_ms=([0-9]+)");
+  std::smatch match;
+  if (!std::regex_search(err, match, kLine)) return -1;
+  return std::stoll(match[1]);
+}
+
+TEST(MultiProcessTest, StoppedRankIsNamedWithItsLastOperationByItsPeer) {
+  // Rank 1 stops (SIGSTOP) before iteration 5: it last entered all-reduce #5
+  // (iteration 4); rank 0's call #6 times out. 150 ms between iterations
+  // let every record reach the store (published at most every 20 ms).
+  const RunResult r =
+      testing::Run({Launcher(), "--nproc_per_node=2", "--master_port=0",
+                    Worker(), "iterations=1000", "interval_ms=150",
+                    "stop_rank=1", "stop_at=5", "timeout_s=3"},
+                   {}, absl::Seconds(60));
+  const int64_t exited_ms = MonotonicMs();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("iteration 5: all_reduce(sum) of 65536 x Float on group "
+                "'world' (rank 0 of 2): all_reduce #6 timed out after 3s: "
+                "rank 1 never arrived (last entered all_reduce #5 on group "
+                "'world' at step 4, "));
+  // The launcher names the stopped rank, and did not wait out the 10 s
+  // SIGTERM grace for it.
+  EXPECT_THAT(r.err, HasSubstr("rank 0 (local rank 0, pid "));
+  EXPECT_THAT(r.err, HasSubstr("exited with status 1"));
+  EXPECT_THAT(r.err, HasSubstr("rank 1 (local rank 1, pid "));
+  EXPECT_THAT(r.err, HasSubstr("it was T (stopped) and could not react to "
+                               "SIGTERM, so it got SIGKILL at once"));
+  const int64_t stopped_ms = StoppedAtMs(r.err);
+  ASSERT_GT(stopped_ms, 0) << r.err;
+  EXPECT_LT(exited_ms - stopped_ms, (3 + 5) * 1000);
+}
+
+TEST(MultiProcessTest, HeartbeatFindsAStoppedRankBeforeTheCollectiveTimeout) {
+  // The collective timeout (30 s) is far away: the heartbeat (2 s) finds it.
+  const RunResult r = testing::Run(
+      {Launcher(), "--nproc_per_node=2", "--master_port=0",
+       "--heartbeat_timeout_s=2", Worker(), "iterations=1000", "interval_ms=50",
+       "stop_rank=1", "stop_at=5", "timeout_s=30"},
+      {}, absl::Seconds(60));
+  const int64_t exited_ms = MonotonicMs();
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 1 (local rank 1, pid "));
+  EXPECT_THAT(r.err, HasSubstr("it sent no heartbeat for 2"));
+  EXPECT_THAT(r.err, HasSubstr("(--heartbeat_timeout_s), process state T "
+                               "(stopped)"));
+  // Rank 0 beat all along: it is not the one reported.
+  EXPECT_THAT(r.err, Not(ContainsRegex("rank 0 \\(local rank 0, pid "
+                                       "[0-9]+\\): it sent no heartbeat")));
+  const int64_t stopped_ms = StoppedAtMs(r.err);
+  ASSERT_GT(stopped_ms, 0) << r.err;
+  EXPECT_LT(exited_ms - stopped_ms, (2 + 5) * 1000);
 }
 
 TEST(MultiProcessTest, LauncherNamesKilledRankAndStopsTheOthers) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/heartbeat.h"
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
@@ -44,6 +45,17 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
     for (const std::string& note : notes) LOG(INFO) << note;
   }
 
+  // Under `launch --heartbeat_timeout_s`: beat until the rank exits.
+  std::unique_ptr<Heartbeat> heartbeat;
+  if (world.heartbeat_fd >= 0) {
+    auto started = Heartbeat::Start(
+        world.heartbeat_fd, absl::Milliseconds(world.heartbeat_interval_ms));
+    if (!started.ok()) {
+      LOG(ERROR) << started.status().message();
+      return 1;
+    }
+    heartbeat = *std::move(started);
+  }
   std::unique_ptr<comm::Group> group;
   if (o.strategy != strata::strategies::StrategyKind::kSingle) {
     comm::GroupOptions group_options;

@@ -788,6 +788,8 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
   PhaseTimes interval_phases;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
   for (int64_t step = first_step; step < o.steps; ++step) {
+    // For the progress records a failed collective's error quotes.
+    if (run.group != nullptr) run.group->SetTrainingStep(step);
     strategies::StepResult stepped;
     STRATA_ASSIGN_OR_RETURN(
         const double step_loss,

@@ -26,6 +26,14 @@
 namespace strata::strategies {
 namespace {
 
+// Ends forward or backward (ForwardBackward turns the exception into its
+// status; the latched error, the first one, is what it returns) once a
+// collective failed: computing on with released storage would fail later
+// with a follow-on error, or crash.
+void ThrowIfFailed(const absl::Status& latched) {
+  if (!latched.ok()) throw std::runtime_error(std::string(latched.message()));
+}
+
 constexpr char kKind[] = "fsdp";
 
 }  // namespace
@@ -412,6 +420,7 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
                                  const models::UnitForward& forward) {
   FlatUnit& unit = *wrapped_[flat_of_model_unit_[model_unit]];
   Gather(unit);
+  ThrowIfFailed(latched_error());  // Its parameters hold no data.
   const bool grad_mode = at::GradMode::is_enabled();
   if (options_.fsdp.forward_prefetch) Prefetch(WrappedAt(unit.position + 1));
   at::Tensor output = forward(input);
@@ -424,8 +433,11 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
 }
 
 void FsdpStrategy::PreBackward(FlatUnit& unit) {
-  if (!latched_error().ok()) return;
+  // After an error, backward must stop here: this unit's gradients would be
+  // accumulated into storage that is not allocated.
+  ThrowIfFailed(latched_error());
   Gather(unit);
+  ThrowIfFailed(latched_error());
   unit.AllocateGrads();
   if (options_.fsdp.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     Prefetch(WrappedAt(unit.position - 1));

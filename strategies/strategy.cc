@@ -82,8 +82,12 @@ absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
         (loss * (loss_weight * scale)).backward();
       });
   if (last_micro_batch) last_micro_batch_done_ = true;
-  STRATA_RETURN_IF_ERROR(
-      AfterMicroBatch(last_micro_batch, std::move(backward)));
+  absl::Status after = AfterMicroBatch(last_micro_batch, std::move(backward));
+  // An error a hook latched during this micro-batch (a collective that timed
+  // out) came first: what forward/backward threw afterwards is a follow-on
+  // (e.g. a unit whose all-gather failed has no data).
+  STRATA_RETURN_IF_ERROR(latched_error_);
+  STRATA_RETURN_IF_ERROR(after);
   return loss_value;
 }
 

@@ -6,22 +6,29 @@
 //   die_at=I         ... just before iteration I
 //   stall_rank=R     rank that stops calling collectives (stays alive) ...
 //   stall_at=I       ... at iteration I, for 120 s
+//   stop_rank=R      rank that stops itself with SIGSTOP ...
+//   stop_at=I        ... just before iteration I, logging the moment as
+//                    "stopping itself at monotonic_ms=<CLOCK_MONOTONIC ms>"
 //   timeout_s=S      collective timeout (default 30)
 //   interval_ms=M    sleep between iterations (default 0)
+// Under `launch --heartbeat_timeout_s` it beats on the launcher's pipe.
 // Exits 0 when every result was correct; on an error, logs it and exits 1.
 #include <ATen/ATen.h>
 #include <glog/logging.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/heartbeat.h"
 #include "comm/environment.h"
 #include "comm/rendezvous.h"
 
@@ -53,11 +60,23 @@ int main(int argc, char** argv) {
   const int interval_ms = IntArg(args, "interval_ms", 0);
   const int stall_rank = IntArg(args, "stall_rank", -1);
   const int stall_at = IntArg(args, "stall_at", 0);
+  const int stop_rank = IntArg(args, "stop_rank", -1);
+  const int stop_at = IntArg(args, "stop_at", 0);
 
   auto info = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
   if (!info.ok()) {
     LOG(ERROR) << "bad rendezvous environment: " << info.status().message();
     return 1;
+  }
+  std::unique_ptr<strata::Heartbeat> heartbeat;
+  if (info->heartbeat_fd >= 0) {
+    auto started = strata::Heartbeat::Start(
+        info->heartbeat_fd, absl::Milliseconds(info->heartbeat_interval_ms));
+    if (!started.ok()) {
+      LOG(ERROR) << started.status().message();
+      return 1;
+    }
+    heartbeat = *std::move(started);
   }
   strata::comm::GroupOptions options;
   options.timeout = absl::Seconds(IntArg(args, "timeout_s", 30));
@@ -73,11 +92,19 @@ int main(int argc, char** argv) {
       LOG(INFO) << "rank " << rank << " killing itself at iteration " << it;
       kill(getpid(), SIGKILL);
     }
+    if (rank == stop_rank && it == stop_at) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      LOG(INFO) << "rank " << rank << " stopping itself at monotonic_ms="
+                << now.tv_sec * 1000 + now.tv_nsec / 1000000;
+      raise(SIGSTOP);
+    }
     if (rank == stall_rank && it == stall_at) {
       LOG(INFO) << "rank " << rank << " stalling at iteration " << it;
       std::this_thread::sleep_for(std::chrono::seconds(120));
       return 0;
     }
+    (*group)->SetTrainingStep(it);
     at::Tensor t = at::full({1 << 16}, static_cast<float>(rank + it));
     absl::Status status = (*group)->AllReduce(t);
     if (!status.ok()) {

@@ -7,6 +7,7 @@
 //   partial_line               writes a line, then text with no newline
 //   both_streams               writes one line to stdout and one to stderr
 //   ready_then_sleep           prints "ready", then sleeps 60 s
+//   pid_then_sleep             prints "pid=<its pid>", then sleeps 60 s
 //   exit_on_rank R CODE [MODE] rank R exits with CODE, the others sleep 60 s;
 //                              MODE "ignore_sigterm": the others ignore
 //                              SIGTERM; "with_grandchild": the others fork a
@@ -97,6 +98,10 @@ int main(int argc, char** argv) {
     WriteString(1, "to stdout\n");
     WriteString(2, "to stderr\n");
     return 0;
+  }
+  if (action == "pid_then_sleep") {
+    WriteString(1, "pid=" + std::to_string(getpid()) + "\n");
+    SleepAndExit();
   }
   if (action == "ready_then_sleep") {
     WriteString(1, "ready\n");
