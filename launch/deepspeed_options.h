@@ -34,7 +34,7 @@
 
 #include "absl/status/status.h"
 #include "launch/deepspeed_config.h"
-#include "launch/trainer.h"
+#include "launch/train_options.h"
 
 namespace strata::launch {
 

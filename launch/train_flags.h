@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/environment.h"
-#include "launch/trainer.h"
+#include "launch/train_options.h"
 
 // Flags of the binary itself rather than of TrainOptions.
 DECLARE_int32(nproc);

@@ -310,89 +310,6 @@ TEST(TrainTest, DeepSpeedSchedulesMayWarmUpLongerThanTheRun) {
   EXPECT_THAT(ValidateTrainOptions(o), IsOk());
 }
 
-// The optimizer flags (ValidateTrainOptions): an option of another
-// optimizer than --optimizer's is an error naming both flags; each value is
-// checked with its flag named.
-TEST(OptimizerFlagsTest, DefaultsPassForEveryOptimizer) {
-  for (strategies::OptimizerKind kind :
-       {strategies::OptimizerKind::kAdamW, strategies::OptimizerKind::kAdam,
-        strategies::OptimizerKind::kSgd}) {
-    TrainOptions o;
-    o.optimizer = kind;
-    EXPECT_THAT(ValidateTrainOptions(o), IsOk())
-        << strategies::OptimizerKindName(kind);
-  }
-}
-
-TEST(OptimizerFlagsTest, MomentumWithAdamWNamesBothFlags) {
-  TrainOptions o;
-  o.momentum = 0.9;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--momentum: is used only by --optimizer=sgd, got "
-                        "--optimizer=adamw"));
-}
-
-TEST(OptimizerFlagsTest, NesterovWithAdamNamesBothFlags) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kAdam;
-  o.nesterov = true;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--nesterov: is used only by --optimizer=sgd, got "
-                        "--optimizer=adam"));
-}
-
-TEST(OptimizerFlagsTest, BetaWithSgdNamesBothFlags) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.beta2 = 0.999;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--beta2: is used only by --optimizer=adamw or adam, "
-                        "got --optimizer=sgd"));
-}
-
-TEST(OptimizerFlagsTest, NesterovWithoutMomentumIsAnError) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.nesterov = true;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--nesterov needs --momentum > 0 and --dampening == 0, "
-                        "got --momentum 0 and --dampening 0"));
-}
-
-TEST(OptimizerFlagsTest, NesterovWithDampeningIsAnError) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.momentum = 0.9;
-  o.dampening = 0.1;
-  o.nesterov = true;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("got --momentum 0.9 and --dampening 0.1"));
-}
-
-TEST(OptimizerFlagsTest, DampeningWithoutMomentumIsAnError) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.dampening = 0.5;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--dampening: is used only with --momentum > 0"));
-}
-
-TEST(OptimizerFlagsTest, NegativeMomentumNamesTheFlag) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.momentum = -0.1;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--momentum must be >= 0, got -0.1"));
-}
-
-TEST(OptimizerFlagsTest, NegativeEpsNamesTheFlag) {
-  TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kAdam;
-  o.eps = -1e-8;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--eps must be >= 0, got -1e-08"));
-}
-
 TEST(LossChunkFlagTest, NegativeLossChunkTokensNamesTheFlag) {
   TrainOptions o;
   o.loss_chunk_tokens = -5;
@@ -416,13 +333,6 @@ TEST(LossChunkFlagTest, ChunkedRunFollowsTheUnfusedRun) {
   ASSERT_THAT(chunked, IsOk());
   EXPECT_NEAR(chunked->final_train_loss, unfused->final_train_loss, 1e-5);
   EXPECT_NEAR(chunked->final_eval_loss, unfused->final_eval_loss, 1e-5);
-}
-
-TEST(OptimizerFlagsTest, Beta1OfOneNamesTheFlag) {
-  TrainOptions o;
-  o.beta1 = 1.0;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--beta1 must be in [0, 1), got 1"));
 }
 
 // A checkpoint of SGD with momentum resumed with --optimizer=adamw, or with
@@ -731,60 +641,6 @@ TEST(TrainTest, SigkillDuringASaveLeavesThePreviousCheckpointLoadable) {
               HasSubstr("resumed from " + ckpt + "/step_00000004 at step 4"));
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000008/metadata.pb"));
   EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000008\n");
-}
-
-// --- fp16 (--precision=fp16, loss scaling). ------------------------------
-
-TEST(PrecisionFlagsTest, LossScaleFlagsNeedFp16) {
-  TrainOptions o;
-  o.loss_scale_window = 10;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--loss_scale_window: is used only with "
-                        "--precision=fp16 (loss scaling), got "
-                        "--precision=fp32"));
-}
-
-TEST(PrecisionFlagsTest, InitialPowerPastFloat32NamesTheFlag) {
-  TrainOptions o;
-  o.precision = Precision::kFp16;
-  o.loss_scale_initial_power = 128;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--loss_scale_initial_power: must be in [0, 127]"));
-}
-
-TEST(PrecisionFlagsTest, NegativeLossScaleNamesTheFlag) {
-  TrainOptions o;
-  o.precision = Precision::kFp16;
-  o.loss_scale = -1;
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--loss_scale: must be 0 (dynamic) or a positive "
-                        "float32 value, got -1"));
-}
-
-TEST(PrecisionFlagsTest, Fp16WithBf16ParametersNamesTheFlag) {
-  TrainOptions o;
-  o.precision = Precision::kFp16;
-  o.param_dtype = "bf16";
-  EXPECT_THAT(ValidateTrainOptions(o).message(),
-              HasSubstr("--param_dtype: --precision=fp16 keeps the model in "
-                        "fp16: leave this flag at fp32 or set fp16, got "
-                        "bf16"));
-}
-
-// Where this LibTorch cannot compute in fp16 on the CPU (1.13), fp16 is
-// refused up front, naming the flag, the op and the way out; where it can
-// (2.x), the same options pass.
-TEST(PrecisionFlagsTest, Fp16IsRefusedUpFrontWhereLibTorchCannotComputeIt) {
-  TrainOptions o;
-  o.precision = Precision::kFp16;
-  if (strategies::CheckCpuComputeDtype(at::kHalf).ok()) {
-    EXPECT_THAT(ValidateTrainOptions(o), IsOk());
-    return;
-  }
-  const std::string message(ValidateTrainOptions(o).message());
-  EXPECT_THAT(message, HasSubstr("--precision: fp16: this LibTorch ("));
-  EXPECT_THAT(message, HasSubstr(") cannot train in Half on the CPU: "));
-  EXPECT_THAT(message, HasSubstr("tools/libtorch2/run.sh"));
 }
 
 // The "loss_scale" and "skipped_steps" fields of each metrics line.

@@ -1,8 +1,6 @@
-// Strategy's first-error rule, for every data-parallel strategy: the error that ends
-// a run is the first one (a collective that timed out inside a hook), not a
-// follow-on thrown by forward/backward after it.
-#include "strategies/strategy.h"
-
+// Strategy's first-error rule, for every data-parallel strategy: the error that
+// ends a run is the first one (a collective that timed out inside a hook), not
+// a follow-on thrown by forward/backward after it.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +12,7 @@
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "strategies/factory.h"
+#include "strategies/strategy.h"
 #include "strategies/testing/parity.h"
 
 namespace strata::strategies {
