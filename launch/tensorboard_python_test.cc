@@ -16,18 +16,15 @@
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
 #include "launch/tensorboard.h"
+#include "launch/testing/run_output.h"
 #include "serialization/testing/python_runner.h"
 
 namespace strata::launch {
 namespace {
 
 using serialization::testing::RunPython;
+using ::strata::launch::testing::TempDir;
 using ::strata::testing::IsOk;
-
-std::string TempPath(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
 
 std::string ReaderPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -39,8 +36,8 @@ std::string ReaderPath() {
 // split on spaces.
 std::vector<std::vector<std::string>> ReadWithPython(const std::string& path,
                                                      const std::string& name) {
-  const std::string out = TempPath(name + ".txt");
-  EXPECT_THAT(RunPython({ReaderPath(), path, out}, TempPath(name + ".log")),
+  const std::string out = TempDir(name + ".txt");
+  EXPECT_THAT(RunPython({ReaderPath(), path, out}, TempDir(name + ".log")),
               IsOk());
   std::ifstream in(out);
   std::vector<std::vector<std::string>> lines;
@@ -52,7 +49,7 @@ std::vector<std::vector<std::string>> ReadWithPython(const std::string& path,
 
 TEST(TensorBoardPythonTest, IndependentReaderDecodesEveryScalar) {
   const double before_s = absl::ToUnixSeconds(absl::Now());
-  auto writer = TensorBoardWriter::Open(TempPath("scalars"));
+  auto writer = TensorBoardWriter::Open(TempDir("scalars"));
   ASSERT_THAT(writer, IsOk());
   const std::vector<std::string> tags = {"train/loss", "eval/loss", "lr"};
   const std::vector<double> values = {3.75, 0.0, -1.5e-4};
@@ -84,7 +81,7 @@ TEST(TensorBoardPythonTest, IndependentReaderDecodesEveryScalar) {
 TEST(TensorBoardPythonTest, IndependentReaderRejectsACorruptedLength) {
   std::string path;
   {
-    auto writer = TensorBoardWriter::Open(TempPath("corrupt"));
+    auto writer = TensorBoardWriter::Open(TempDir("corrupt"));
     ASSERT_THAT(writer, IsOk());
     path = (*writer)->path();
   }
@@ -92,8 +89,8 @@ TEST(TensorBoardPythonTest, IndependentReaderRejectsACorruptedLength) {
   file.seekp(0);
   file.put('\x7f');  // The first record's length no longer matches its CRC.
   file.close();
-  EXPECT_FALSE(RunPython({ReaderPath(), path, TempPath("corrupt.txt")},
-                         TempPath("corrupt.log"))
+  EXPECT_FALSE(RunPython({ReaderPath(), path, TempDir("corrupt.txt")},
+                         TempDir("corrupt.log"))
                    .ok());
 }
 

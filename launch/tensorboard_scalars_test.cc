@@ -3,26 +3,21 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "launch/testing/event_file_reader.h"
+#include "launch/testing/run_output.h"
 
 namespace strata::launch {
 namespace {
 
+using ::strata::launch::testing::TempDir;
 using ::strata::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::Pair;
-
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
 
 ProgressRecord Record() {
   ProgressRecord r;

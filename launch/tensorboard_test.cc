@@ -4,10 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -16,23 +14,15 @@
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
 #include "launch/testing/event_file_reader.h"
+#include "launch/testing/run_output.h"
 
 namespace strata::launch {
 namespace {
 
+using ::strata::launch::testing::ReadFile;
+using ::strata::launch::testing::TempDir;
 using ::strata::testing::IsOk;
 using ::testing::HasSubstr;
-
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
 
 uint32_t Le32(const std::string& s, size_t at) {
   uint32_t v = 0;
@@ -129,7 +119,7 @@ TEST(TensorBoardWriterTest, EveryRecordIsFramedEndToEnd) {
   ASSERT_THAT(records, IsOk());
   size_t total = 0;
   for (const std::string& r : *records) total += 16 + r.size();
-  EXPECT_EQ(total, ReadBytes((*writer)->path()).size());
+  EXPECT_EQ(total, ReadFile((*writer)->path()).size());
 }
 
 TEST(TensorBoardWriterTest, DestructionFlushes) {
@@ -167,7 +157,7 @@ TEST(EventFileReaderTest, DetectsACorruptedDataCrc) {
   ASSERT_THAT(writer, IsOk());
   const std::string path = (*writer)->path();
   writer->reset();
-  std::string bytes = ReadBytes(path);
+  std::string bytes = ReadFile(path);
   bytes[14] ^= 1;  // Inside the first record's data.
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   auto records = testing::ReadRecords(path);

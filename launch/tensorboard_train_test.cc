@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,18 +15,15 @@
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
 #include "launch/testing/event_file_reader.h"
+#include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 
 namespace strata::launch {
 namespace {
 
+using ::strata::launch::testing::TempDir;
 using ::strata::testing::IsOk;
 using ::testing::HasSubstr;
-
-std::string TempDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
 
 // A 6-step train run logging every 2 steps and evaluating at steps 4 and 6.
 testing::RunResult TrainWith(const std::string& output_dir,
