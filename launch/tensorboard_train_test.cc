@@ -26,14 +26,23 @@ using ::strata::testing::IsOk;
 using ::testing::HasSubstr;
 
 // A 6-step train run logging every 2 steps and evaluating at steps 4 and 6.
+// `more` flags follow.
 testing::RunResult TrainWith(const std::string& output_dir,
-                             const std::string& tensorboard_dir) {
-  return testing::Run(
-      {testing::RunfilePath("launch/train"), "--steps=6", "--warmup_steps=1",
-       "--seq_len=16", "--markov_tokens=5000", "--global_batch=2",
-       "--log_interval=2", "--eval_interval=4", "--eval_batches=1",
-       "--output_dir=" + output_dir, "--tensorboard_dir=" + tensorboard_dir},
-      {}, absl::Seconds(120));
+                             const std::string& tensorboard_dir,
+                             const std::vector<std::string>& more = {}) {
+  std::vector<std::string> args = {testing::RunfilePath("launch/train"),
+                                   "--steps=6",
+                                   "--warmup_steps=1",
+                                   "--seq_len=16",
+                                   "--markov_tokens=5000",
+                                   "--global_batch=2",
+                                   "--log_interval=2",
+                                   "--eval_interval=4",
+                                   "--eval_batches=1",
+                                   "--output_dir=" + output_dir,
+                                   "--tensorboard_dir=" + tensorboard_dir};
+  args.insert(args.end(), more.begin(), more.end());
+  return testing::Run(args, {}, absl::Seconds(120));
 }
 
 TEST(TensorBoardTrainTest, ScalarsMatchTheMetricsRecords) {
@@ -83,6 +92,24 @@ TEST(TensorBoardTrainTest, ScalarsMatchTheMetricsRecords) {
   // 5 scalars at each of 3 records, plus the evaluations at steps 4 and 6.
   EXPECT_EQ(expected, 17u);
   EXPECT_EQ(scalars.size(), expected);
+}
+
+TEST(TensorBoardTrainTest, OnlyRankZeroWritesAFile) {
+  const std::string out = TempDir("two_ranks");
+  const testing::RunResult run =
+      TrainWith(out, out + "/tb", {"--nproc=2", "--strategy=ddp"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // FindEventFile fails unless the directory holds exactly one event file.
+  auto path = testing::FindEventFile(out + "/tb");
+  ASSERT_THAT(path, IsOk());
+  auto events = testing::ReadEvents(*path);
+  ASSERT_THAT(events, IsOk());
+  // One record of train/loss per progress line (steps 2, 4, 6).
+  int losses = 0;
+  for (const auto& s : testing::ScalarsOf(*events)) {
+    losses += s.tag == "train/loss";
+  }
+  EXPECT_EQ(losses, 3);
 }
 
 TEST(TensorBoardTrainTest, AnUnwritableDirectoryNamesTheFlag) {
