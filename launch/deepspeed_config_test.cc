@@ -165,6 +165,8 @@ TEST(ParseDeepSpeedConfigTest, AMonitorSectionIsAcceptedOnlyDisabled) {
   EXPECT_THAT(ErrorOf(R"({"tensorboard": {"enabled": true}})"),
               HasSubstr("tensorboard: Strata does not implement the "
                         "TensorBoard monitor"));
+  EXPECT_THAT(ErrorOf(R"({"tensorboard": {"enabled": true}})"),
+              HasSubstr("pass --tensorboard_dir"));
   EXPECT_THAT(ErrorOf(R"({"wandb": {"project": "p"}})"),
               HasSubstr("set wandb.enabled to false"));
 }

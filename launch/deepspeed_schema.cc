@@ -458,8 +458,8 @@ std::vector<Spec> UnimplementedKeys() {
   t.push_back(Disabled("flops_profiler", "DeepSpeed's flops profiler"));
   t.push_back(Disabled("comms_logger", "DeepSpeed's communication logger"));
   t.push_back(Disabled("tensorboard",
-                       "the TensorBoard monitor (metrics go to "
-                       "<output_dir>/metrics.jsonl)"));
+                       "the TensorBoard monitor (pass --tensorboard_dir for "
+                       "Strata's TensorBoard scalars)"));
   t.push_back(Disabled("wandb",
                        "the Weights & Biases monitor (metrics go "
                        "to <output_dir>/metrics.jsonl)"));

@@ -287,6 +287,13 @@ DEFINE_int64(eval_batches, kDefaults.eval_batches,
 DEFINE_string(output_dir, "",
               "Directory for metrics.jsonl and model.pt (default: out/train "
               "under the directory bazel run was started from).");
+DEFINE_string(tensorboard_dir, "",
+              "Rank 0 also writes the progress scalars (train/loss, "
+              "eval/loss, lr, grad_norm, tokens_per_s, mfu; "
+              "exposed_comm_share with --wall_clock_breakdown) to a "
+              "TensorBoard event file in this directory, flushed at every "
+              "progress line; view with `tensorboard --logdir <dir>`. "
+              "Empty: none.");
 DEFINE_int32(threads, 1,
              "LibTorch intra-op threads (element-wise ops, softmax, ...); 0: "
              "OMP_NUM_THREADS when set (the launcher sets it per rank), else "
@@ -492,6 +499,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   if (o.threads == 0) o.threads = DefaultThreads(env);
   o.output_dir = FLAGS_output_dir;
   if (o.output_dir.empty()) o.output_dir = DefaultOutputDir(env);
+  o.tensorboard_dir = FLAGS_tensorboard_dir;
   if (!FLAGS_deepspeed_config.empty()) {
     STRATA_RETURN_IF_ERROR(
         Annotate(ApplyDeepSpeedFlag(env, &o, notes),

@@ -197,7 +197,6 @@ optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
   return schedule;
 }
 
-
 namespace {
 
 // The flags of the schedules' later options: --lr_total_steps,
@@ -293,7 +292,6 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
   return options;
 }
 
-
 // The checkpoint options of a run (launch/training_checkpoint.h).
 TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   TrainingCheckpointOptions c;
@@ -309,7 +307,6 @@ TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   c.model_config = o.model;
   return c;
 }
-
 
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.steps < 1)

@@ -147,9 +147,12 @@ struct TrainOptions {
   int64_t eval_interval = 250;
   int64_t eval_batches = 8;
   std::string output_dir = "out/train";
+  // "": none; otherwise rank 0 writes TensorBoard scalars to an event file
+  // in this directory (launch/tensorboard_scalars.h), flushed at every
+  // progress line.
+  std::string tensorboard_dir;
   int threads = 1;  // LibTorch intra-op threads; 0: leave LibTorch's setting.
 };
-
 
 // Checks every option before any work starts; errors name the flag
 // ("--global_batch: must be >= 1, got 0"). Flags of another optimizer or

@@ -32,6 +32,8 @@
 #include "data/sampler.h"
 #include "data/token_source.h"
 #include "launch/progress_logger.h"
+#include "launch/tensorboard.h"
+#include "launch/tensorboard_scalars.h"
 #include "launch/train_options.h"
 #include "launch/training_checkpoint.h"
 #include "models/config.h"
@@ -169,6 +171,8 @@ struct Run {
   models::ModelConfig config;
   Data data;
   std::unique_ptr<ProgressLogger> progress;  // Rank 0 only.
+  // Rank 0 with --tensorboard_dir; flushes its file when destroyed.
+  std::unique_ptr<TensorBoardWriter> tensorboard;
   std::shared_ptr<models::UnitModel> model;
   std::unique_ptr<strategies::Strategy> strategy;
   data::SamplerOptions sampler_options;
@@ -201,6 +205,14 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
   }
   if (run->rank == 0) {
     STRATA_ASSIGN_OR_RETURN(run->progress, OpenProgress(o));
+    if (!o.tensorboard_dir.empty()) {
+      auto writer = TensorBoardWriter::Open(o.tensorboard_dir);
+      if (!writer.ok()) {
+        return FlagError("tensorboard_dir", writer.status().message());
+      }
+      run->tensorboard = std::move(*writer);
+      LOG(INFO) << "TensorBoard events: " << run->tensorboard->path();
+    }
   }
   return absl::OkStatus();
 }
@@ -463,6 +475,9 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
       record.phases = PerStep(interval_phases, interval_steps);
     }
     if (run.rank == 0) run.progress->Log(record);
+    if (run.tensorboard != nullptr) {
+      STRATA_RETURN_IF_ERROR(WriteProgressScalars(record, *run.tensorboard));
+    }
     result->final_train_loss = record.loss;
     result->tokens_per_s = record.tokens_per_s;
     interval_start = now;

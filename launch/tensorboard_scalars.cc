@@ -1,0 +1,36 @@
+#include "launch/tensorboard_scalars.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::launch {
+
+absl::Status WriteProgressScalars(const ProgressRecord& r,
+                                  TensorBoardWriter& writer) {
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"train/loss", r.loss}};
+  if (r.eval_loss.has_value()) scalars.push_back({"eval/loss", *r.eval_loss});
+  scalars.insert(scalars.end(), {{"lr", r.lr},
+                                 {"grad_norm", r.grad_norm},
+                                 {"tokens_per_s", r.tokens_per_s},
+                                 {"mfu", r.mfu}});
+  if (r.phases.has_value()) {
+    const double busy_s = r.phases->forward_backward_s + r.phases->step_s;
+    if (busy_s > 0) {
+      scalars.push_back({"exposed_comm_share", r.phases->comm_wait_s / busy_s});
+    }
+  }
+  if (r.loss_scale.has_value()) {
+    scalars.push_back({"loss_scale", *r.loss_scale});
+    scalars.push_back({"skipped_steps", static_cast<double>(r.skipped_steps)});
+  }
+  for (const auto& [tag, value] : scalars) {
+    if (absl::Status s = writer.AddScalar(tag, value, r.step); !s.ok()) {
+      return s;
+    }
+  }
+  return writer.Flush();
+}
+
+}  // namespace strata::launch
