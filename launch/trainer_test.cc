@@ -798,7 +798,7 @@ TEST(Fp16TrainTest, TrainsSkipsOverflowsAndResumesBitwise) {
   const std::vector<std::string> scales = ScaleFields(a + "/metrics.jsonl");
   ASSERT_EQ(scales.size(), 8u);
   EXPECT_THAT(scales[0], HasSubstr("\"loss_scale\": 16777216;"));
-  EXPECT_THAT(scales[0], HasSubstr("\"skipped_steps\": 1;"));
+  EXPECT_THAT(scales[0], HasSubstr("\"skipped_steps\": 1}"));
   EXPECT_THAT(first.err, HasSubstr("loss scale "));
   std::vector<std::string> args = flags;
   args.push_back("--resume=" + a + "/checkpoints/step_00000004");
