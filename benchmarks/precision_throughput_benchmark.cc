@@ -12,6 +12,7 @@
 //   tools/libtorch2/run.sh bazel run -c opt //benchmarks:precision_throughput
 //   ... -- --model=gpt-small50m --batch=4 --seq_len=256
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
