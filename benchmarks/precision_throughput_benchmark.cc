@@ -73,8 +73,7 @@ std::unique_ptr<strategies::Strategy> Build(const Mode& mode) {
   schedule.kind = "constant";
   schedule.base_lr = 1e-4;
   absl::StatusOr<std::unique_ptr<strategies::Strategy>> strategy =
-      strategies::CreateStrategy(options, *model, nullptr, optimizer,
-                                 schedule);
+      strategies::CreateStrategy(options, *model, nullptr, optimizer, schedule);
   CHECK(strategy.ok()) << strategy.status();
   return *std::move(strategy);
 }
@@ -83,22 +82,21 @@ void Step(Trainer& t, const at::Tensor& batch, int64_t step) {
   const auto start = std::chrono::steady_clock::now();
   t.strategy->ZeroGrad();
   absl::StatusOr<double> loss = t.strategy->ForwardBackward(
-      batch.narrow(1, 0, FLAGS_seq_len), batch.narrow(1, 1, FLAGS_seq_len),
-      1.0, /*last_micro_batch=*/true);
+      batch.narrow(1, 0, FLAGS_seq_len), batch.narrow(1, 1, FLAGS_seq_len), 1.0,
+      /*last_micro_batch=*/true);
   CHECK(loss.ok()) << t.mode.name << ": " << loss.status();
   absl::StatusOr<strategies::StepResult> result = t.strategy->Step(step);
   CHECK(result.ok()) << t.mode.name << ": " << result.status();
-  t.seconds += std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - start)
-                   .count();
+  t.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 void BM_Precision(benchmark::State& state) {
   std::vector<Trainer> trainers;
-  for (const Mode& mode :
-       {Mode{"fp32"}, Mode{"bf16_autocast", true},
-        Mode{"bf16_params", false, at::kBFloat16},
-        Mode{"fp16_loss_scaled", false, at::kHalf, true}}) {
+  for (const Mode& mode : {Mode{"fp32"}, Mode{"bf16_autocast", true},
+                           Mode{"bf16_params", false, at::kBFloat16},
+                           Mode{"fp16_loss_scaled", false, at::kHalf, true}}) {
     if (absl::Status can = strategies::CheckCpuComputeDtype(mode.param_dtype);
         !can.ok()) {
       LOG(WARNING) << mode.name << " left out: " << can.message();
@@ -120,14 +118,13 @@ void BM_Precision(benchmark::State& state) {
     for (Trainer& t : trainers) Step(t, batch, step);
     ++step;
   }
-  const double tokens = static_cast<double>(state.iterations()) *
-                        FLAGS_batch * FLAGS_seq_len;
+  const double tokens =
+      static_cast<double>(state.iterations()) * FLAGS_batch * FLAGS_seq_len;
   const double fp32_tokens_per_s = tokens / trainers.front().seconds;
   for (const Trainer& t : trainers) {
     const double tokens_per_s = tokens / t.seconds;
     state.counters[t.mode.name + "_tok_s"] = tokens_per_s;
-    state.counters[t.mode.name + "_vs_fp32"] =
-        tokens_per_s / fp32_tokens_per_s;
+    state.counters[t.mode.name + "_vs_fp32"] = tokens_per_s / fp32_tokens_per_s;
   }
 }
 
