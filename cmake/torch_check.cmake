@@ -21,8 +21,9 @@ include(CMakePushCheckState)
 
 set(STRATA_MIN_TORCH_VERSION 1.13)
 
-# A program that links only if LibTorch has c10d's ProcessGroupGloo and
-# Gloo's TCP transport is reachable. Declared by hand rather than through
+# A program that links only if Gloo's TCP transport is reachable, inside
+# LibTorch or from a separate libgloo (ProcessGroupGloo's header is checked
+# apart). Declared by hand rather than through
 # ProcessGroupGloo.hpp: compiling against LibTorch's headers takes ~20 s,
 # linking this takes one.
 set(_STRATA_GLOO_PROBE [=[
@@ -36,15 +37,11 @@ std::shared_ptr<Device> CreateDevice(const attr&);
 }  // namespace tcp
 }  // namespace transport
 }  // namespace gloo
-namespace c10d {
-class ProcessGroupGloo {
- public:
-  static std::shared_ptr<gloo::transport::Device> createDefaultDevice();
-};
-}  // namespace c10d
 int main(int argc, char**) {
-  // Referenced, never called: the probe only has to link.
-  if (argc > 99) return c10d::ProcessGroupGloo::createDefaultDevice() != nullptr;
+  // Referenced, never called: the probe only has to link. Gloo's TCP
+  // transport is what comm/ calls directly; c10d's own Gloo functions change
+  // signature between LibTorch versions (createDefaultDevice took no
+  // argument in 1.13 and takes one in 2.11), so the probe avoids them.
   if (argc > 98) {
     return gloo::transport::tcp::CreateDevice(
                *static_cast<const gloo::transport::tcp::attr*>(nullptr)) != nullptr;
@@ -142,6 +139,9 @@ function(strata_check_torch)
 endfunction()
 
 macro(strata_find_torch)
+  # PyTorch's wheels name protobuf::libprotobuf in torch_cpu's link
+  # interface: define it first (the build needs protobuf anyway).
+  find_package(Protobuf QUIET)
   find_package(Torch QUIET)
   if(NOT Torch_FOUND)
     message(FATAL_ERROR

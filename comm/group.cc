@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -22,6 +23,8 @@
 #include "absl/synchronization/notification.h"
 #include "base/status.h"
 #include "comm/collective_checks.h"
+#include "comm/gloo_compat.h"
+#include "comm/group_internal.h"
 #include "comm/progress.h"
 #include "comm/ring.h"
 #include "comm/wait_clock.h"
@@ -32,10 +35,14 @@ namespace {
 using internal::CheckCounts;
 using internal::CheckReducible;
 using internal::CheckTensor;
+using internal::CopyBackAfter;
 using internal::CountsHash;
+using internal::HostCopy;
+using internal::HostLike;
 using internal::OpKind;
 using internal::OpKindName;
 using internal::RingReduction;
+using internal::Staged;
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
@@ -156,56 +163,6 @@ class TaskWork final : public Work {
 
 }  // namespace
 
-absl::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAverage:
-      return "average";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-  }
-  return "unknown";
-}
-
-absl::Status ValidateGroupOptions(const GroupOptions& options) {
-  if (options.world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "GroupOptions.world_size must be >= 1, got %d", options.world_size));
-  }
-  if (options.rank < 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("GroupOptions.rank must be in [0, %d), got %d",
-                        options.world_size, options.rank));
-  }
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GroupOptions.timeout must be positive, got ",
-                     absl::FormatDuration(options.timeout)));
-  }
-  if (options.ring_segment_bytes < 1024) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "GroupOptions.ring_segment_bytes must be >= 1024, got %d",
-        options.ring_segment_bytes));
-  }
-  if (options.num_gloo_threads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("GroupOptions.num_gloo_threads must be >= 1, got %d",
-                        options.num_gloo_threads));
-  }
-  if (options.name.empty()) {
-    return absl::InvalidArgumentError("GroupOptions.name must not be empty");
-  }
-  if (options.name.find_first_of(" \t\n\r\f\v,:=") != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GroupOptions.name must not contain whitespace, ',', ':' or '=', got '",
-        options.name, "'"));
-  }
-  return absl::OkStatus();
-}
-
 // Runs posted closures one at a time in posting order.
 class Group::Worker {
  public:
@@ -309,10 +266,10 @@ absl::Status Group::Connect(std::shared_ptr<gloo::transport::Device> device) {
     auto ring_context = std::make_shared<gloo::rendezvous::Context>(
         options_.rank, options_.world_size);
     ring_context->setTimeout(ToChrono(options_.timeout));
-    c10d::ProcessGroupGloo::GlooStore ring_store(
+    auto ring_store = std::make_shared<c10d::ProcessGroupGloo::GlooStore>(
         c10::make_intrusive<c10d::PrefixStore>(options_.name + "/ring",
                                                store_));
-    ring_context->connectFullMesh(ring_store, device_);
+    internal::ConnectFullMesh(*ring_context, std::move(ring_store), device_);
     context_ = std::move(ring_context);
   });
   if (!status.ok()) {
@@ -458,6 +415,10 @@ absl::Status Group::AllReduce(at::Tensor& tensor, ReduceOp op) {
 }
 
 std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
+  if (Staged(tensor)) {
+    at::Tensor host = HostCopy(tensor);
+    return CopyBackAfter(AllReduceAsync(host, op), {host}, {tensor});
+  }
   const std::string description =
       Describe("all_reduce", tensor, ReduceOpName(op));
   absl::Status local = CheckTensor(tensor, "all_reduce");
@@ -519,6 +480,10 @@ absl::Status Group::Broadcast(at::Tensor& tensor, int root) {
 }
 
 std::unique_ptr<Work> Group::BroadcastAsync(at::Tensor& tensor, int root) {
+  if (Staged(tensor)) {
+    at::Tensor host = HostCopy(tensor);
+    return CopyBackAfter(BroadcastAsync(host, root), {host}, {tensor});
+  }
   const std::string description =
       Describe("broadcast", tensor, absl::StrCat("root ", root));
   absl::Status local = CheckTensor(tensor, "broadcast");
@@ -571,6 +536,13 @@ absl::Status Group::AllGatherV(const at::Tensor& input, at::Tensor& output,
 std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
                                              at::Tensor& output,
                                              absl::Span<const int64_t> counts) {
+  if (Staged(input) || Staged(output)) {
+    at::Tensor in = Staged(input) ? HostCopy(input) : input;
+    at::Tensor out = Staged(output) ? HostLike(output) : output;
+    std::unique_ptr<Work> work = AllGatherVAsync(in, out, counts);
+    if (!Staged(output)) return work;
+    return CopyBackAfter(std::move(work), {out}, {output});
+  }
   const std::string description = Describe("all_gather", input);
   absl::Status local = CheckTensor(input, "all_gather input");
   if (local.ok()) local = CheckTensor(output, "all_gather output");
@@ -636,6 +608,13 @@ absl::Status Group::ReduceScatterV(const at::Tensor& input, at::Tensor& output,
 std::unique_ptr<Work> Group::ReduceScatterVAsync(
     const at::Tensor& input, at::Tensor& output,
     absl::Span<const int64_t> counts, ReduceOp op) {
+  if (Staged(input) || Staged(output)) {
+    at::Tensor in = Staged(input) ? HostCopy(input) : input;
+    at::Tensor out = Staged(output) ? HostLike(output) : output;
+    std::unique_ptr<Work> work = ReduceScatterVAsync(in, out, counts, op);
+    if (!Staged(output)) return work;
+    return CopyBackAfter(std::move(work), {out}, {output});
+  }
   const std::string description =
       Describe("reduce_scatter", input, ReduceOpName(op));
   absl::Status local = CheckTensor(input, "reduce_scatter input");
@@ -708,6 +687,10 @@ absl::Status Group::Send(const at::Tensor& tensor, int dst_rank, int tag) {
 
 std::unique_ptr<Work> Group::SendAsync(const at::Tensor& tensor, int dst_rank,
                                        int tag) {
+  if (Staged(tensor)) {
+    at::Tensor host = HostCopy(tensor);
+    return CopyBackAfter(SendAsync(host, dst_rank, tag), {}, {});
+  }
   const std::string description = Describe(
       "send", tensor, absl::StrFormat("to rank %d, tag %d", dst_rank, tag));
   absl::Status local = CheckTensor(tensor, "send");
@@ -738,6 +721,10 @@ absl::Status Group::Recv(at::Tensor& tensor, int src_rank, int tag) {
 
 std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
                                        int tag) {
+  if (Staged(tensor)) {
+    at::Tensor host = HostLike(tensor);
+    return CopyBackAfter(RecvAsync(host, src_rank, tag), {host}, {tensor});
+  }
   const std::string description = Describe(
       "recv", tensor, absl::StrFormat("from rank %d, tag %d", src_rank, tag));
   absl::Status local = CheckTensor(tensor, "recv");

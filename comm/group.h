@@ -153,8 +153,12 @@ class Group {
   // a collective fails. Cheap (no communication); any thread, any time.
   void SetTrainingStep(int64_t step);
 
-  // --- Collectives. Tensors: contiguous, on the CPU (or the group's device);
+  // --- Collectives. Tensors: contiguous, on the CPU or a CUDA device;
   // floating dtypes for reductions. Sync forms are Async(...)->Wait().
+  // CUDA tensors go through host memory: the call copies them to the host
+  // (waiting for the device's pending work on them), the collective runs on
+  // the copies, and Wait copies the results back (correct, not fast; NCCL
+  // is not built yet).
 
   // In place: `tensor` becomes the reduction over all ranks.
   absl::Status AllReduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);

@@ -294,6 +294,13 @@ DEFINE_string(tensorboard_dir, "",
               "TensorBoard event file in this directory, flushed at every "
               "progress line; view with `tensorboard --logdir <dir>`. "
               "Empty: none.");
+DEFINE_string(device, kDefaults.device,
+              "auto, cpu or cuda (cuda:LOCAL_RANK modulo the visible GPUs): "
+              "where parameters, gradients, optimizer state and activations "
+              "live. auto: cuda where this LibTorch has CUDA, a GPU is "
+              "visible and the run can use it (fp32 or bf16; no "
+              "checkpoints, --fsdp_deferred_init or --fsdp_cpu_offload so "
+              "far), else cpu");
 DEFINE_int32(threads, 1,
              "LibTorch intra-op threads (element-wise ops, softmax, ...); 0: "
              "OMP_NUM_THREADS when set (the launcher sets it per rank), else "
@@ -460,6 +467,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.eval_interval = FLAGS_eval_interval;
   o.eval_batches = FLAGS_eval_batches;
   o.threads = FLAGS_threads;
+  o.device = FLAGS_device;
   STRATA_ASSIGN_OR_RETURN(o.strategy,
                           strategies::ParseStrategyKind(FLAGS_strategy));
   o.bucket_bytes = FLAGS_bucket_bytes;

@@ -70,7 +70,9 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
   }
   if (world.rank != 0) FLAGS_minloglevel = google::WARNING;
 
-  auto result = Train(o, group.get());
+  TrainOptions rank_options = o;
+  rank_options.local_rank = world.local_rank;
+  auto result = Train(rank_options, group.get());
   if (!result.ok()) {
     LOG(ERROR) << result.status().message();
     return 1;

@@ -1,6 +1,7 @@
 #include "launch/train_options.h"
 
 #include <ATen/core/Tensor.h>
+#include <torch/cuda.h>
 
 #include <cmath>
 #include <limits>
@@ -306,6 +307,40 @@ TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   c.seed = o.seed;
   c.model_config = o.model;
   return c;
+}
+
+absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
+  if (o.device == "cpu") return at::Device(at::kCPU);
+  if (o.device != "cuda" && o.device != "auto") {
+    return FlagError("device", absl::StrCat("must be auto, cpu or cuda, got '",
+                                            o.device, "'"));
+  }
+  const int64_t gpus =
+      torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  std::string why_not;
+  if (gpus == 0) {
+    why_not = "this LibTorch has no CUDA or no GPU is visible";
+  } else if (o.fsdp_deferred_init) {
+    why_not =
+        "--fsdp_deferred_init materialises shards on the host only so far";
+  } else if (o.fsdp_cpu_offload) {
+    why_not = "--fsdp_cpu_offload with CUDA compute is not built yet";
+  } else if (o.precision == Precision::kFp16) {
+    why_not = "--precision=fp16 does not run on CUDA yet (fp32 and bf16 do)";
+  } else if (o.save_every > 0 || !o.resume.empty()) {
+    why_not =
+        "checkpoints of CUDA state are not written yet (--save_every, "
+        "--resume)";
+  }
+  if (why_not.empty()) {
+    return at::Device(at::kCUDA,
+                      static_cast<c10::DeviceIndex>(o.local_rank % gpus));
+  }
+  if (o.device == "cuda") {
+    return FlagError("device",
+                     absl::StrCat("cuda: ", why_not, "; use --device=cpu"));
+  }
+  return at::Device(at::kCPU);
 }
 
 absl::Status ValidateTrainOptions(const TrainOptions& o) {

@@ -6,6 +6,8 @@
 #ifndef STRATA_LAUNCH_TRAIN_OPTIONS_H_
 #define STRATA_LAUNCH_TRAIN_OPTIONS_H_
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -110,6 +112,13 @@ struct TrainOptions {
   // Checkpoints (launch/training_checkpoint.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
   CheckpointFormat ckpt_format = CheckpointFormat::kSharded;
+  // Where parameters, gradients, optimizer state and activations live:
+  // "cpu", "cuda" (cuda:local_rank, modulo the visible GPUs), or "auto"
+  // (ResolveDevice). On CUDA, collectives go through host memory (Gloo).
+  std::string device = "auto";
+  // This process's rank on its node (LOCAL_RANK), set by the binary from the
+  // rendezvous, not a flag.
+  int local_rank = 0;
   std::string ckpt_dir;     // "": <output_dir>/checkpoints.
   int64_t save_every = 0;   // Steps between saves; 0: none.
   int keep_last = 0;        // Checkpoints kept; 0: all.
@@ -153,6 +162,12 @@ struct TrainOptions {
   std::string tensorboard_dir;
   int threads = 1;  // LibTorch intra-op threads; 0: leave LibTorch's setting.
 };
+
+// The device --device names. "auto": cuda where this LibTorch has CUDA, a GPU
+// is visible and the run can use it (fp32 or bf16; no checkpoints, FSDP
+// deferred init or CPU offload: what runs on CUDA so far), else cpu. "cuda"
+// where that is not so is an error naming the flag.
+absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o);
 
 // Checks every option before any work starts; errors name the flag
 // ("--global_batch: must be >= 1, got 0"). Flags of another optimizer or

@@ -168,6 +168,7 @@ struct Run {
   comm::Group* group = nullptr;  // Borrowed; null: one process.
   int rank = 0;
   int world_size = 1;
+  at::Device device = at::Device(at::kCPU);  // ResolveDevice(--device).
   models::ModelConfig config;
   Data data;
   std::unique_ptr<ProgressLogger> progress;  // Rank 0 only.
@@ -225,6 +226,11 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   build.deferred = o.fsdp_deferred_init;
   STRATA_ASSIGN_OR_RETURN(run->model, models::BuildModel(run->config, build));
   run->model->train();
+  STRATA_ASSIGN_OR_RETURN(run->device, ResolveDevice(o));
+  if (run->device.is_cuda()) {
+    run->model->to(run->device);
+    LOG_IF(INFO, run->rank == 0) << "training on " << run->device.str();
+  }
   if (o.precision == Precision::kBf16) {
     run->model->AddInterceptor(
         std::make_shared<strategies::AutocastInterceptor>());
@@ -271,7 +277,9 @@ absl::Status BuildRun(const TrainOptions& o, comm::Group* group, Run* run) {
       run->world_size *
       MeasureMatmulPeakFlops(o.precision == Precision::kBf16   ? at::kBFloat16
                              : o.precision == Precision::kFp16 ? at::kHalf
-                                                               : at::kFloat);
+                                                               : at::kFloat,
+                             /*n=*/run->device.is_cuda() ? 8192 : 1024,
+                             /*seconds=*/0.5, run->device);
   return absl::OkStatus();
 }
 
@@ -325,6 +333,7 @@ absl::StatusOr<double> Evaluate(const TrainOptions& o, Run& run) {
   double total = 0;
   for (int64_t i = 0; i < o.eval_batches; ++i) {
     STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
+    batch = batch.to(run.device);
     total += run.model
                  ->ForwardLoss(batch.narrow(1, 0, o.seq_len),
                                batch.narrow(1, 1, o.seq_len))
@@ -355,6 +364,7 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
   const auto data_start = std::chrono::steady_clock::now();
   STRATA_ASSIGN_OR_RETURN(at::Tensor batch,
                           run.sampler->NextBatch(run.rank, run.world_size));
+  batch = batch.to(run.device);
   phases->data_s += SecondsSince(data_start);
   const double waited_before = comm::ThreadCollectiveWaitSeconds();
   const auto forward_start = std::chrono::steady_clock::now();

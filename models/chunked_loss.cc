@@ -22,20 +22,22 @@ using torch::autograd::variable_list;
 // at::cross_entropy_loss's default, which UnitModel::Loss uses.
 constexpr int64_t kIgnoreIndex = -100;
 
-// Turns CPU autocast off for a scope (the function casts explicitly) and
-// restores the previous state.
+// Turns autocast of `device` (CPU or CUDA) off for a scope (the function
+// casts explicitly) and restores the previous state.
 class NoAutocast {
  public:
-  NoAutocast() : was_(torch_compat::GetAutocastState(c10::kCPU)) {
-    if (was_.enabled) torch_compat::SetAutocastEnabled(c10::kCPU, false);
+  explicit NoAutocast(c10::DeviceType device)
+      : device_(device), was_(torch_compat::GetAutocastState(device)) {
+    if (was_.enabled) torch_compat::SetAutocastEnabled(device_, false);
   }
   ~NoAutocast() {
-    if (was_.enabled) torch_compat::SetAutocastState(c10::kCPU, was_);
+    if (was_.enabled) torch_compat::SetAutocastState(device_, was_);
   }
   NoAutocast(const NoAutocast&) = delete;
   NoAutocast& operator=(const NoAutocast&) = delete;
 
  private:
+  const c10::DeviceType device_;
   torch_compat::AutocastState was_;
 };
 
@@ -63,7 +65,7 @@ class ChunkedLinearCrossEntropyFunction
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden,
                             const at::Tensor& weight, const at::Tensor& targets,
                             int64_t chunk_tokens) {
-    NoAutocast no_autocast;
+    NoAutocast no_autocast(hidden.is_cuda() ? c10::kCUDA : c10::kCPU);
     const int64_t n = hidden.size(0);
     // log p(target) per token (0 for ignored tokens).
     at::Tensor target_log_probs =
@@ -193,8 +195,9 @@ at::Tensor ChunkedLinearCrossEntropy(const at::Tensor& hidden,
   }
   at::Tensor h = hidden;
   at::Tensor w = weight;
+  const c10::DeviceType device_type = hidden.is_cuda() ? c10::kCUDA : c10::kCPU;
   const torch_compat::AutocastState autocast =
-      torch_compat::GetAutocastState(c10::kCPU);
+      torch_compat::GetAutocastState(device_type);
   if (autocast.enabled) {
     // What autocast does to at::linear's arguments (differentiable casts).
     if (h.is_floating_point() && h.scalar_type() != autocast.dtype) {

@@ -66,6 +66,20 @@ void AdamKernel(float* __restrict p, const float* __restrict g,
   }
 }
 
+// AdamKernel with ATen operations, for buffers on a CUDA device: a handful
+// of kernels per range (the ranges are few: decay and no-decay groups), in
+// the same order of operations. The GPU's rounding (fused multiply-adds)
+// makes it agree with the CPU kernel to float rounding, not bitwise.
+void AdamDeviceUpdate(at::Tensor p, const at::Tensor& g, at::Tensor m,
+                      at::Tensor v, const AdamCoefficients& c, bool l2) {
+  const at::Tensor grad = l2 ? g.add(p, c.weight_decay) : g;
+  m.mul_(c.beta1).add_(grad, c.one_minus_beta1);
+  v.mul_(c.beta2).addcmul_(grad, grad, c.one_minus_beta2);
+  const at::Tensor denom = v.sqrt().div_(c.sqrt_bias_correction2).add_(c.eps);
+  if (c.decay != 1.0f) p.mul_(c.decay);
+  p.addcdiv_(m, denom, c.neg_step_size);
+}
+
 using AdamKernelFn = void (*)(float*, const float*, float*, float*, int64_t,
                               const AdamCoefficients&);
 
@@ -108,6 +122,18 @@ class Adam final : public Optimizer {
         coefficients[i].weight_decay = static_cast<float>(wd);
         kernels[i] = &AdamKernel<true>;
       }
+    }
+    if (params().is_cuda()) {
+      for (size_t i = 0; i < ranges().size(); ++i) {
+        const ParamRange& r = ranges()[i];
+        if (r.frozen || r.numel == 0) continue;
+        AdamDeviceUpdate(params().narrow(0, r.offset, r.numel),
+                         grads().narrow(0, r.offset, r.numel),
+                         exp_avg_.narrow(0, r.offset, r.numel),
+                         exp_avg_sq_.narrow(0, r.offset, r.numel),
+                         coefficients[i], kernels[i] == &AdamKernel<true>);
+      }
+      return;
     }
     float* p = params().data_ptr<float>();
     const float* g = grads().data_ptr<float>();

@@ -61,8 +61,12 @@ double SumOfSquaresOf(const T* data, int64_t n) {
 
 double SumOfSquares(const at::Tensor& grads) {
   CHECK(grads.defined()) << "gradients are an undefined tensor";
-  CHECK(grads.device().is_cpu()) << "gradients must be on the CPU";
   CHECK(grads.is_contiguous()) << "gradients must be contiguous";
+  if (grads.is_cuda()) {
+    // On the device in double (one reduction kernel), then one copy back.
+    return grads.to(at::kDouble).square().sum().item<double>();
+  }
+  CHECK(grads.device().is_cpu()) << "gradients must be on the CPU or CUDA";
   const int64_t n = grads.numel();
   switch (grads.scalar_type()) {
     case at::kFloat:

@@ -23,9 +23,10 @@ absl::Status CheckTensor(const std::string& name, const at::Tensor& t) {
     return absl::InvalidArgumentError(
         absl::StrCat("parameter ", name, " is an undefined tensor"));
   }
-  if (!t.device().is_cpu()) {
+  if (!t.device().is_cpu() && !t.device().is_cuda()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "parameter ", name, " must be on the CPU, got ", t.device().str()));
+        "parameter ", name, " must be on the CPU or a CUDA device, got ",
+        t.device().str()));
   }
   if (t.layout() != at::kStrided) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -88,6 +89,13 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(
           absl::StrCat("parameter ", name, " is given twice"));
     }
     if (absl::Status s = CheckTensor(name, p.tensor); !s.ok()) return s;
+    if (p.tensor.device() != params[0].tensor.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter ", name, " is on ", p.tensor.device().str(),
+          " but parameter '", params[0].name, "' is on ",
+          params[0].tensor.device().str(),
+          ": all parameters must be on one device (move the model first)"));
+    }
     if (p.tensor.scalar_type() != param_dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "parameter ", name, " has dtype ",
@@ -109,7 +117,9 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(
       (numel + align_elems - 1) / align_elems * align_elems;
   auto flat = std::unique_ptr<FlatParameters>(new FlatParameters());
   flat->numel_ = numel;
-  const at::TensorOptions options = at::TensorOptions().dtype(dtype);
+  // The buffers live where the parameters are (CPU or one CUDA device).
+  const at::TensorOptions options =
+      at::TensorOptions().dtype(dtype).device(params[0].tensor.device());
   at::NoGradGuard no_grad;
   flat->params_ = at::empty({padded_numel}, options);
   flat->params_.narrow(0, numel, padded_numel - numel).zero_();

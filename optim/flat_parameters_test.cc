@@ -310,12 +310,12 @@ TEST(FlatParametersTest, RejectsAnUndefinedTensor) {
               HasSubstr("parameter 'w' is an undefined tensor"));
 }
 
-TEST(FlatParametersTest, RejectsANonCpuTensor) {
+TEST(FlatParametersTest, RejectsATensorNeitherOnCpuNorCuda) {
   EXPECT_THAT(
       CreateError(
           {{"w", at::empty({2}, at::TensorOptions().device(at::kMeta))}})
           .ToString(),
-      HasSubstr("parameter 'w' must be on the CPU, got meta"));
+      HasSubstr("parameter 'w' must be on the CPU or a CUDA device, got meta"));
 }
 
 TEST(FlatParametersTest, RejectsANonFloatingTensor) {

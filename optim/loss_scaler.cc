@@ -117,12 +117,19 @@ absl::StatusOr<std::unique_ptr<LossScaler>> LossScaler::Create(
 bool LossScaler::UnscaleAndCheck(
     at::Tensor grads, const std::function<bool(bool)>& any_across_shards) {
   CHECK(grads.defined()) << "gradients are an undefined tensor";
-  CHECK(grads.device().is_cpu()) << "gradients must be on the CPU";
   CHECK(grads.is_contiguous()) << "gradients must be contiguous";
   // GradScaler: inv_scale = scale.double().reciprocal().float().
   const float inv_scale = static_cast<float>(1.0 / scale_);
   const int64_t n = grads.numel();
   bool found_inf = false;
+  if (grads.is_cuda()) {
+    // GradScaler's order: check the scaled values, then multiply.
+    found_inf = !grads.isfinite().all().item<bool>();
+    grads.mul_(inv_scale);
+    if (any_across_shards) found_inf = any_across_shards(found_inf);
+    return !found_inf;
+  }
+  CHECK(grads.device().is_cpu()) << "gradients must be on the CPU or CUDA";
   switch (grads.scalar_type()) {
     case at::kFloat:
       found_inf = UnscaleAll(grads.data_ptr<float>(), n, inv_scale);

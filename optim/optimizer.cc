@@ -45,9 +45,10 @@ absl::Status CheckFlatBuffer(const at::Tensor& t, absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer ", what, " is an undefined tensor"));
   }
-  if (!t.device().is_cpu()) {
+  if (!t.device().is_cpu() && !t.device().is_cuda()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer ", what, " must be on the CPU, got ", t.device().str()));
+        "optimizer ", what, " must be on the CPU or a CUDA device, got ",
+        t.device().str()));
   }
   if (t.scalar_type() != at::kFloat || t.dim() != 1 || !t.is_contiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -63,6 +64,11 @@ absl::Status ValidateFlatBuffers(const at::Tensor& params,
                                  const at::Tensor& grads) {
   if (absl::Status s = CheckFlatBuffer(params, "params"); !s.ok()) return s;
   if (absl::Status s = CheckFlatBuffer(grads, "grads"); !s.ok()) return s;
+  if (params.device() != grads.device()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer params are on ", params.device().str(),
+                     " but grads on ", grads.device().str()));
+  }
   if (params.numel() == 0) {
     return absl::InvalidArgumentError("optimizer params are empty");
   }

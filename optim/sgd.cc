@@ -54,6 +54,23 @@ void SgdKernel(float* __restrict p, const float* __restrict g,
   }
 }
 
+// SgdKernel with ATen operations, for buffers on a CUDA device (`buf`
+// undefined without momentum); agrees with it to float rounding.
+void SgdDeviceUpdate(at::Tensor p, const at::Tensor& g, at::Tensor buf,
+                     const SgdCoefficients& c, bool weight_decay,
+                     bool first_step, bool nesterov) {
+  at::Tensor d = weight_decay ? g.add(p, c.weight_decay) : g;
+  if (buf.defined()) {
+    if (first_step) {
+      buf.copy_(d);
+    } else {
+      buf.mul_(c.momentum).add_(d, c.one_minus_dampening);
+    }
+    d = nesterov ? d.add(buf, c.momentum) : buf;
+  }
+  p.add_(d, c.neg_lr);
+}
+
 using SgdKernelFn = void (*)(float*, const float*, float*, int64_t,
                              const SgdCoefficients&);
 
@@ -94,6 +111,19 @@ class Sgd final : public Optimizer {
           wd != 0
               ? SelectKernel<true>(momentum, first_step, options_.nesterov)
               : SelectKernel<false>(momentum, first_step, options_.nesterov);
+    }
+    if (params().is_cuda()) {
+      for (size_t i = 0; i < ranges().size(); ++i) {
+        const ParamRange& r = ranges()[i];
+        if (r.frozen || r.numel == 0) continue;
+        SgdDeviceUpdate(params().narrow(0, r.offset, r.numel),
+                        grads().narrow(0, r.offset, r.numel),
+                        momentum ? momentum_buffer_.narrow(0, r.offset, r.numel)
+                                 : at::Tensor(),
+                        coefficients[i], ranges()[i].weight_decay != 0,
+                        first_step, options_.nesterov);
+      }
+      return;
     }
     float* p = params().data_ptr<float>();
     const float* g = grads().data_ptr<float>();

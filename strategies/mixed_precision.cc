@@ -63,7 +63,11 @@ at::Tensor ConcatenateFp32(const std::vector<optim::NamedParameter>& params,
   for (const auto& p : params) numel += p.tensor.numel();
   const int64_t padded = (numel + align_elems - 1) / align_elems * align_elems;
   at::NoGradGuard no_grad;
-  at::Tensor out = at::zeros({padded}, at::TensorOptions().dtype(at::kFloat));
+  // On the parameters' device (CPU or CUDA).
+  const at::Device device =
+      params.empty() ? at::Device(at::kCPU) : params[0].tensor.device();
+  at::Tensor out =
+      at::zeros({padded}, at::TensorOptions().dtype(at::kFloat).device(device));
   int64_t offset = 0;
   for (const auto& p : params) {
     out.narrow(0, offset, p.tensor.numel())

@@ -156,7 +156,9 @@ absl::StatusOr<std::unique_ptr<ZeroStrategy>> ZeroStrategy::Create(
   const int64_t shard_numel = parts.flat->padded_numel() / world;
   layout.staging = at::zeros({shard_numel}, parts.flat->params().options());
   const bool stage2 = options.kind == StrategyKind::kZero2;
-  const at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat);
+  const at::TensorOptions fp32 = at::TensorOptions()
+                                     .dtype(at::kFloat)
+                                     .device(parts.flat->params().device());
   if (stage2) layout.grad_shard = at::zeros({shard_numel}, fp32);
   if (mixed) {
     parts.master_params = at::empty({shard_numel}, fp32);
@@ -284,7 +286,8 @@ void ZeroStrategy::BuildStageTwoGradients() {
   segments_.resize(entries.size());
   for (size_t k = 0; k < buckets_.size(); ++k) {
     const Bucket& b = buckets_[k];
-    const at::TensorOptions fp32 = at::TensorOptions().dtype(at::kFloat);
+    const at::TensorOptions fp32 =
+        at::TensorOptions().dtype(at::kFloat).device(grad_shard_.device());
     bucket_grads_.emplace_back(at::zeros({b.numel}, fp32));
     bucket_grads_.back().Release();
     if (cast_for_reduce_) {
@@ -585,8 +588,8 @@ ZeroStrategy::FullModelState() {
   if (!mixed()) return Strategy::FullModelState();
   at::NoGradGuard no_grad;
   const int64_t world = group_->size();
-  at::Tensor full =
-      at::empty({flat().padded_numel()}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor full = at::empty({flat().padded_numel()},
+                              master_params().options().dtype(at::kFloat));
   std::vector<at::Tensor> outputs;
   std::vector<std::unique_ptr<comm::Work>> works;
   for (const Bucket& b : buckets_) {

@@ -1,0 +1,31 @@
+// Internal to comm::Group (group.cc, group_options.cc): CUDA tensors in
+// collectives go through host memory. Not part of the library's interface.
+#ifndef STRATA_COMM_GROUP_INTERNAL_H_
+#define STRATA_COMM_GROUP_INTERNAL_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm/group.h"
+
+namespace strata::comm::internal {
+
+// Whether a collective's tensor goes through host memory: contiguous CUDA
+// tensors do (others reach the checks, which name the problem).
+bool Staged(const at::Tensor& t);
+// A host copy of `t` (waits for the device's pending work on it).
+at::Tensor HostCopy(const at::Tensor& t);
+// An uninitialised host tensor of `t`'s shape and dtype.
+at::Tensor HostLike(const at::Tensor& t);
+// `work` on host tensors; its Wait copies host[i] into device[i] after a
+// successful collective. Takes ownership of `work`; the tensors share
+// storage with the caller's.
+std::unique_ptr<Work> CopyBackAfter(std::unique_ptr<Work> work,
+                                    std::vector<at::Tensor> host,
+                                    std::vector<at::Tensor> device);
+
+}  // namespace strata::comm::internal
+
+#endif  // STRATA_COMM_GROUP_INTERNAL_H_

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the GPU tests (Bazel tag `gpu`, never run by tools/test.sh) of a CMake
+# build on a machine with a GPU, as ctest runs the others: from the runfiles
+# root, with the test variables and an empty TEST_TMPDIR each.
+#
+#   tools/gpu/run_gpu_tests.sh BUILD_DIR [PACKAGE/TEST...]
+#
+# Default: every gpu test (launch/gpu_train_test). Exits non-zero if any
+# fails; prints "N passed, N failed".
+set -uo pipefail
+build=$(cd "${1:?usage: run_gpu_tests.sh BUILD_DIR [PACKAGE/TEST...]}" && pwd)
+shift
+tests=("$@")
+((${#tests[@]})) || tests=(launch/gpu_train_test)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck disable=SC1091
+[[ -f "$build/strata_env.sh" ]] && source "$build/strata_env.sh"
+runfiles="$build/runfiles"
+passed=0
+failed=0
+for t in "${tests[@]}"; do
+  binary="$runfiles/strata/$t"
+  if [[ ! -x "$binary" ]]; then
+    echo "FAILED $t: $binary is not built"
+    failed=$((failed + 1))
+    continue
+  fi
+  if (cd "$runfiles/strata" && "$repo/cmake/run_test.sh" \
+      "TEST_SRCDIR=$runfiles" "RUNFILES_DIR=$runfiles" TEST_WORKSPACE=strata \
+      "TEST_TMPDIR=$build/testtmp/gpu/${t//\//_}" "TEST_TARGET=//${t%/*}:${t##*/}" \
+      -- "$binary"); then
+    echo "PASSED $t"
+    passed=$((passed + 1))
+  else
+    echo "FAILED $t"
+    failed=$((failed + 1))
+  fi
+done
+echo "$passed passed, $failed failed"
+((failed == 0))
