@@ -21,14 +21,17 @@ include(CMakePushCheckState)
 
 set(STRATA_MIN_TORCH_VERSION 1.13)
 
-# A program that links only if Gloo's TCP transport is reachable, inside
-# LibTorch or from a separate libgloo (ProcessGroupGloo's header is checked
-# apart). Declared by hand rather than through
-# ProcessGroupGloo.hpp: compiling against LibTorch's headers takes ~20 s,
-# linking this takes one.
+# A program that links only if LibTorch has c10d's ProcessGroupGloo and
+# Gloo's TCP transport is reachable (inside LibTorch, or from a separate
+# libgloo). Declared by hand rather than through ProcessGroupGloo.hpp:
+# compiling against LibTorch's headers takes ~20 s, linking this takes one.
+# The c10d symbol is getContext(unsigned), which comm/ring_context.cc calls
+# and whose signature is the same from 1.13 to 2.11 (createDefaultDevice's
+# is not: 2.11 added an argument).
 set(_STRATA_GLOO_PROBE [=[
 #include <memory>
 namespace gloo {
+class Context;
 namespace transport {
 class Device;
 namespace tcp {
@@ -37,11 +40,17 @@ std::shared_ptr<Device> CreateDevice(const attr&);
 }  // namespace tcp
 }  // namespace transport
 }  // namespace gloo
+namespace c10d {
+class ProcessGroupGloo {
+ public:
+  std::shared_ptr<gloo::Context> getContext(unsigned int tag);
+};
+}  // namespace c10d
 int main(int argc, char**) {
-  // Referenced, never called: the probe only has to link. Gloo's TCP
-  // transport is what comm/ calls directly; c10d's own Gloo functions change
-  // signature between LibTorch versions (createDefaultDevice took no
-  // argument in 1.13 and takes one in 2.11), so the probe avoids them.
+  // Referenced, never called: the probe only has to link.
+  if (argc > 99) {
+    return static_cast<c10d::ProcessGroupGloo*>(nullptr)->getContext(0) != nullptr;
+  }
   if (argc > 98) {
     return gloo::transport::tcp::CreateDevice(
                *static_cast<const gloo::transport::tcp::attr*>(nullptr)) != nullptr;
