@@ -4,7 +4,7 @@
 #include <ATen/ops/full.h>
 #include <c10/core/ScalarType.h>
 #include <glog/logging.h>
-#include <gloo/rendezvous/context.h>
+#include <gloo/context.h>
 
 #include <algorithm>
 #include <deque>
@@ -23,10 +23,10 @@
 #include "absl/synchronization/notification.h"
 #include "base/status.h"
 #include "comm/collective_checks.h"
-#include "comm/gloo_compat.h"
 #include "comm/group_internal.h"
 #include "comm/progress.h"
 #include "comm/ring.h"
+#include "comm/ring_context.h"
 #include "comm/wait_clock.h"
 
 namespace strata::comm {
@@ -263,14 +263,12 @@ absl::Status Group::Connect(std::shared_ptr<gloo::transport::Device> device) {
         c10::make_intrusive<c10d::PrefixStore>(options_.name + "/pg", store_),
         options_.rank, options_.world_size, pg_options);
 
-    auto ring_context = std::make_shared<gloo::rendezvous::Context>(
-        options_.rank, options_.world_size);
-    ring_context->setTimeout(ToChrono(options_.timeout));
-    auto ring_store = std::make_shared<c10d::ProcessGroupGloo::GlooStore>(
-        c10::make_intrusive<c10d::PrefixStore>(options_.name + "/ring",
-                                               store_));
-    internal::ConnectFullMesh(*ring_context, std::move(ring_store), device_);
-    context_ = std::move(ring_context);
+    internal::RingContext ring = internal::ConnectRingContext(
+        c10::make_intrusive<c10d::PrefixStore>(options_.name + "/ring", store_),
+        options_.rank, options_.world_size, device_,
+        ToChrono(options_.timeout));
+    ring_owner_ = std::move(ring.owner);
+    context_ = std::move(ring.context);
   });
   if (!status.ok()) {
     return absl::UnavailableError(absl::StrCat(

@@ -249,6 +249,9 @@ class Group {
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> process_group_;
+  // The rings' context and the c10d group that connected and owns it
+  // (ring_context.h); context_ is released first.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> ring_owner_;
   std::shared_ptr<gloo::Context> context_;
   // Runs the ring collectives in call order (same order on every rank).
   std::unique_ptr<Worker> worker_;
