@@ -278,11 +278,17 @@ absl::StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
 // JSON field readers for config.json: errors name the file and the key.
 class ConfigReader {
  public:
-  ConfigReader(const Json& root, std::string source)
-      : root_(root), source_(std::move(source)) {}
+  ConfigReader(const Json& root, std::string source, std::string prefix = "")
+      : root_(root), source_(std::move(source)), prefix_(std::move(prefix)) {}
 
   bool Has(const char* key) const {
     return root_.contains(key) && !root_[key].is_null();
+  }
+  // A reader of the object under `key` (which Has), its errors naming
+  // "key.field".
+  absl::StatusOr<ConfigReader> Object(const char* key) const {
+    if (!root_[key].is_object()) return Wrong(key, "an object");
+    return ConfigReader(root_[key], source_, absl::StrCat(prefix_, key, "."));
   }
 
   absl::StatusOr<int64_t> Int(const char* key) const {
@@ -311,23 +317,50 @@ class ConfigReader {
   }
   absl::Status Unsupported(const char* key, const std::string& why) const {
     return absl::InvalidArgumentError(
-        absl::StrCat(source_, ": \"", key, "\": ", why));
+        absl::StrCat(source_, ": \"", prefix_, key, "\": ", why));
   }
 
  private:
   absl::Status Missing(const char* key) const {
     return absl::InvalidArgumentError(
-        absl::StrCat(source_, ": missing \"", key, "\""));
+        absl::StrCat(source_, ": missing \"", prefix_, key, "\""));
   }
   absl::Status Wrong(const char* key, const char* expected) const {
     return absl::InvalidArgumentError(absl::StrCat(
-        source_, ": \"", key, "\" must be ", expected, ", got ",
+        source_, ": \"", prefix_, key, "\" must be ", expected, ", got ",
         root_[key].dump(-1, ' ', false, Json::error_handler_t::replace)));
   }
 
   const Json& root_;
   std::string source_;
+  std::string prefix_;  // "rope_scaling." for a nested object.
 };
+
+// Hugging Face's rope_scaling object: rope_type (or the older "type")
+// "llama3" with factor, low_freq_factor, high_freq_factor and
+// original_max_position_embeddings; other types are not modelled.
+absl::Status ReadRopeScaling(const ConfigReader& r, models::RopeScaling* s) {
+  const char* type_key = r.Has("rope_type") ? "rope_type" : "type";
+  STRATA_ASSIGN_OR_RETURN(std::string type, r.String(type_key, ""));
+  if (type == "default") return absl::OkStatus();  // No scaling.
+  if (type != "llama3") {
+    return r.Unsupported(
+        type_key, absl::StrCat("'", type,
+                               "': Strata's Llama models only Llama 3.1's "
+                               "scaling (\"llama3\")"));
+  }
+  s->type = type;
+  STRATA_ASSIGN_OR_RETURN(s->factor, r.Double("factor", 1.0));
+  STRATA_ASSIGN_OR_RETURN(s->low_freq_factor, r.Double("low_freq_factor", 1.0));
+  STRATA_ASSIGN_OR_RETURN(s->high_freq_factor,
+                          r.Double("high_freq_factor", 4.0));
+  STRATA_ASSIGN_OR_RETURN(s->original_max_position_embeddings,
+                          r.Int("original_max_position_embeddings"));
+  if (absl::Status valid = models::ValidateRopeScaling(*s); !valid.ok()) {
+    return r.Unsupported("rope_type", std::string(valid.message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ReadGpt2Config(const ConfigReader& r, models::ModelConfig* c) {
   STRATA_ASSIGN_OR_RETURN(c->vocab_size, r.Int("vocab_size"));
@@ -388,9 +421,8 @@ absl::Status ReadLlamaConfig(const ConfigReader& r, models::ModelConfig* c) {
                          absl::StrCat("'", act, "': Strata's Llama uses silu"));
   }
   if (r.Has("rope_scaling")) {
-    return r.Unsupported("rope_scaling",
-                         "rotary frequency scaling (Llama 3.1+) is not "
-                         "modelled by Strata's Llama");
+    STRATA_ASSIGN_OR_RETURN(ConfigReader scaling, r.Object("rope_scaling"));
+    STRATA_RETURN_IF_ERROR(ReadRopeScaling(scaling, &c->rope_scaling));
   }
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     STRATA_ASSIGN_OR_RETURN(bool bias, r.Bool(key, false));
@@ -453,6 +485,19 @@ absl::Status CheckHfConfig(const std::string& path,
   if (config.family == "llama" && file.rope_theta != config.rope_theta) {
     return differs("rope_theta", file.rope_theta, config.rope_theta);
   }
+  if (config.family == "llama") {
+    const models::RopeScaling& a = file.rope_scaling;
+    const models::RopeScaling& b = config.rope_scaling;
+    auto text = [](const models::RopeScaling& s) {
+      if (s.type.empty()) return std::string("none");
+      return absl::StrCat(s.type, " (factor ", s.factor, ", low_freq_factor ",
+                          s.low_freq_factor, ", high_freq_factor ",
+                          s.high_freq_factor,
+                          ", original_max_position_embeddings ",
+                          s.original_max_position_embeddings, ")");
+    };
+    if (text(a) != text(b)) return differs("rope_scaling", text(a), text(b));
+  }
   if (file.tie_embeddings != config.tie_embeddings) {
     return differs("tie_embeddings", file.tie_embeddings,
                    config.tie_embeddings);
@@ -512,6 +557,29 @@ absl::StatusOr<models::ModelConfig> ModelConfigFromHfJson(
   return config;
 }
 
+absl::StatusOr<models::ModelConfig> ModelConfigFromHfConfigFile(
+    const std::string& path) {
+  std::error_code ec;
+  const std::string file =
+      std::filesystem::is_directory(path, ec) ? path + "/" + kConfigFile : path;
+  STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(file));
+  STRATA_ASSIGN_OR_RETURN(Json root, ParseJson(text, file));
+  const std::string model_type = root.is_object() &&
+                                         root.contains("model_type") &&
+                                         root["model_type"].is_string()
+                                     ? root["model_type"].get<std::string>()
+                                     : "";
+  if (model_type != "gpt2" && model_type != "llama") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file,
+                     ": \"model_type\" must be \"gpt2\" or \"llama\" (the "
+                     "families Strata models), got ",
+                     model_type.empty() ? "none" : "'" + model_type + "'"));
+  }
+  return ModelConfigFromHfJson(text, file,
+                               model_type == "gpt2" ? "gpt" : "llama");
+}
+
 std::string HfConfigJson(const models::ModelConfig& c) {
   nlohmann::ordered_json j;
   if (c.family == "gpt") {
@@ -542,7 +610,17 @@ std::string HfConfigJson(const models::ModelConfig& c) {
     j["num_key_value_heads"] = c.num_kv_heads;
     j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
-    j["rope_scaling"] = nullptr;
+    if (c.rope_scaling.type.empty()) {
+      j["rope_scaling"] = nullptr;
+    } else {
+      j["rope_scaling"] = {
+          {"rope_type", c.rope_scaling.type},
+          {"factor", c.rope_scaling.factor},
+          {"low_freq_factor", c.rope_scaling.low_freq_factor},
+          {"high_freq_factor", c.rope_scaling.high_freq_factor},
+          {"original_max_position_embeddings",
+           c.rope_scaling.original_max_position_embeddings}};
+    }
     j["hidden_act"] = "silu";
     j["attention_bias"] = false;
     j["mlp_bias"] = false;

@@ -62,12 +62,18 @@ std::string HfConfigPath(const std::string& path);
 // (`text`, named `source` in errors). InvalidArgument naming the key when
 // one is missing or of the wrong type, or when the config asks for what
 // Strata's model does not compute (GPT-2: an activation other than
-// gelu_new, unscaled or layer-scaled attention; Llama: rope_scaling,
-// attention or MLP biases, an activation other than silu, a head_dim other
-// than hidden_size / num_attention_heads).
+// gelu_new, unscaled or layer-scaled attention; Llama: a rope_scaling
+// other than Llama 3.1's "llama3", attention or MLP biases, an activation other
+// than silu, a head_dim other than hidden_size / num_attention_heads).
 absl::StatusOr<models::ModelConfig> ModelConfigFromHfJson(
     absl::string_view text, const std::string& source,
     const std::string& family);
+
+// The Strata config of a Hugging Face config.json at `path` (the file, or a
+// directory holding it), its family from "model_type" ("gpt2" or "llama");
+// errors name the file and the key.
+absl::StatusOr<models::ModelConfig> ModelConfigFromHfConfigFile(
+    const std::string& path);
 
 // config.json text for `config` (Hugging Face's keys for its family).
 std::string HfConfigJson(const models::ModelConfig& config);
@@ -83,8 +89,8 @@ absl::StatusOr<NamedTensors> ImportHf(const NamedTensors& hf,
 
 // Checks that the config.json beside Hugging Face weights (HfConfigPath;
 // none is fine) describes `config`'s architecture: heads, key/value heads,
-// norm epsilon, rope theta (Llama), tied head; InvalidArgument naming the
-// file, the field and both values otherwise. (Sizes are checked by
+// norm epsilon, rope theta and scaling (Llama), tied head; InvalidArgument
+// naming the file, the field and both values otherwise. (Sizes are checked by
 // ImportHf's shapes; Llama's context length may differ.)
 absl::Status CheckHfConfig(const std::string& path,
                            const models::ModelConfig& config);

@@ -330,17 +330,53 @@ TEST(HfLayoutTest, ReadsPublishedGpt2ConfigKeys) {
   EXPECT_EQ(c.ffn_dim, gpt2.ffn_dim);
 }
 
-TEST(HfLayoutTest, ConfigWithRopeScalingIsRefused) {
+// A Llama config.json with `rope_scaling` (JSON) and small sizes.
+std::string LlamaConfigWithScaling(const std::string& rope_scaling) {
+  return R"({"vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+             "num_hidden_layers": 1, "num_attention_heads": 2,
+             "max_position_embeddings": 8, "rope_scaling": )" +
+         rope_scaling + "}";
+}
+
+TEST(HfLayoutTest, RopeScalingOfAnotherTypeIsRefused) {
   EXPECT_THAT(
       ModelConfigFromHfJson(
-          R"({"vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
-              "num_hidden_layers": 1, "num_attention_heads": 2,
-              "max_position_embeddings": 8,
-              "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})",
+          LlamaConfigWithScaling(R"({"rope_type": "yarn", "factor": 4.0})"),
           "config.json", "llama"),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("config.json: \"rope_scaling\": rotary frequency "
-                         "scaling")));
+               HasSubstr("config.json: \"rope_scaling.rope_type\": 'yarn': "
+                         "Strata's Llama models only Llama 3.1's scaling")));
+}
+
+TEST(HfLayoutTest, Llama3RopeScalingWithoutItsContextNamesTheKey) {
+  EXPECT_THAT(
+      ModelConfigFromHfJson(
+          LlamaConfigWithScaling(R"({"rope_type": "llama3", "factor": 8.0})"),
+          "config.json", "llama"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("config.json: missing "
+                         "\"rope_scaling.original_max_position_embeddings\"")));
+}
+
+TEST(HfLayoutTest, Llama3RopeScalingIsReadAndWrittenBack) {
+  absl::StatusOr<models::ModelConfig> read = ModelConfigFromHfJson(
+      LlamaConfigWithScaling(
+          R"({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 8192})"),
+      "config.json", "llama");
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->rope_scaling.type, "llama3");
+  EXPECT_EQ(read->rope_scaling.factor, 32.0);
+  EXPECT_EQ(read->rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(read->rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(read->rope_scaling.original_max_position_embeddings, 8192);
+  absl::StatusOr<models::ModelConfig> again =
+      ModelConfigFromHfJson(HfConfigJson(*read), "again.json", "llama");
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->rope_scaling.type, "llama3");
+  EXPECT_EQ(again->rope_scaling.factor, 32.0);
+  EXPECT_EQ(again->rope_scaling.original_max_position_embeddings, 8192);
 }
 
 TEST(HfLayoutTest, ConfigMissingAKeyNamesIt) {

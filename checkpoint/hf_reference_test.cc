@@ -34,7 +34,8 @@ std::string ScriptPath() {
          "/strata/checkpoint/testdata/hf_reference.py";
 }
 
-// Runs the reference for `name` ("gpt2", "llama", "llama-tied"), converts
+// Runs the reference for `name` ("gpt2", "llama", "llama-tied",
+// "llama3-scaled"), converts
 // its weights as `strata_ckpt convert --from=<layout>` does, loads them like
 // --load_weights and returns max |Strata logits - reference logits|.
 double MaxLogitError(const std::string& name, const std::string& family) {
@@ -83,6 +84,12 @@ TEST(HfReferenceTest, LlamaWithGroupedQueryAttentionLogitsMatch) {
 
 TEST(HfReferenceTest, TiedLlamaLogitsMatch) {
   EXPECT_LT(MaxLogitError("llama-tied", "llama"), kTolerance);
+}
+
+// Scaling moves the angles of 6 of the 8 frequencies by up to ~1 rad at the
+// sequence's last position, far beyond the tolerance if it were ignored.
+TEST(HfReferenceTest, Llama3RopeScalingLogitsMatch) {
+  EXPECT_LT(MaxLogitError("llama3-scaled", "llama"), kTolerance);
 }
 
 }  // namespace

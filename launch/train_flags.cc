@@ -32,7 +32,9 @@ const strata::launch::TrainOptions kDefaults;
 DEFINE_string(
     model, kDefaults.model,
     "Model config name: gpt-tiny, gpt-small50m, gpt-100m, gpt2, "
-    "gpt2-medium, gpt2-large, gpt2-xl, llama-tiny, llama-1b, llama-7b.");
+    "gpt2-medium, gpt2-large, gpt2-xl, llama-tiny, llama-1b, llama-7b; or a "
+    "Hugging Face config.json (the file or its directory) of a GPT-2 or "
+    "Llama model.");
 DEFINE_int64(vocab_size, kDefaults.vocab_size,
              "Vocabulary size override (0: the model config's). Required for "
              "token-bin data.");

@@ -4,17 +4,21 @@
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/status.h"
+#include "checkpoint/hf_layout.h"
 #include "models/config.h"
 #include "optim/loss_scaler.h"
 #include "strategies/mixed_precision.h"
@@ -309,6 +313,21 @@ TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   return c;
 }
 
+absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model) {
+  std::error_code ec;
+  const bool is_path = absl::EndsWith(model, ".json") ||
+                       std::filesystem::is_directory(model, ec);
+  absl::StatusOr<models::ModelConfig> config =
+      is_path ? checkpoint::ModelConfigFromHfConfigFile(model)
+              : models::ConfigByName(model);
+  if (!config.ok()) {
+    return FlagError("model",
+                     absl::StrCat(config.status().message(),
+                                  is_path ? "" : " (or a config.json path)"));
+  }
+  return config;
+}
+
 absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
   if (o.device == "cpu") return at::Device(at::kCPU);
   if (o.device != "cuda" && o.device != "auto") {
@@ -425,8 +444,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                   "--strategy=",
                                   strategies::StrategyKindName(o.strategy)));
   }
-  auto config = models::ConfigByName(o.model);
-  if (!config.ok()) return FlagError("model", config.status().message());
+  auto config = ModelConfigOf(o.model);
+  if (!config.ok()) return config.status();
   if (o.vocab_size < 0)
     return FlagError("vocab_size", "must be >= 0 (0 = the model's)");
   if (o.seq_len > config->seq_len) {

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "launch/option_kinds.h"
 #include "launch/training_checkpoint.h"
+#include "models/config.h"
 #include "optim/lr_schedule.h"
 #include "strategies/options.h"
 
@@ -162,6 +163,11 @@ struct TrainOptions {
   std::string tensorboard_dir;
   int threads = 1;  // LibTorch intra-op threads; 0: leave LibTorch's setting.
 };
+
+// The model --model names: a named config (models::ConfigByName), or a
+// Hugging Face config.json (the file, or a directory holding it: GPT-2 or
+// Llama, Llama 3.1's rope scaling included). Errors name --model.
+absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model);
 
 // The device --device names. "auto": cuda where this LibTorch has CUDA, a GPU
 // is visible and the run can use it (fp32 or bf16; no checkpoints, FSDP

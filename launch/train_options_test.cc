@@ -8,9 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "base/testing/status_matchers.h"
+#include "base/testing/temp_dir.h"
+#include "checkpoint/hf_layout.h"
+#include "models/config.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/options.h"
 
@@ -18,6 +22,7 @@ namespace strata::launch {
 namespace {
 
 using ::strata::testing::IsOk;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // The optimizer flags (ValidateTrainOptions): an option of another
@@ -160,6 +165,41 @@ TEST(PrecisionFlagsTest, Fp16IsRefusedUpFrontWhereLibTorchCannotComputeIt) {
   EXPECT_THAT(message, HasSubstr("--precision: fp16: this LibTorch ("));
   EXPECT_THAT(message, HasSubstr(") cannot train in Half on the CPU: "));
   EXPECT_THAT(message, HasSubstr("tools/libtorch2/run.sh"));
+}
+
+TEST(ModelFlagTest, ConfigJsonGivesThePublishedConfig) {
+  // llama-1b's config as Hugging Face writes it (rope scaling included).
+  const absl::StatusOr<models::ModelConfig> named =
+      models::ConfigByName("llama-1b");
+  ASSERT_THAT(named, IsOk());
+  const std::string dir = testing::FreshTempDir("llama_config");
+  std::ofstream(dir + "/config.json") << checkpoint::HfConfigJson(*named);
+  for (const std::string& model : {dir, dir + "/config.json"}) {
+    const absl::StatusOr<models::ModelConfig> read = ModelConfigOf(model);
+    ASSERT_THAT(read, IsOk()) << model;
+    EXPECT_EQ(read->family, "llama");
+    EXPECT_EQ(read->vocab_size, named->vocab_size);
+    EXPECT_EQ(read->num_layers, named->num_layers);
+    EXPECT_EQ(read->num_kv_heads, named->num_kv_heads);
+    EXPECT_EQ(read->rope_theta, named->rope_theta);
+    EXPECT_EQ(read->rope_scaling.type, "llama3");
+    EXPECT_EQ(read->rope_scaling.factor, named->rope_scaling.factor);
+    EXPECT_EQ(read->tie_embeddings, named->tie_embeddings);
+  }
+}
+
+TEST(ModelFlagTest, UnknownModelTypeNamesTheFlagAndTheFile) {
+  const std::string dir = testing::FreshTempDir("bert_config");
+  std::ofstream(dir + "/config.json") << R"({"model_type": "bert"})";
+  EXPECT_THAT(ModelConfigOf(dir).status().message(),
+              AllOf(HasSubstr("--model"), HasSubstr("config.json"),
+                    HasSubstr("'bert'")));
+}
+
+TEST(ModelFlagTest, UnknownNameSuggestsAConfigJson) {
+  EXPECT_THAT(ModelConfigOf("gpt-5").status().message(),
+              AllOf(HasSubstr("--model"), HasSubstr("gpt-5"),
+                    HasSubstr("or a config.json path")));
 }
 
 }  // namespace

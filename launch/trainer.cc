@@ -189,7 +189,7 @@ struct Run {
 // The model config and the data, checked against each other before anything
 // big is built; then the output directory (rank 0).
 absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
-  STRATA_ASSIGN_OR_RETURN(run->config, models::ConfigByName(o.model));
+  STRATA_ASSIGN_OR_RETURN(run->config, ModelConfigOf(o.model));
   if (o.vocab_size > 0) run->config.vocab_size = o.vocab_size;
   run->config.dropout = o.dropout;
   run->config.loss_chunk_tokens = o.loss_chunk_tokens;

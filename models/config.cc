@@ -46,6 +46,16 @@ ModelConfig Llama(int64_t vocab_size, int64_t seq_len, int64_t num_layers,
   return config;
 }
 
+// `config` with Llama 3.2's rotary scaling (its config.json's rope_scaling).
+ModelConfig Llama3(ModelConfig config) {
+  config.rope_scaling.type = "llama3";
+  config.rope_scaling.factor = 32;
+  config.rope_scaling.low_freq_factor = 1;
+  config.rope_scaling.high_freq_factor = 4;
+  config.rope_scaling.original_max_position_embeddings = 8192;
+  return config;
+}
+
 const std::vector<std::pair<std::string, ModelConfig>>& NamedConfigs() {
   static const auto* const kConfigs =
       new std::vector<std::pair<std::string, ModelConfig>>{
@@ -60,10 +70,10 @@ const std::vector<std::pair<std::string, ModelConfig>>& NamedConfigs() {
           {"gpt2-large", Gpt(50257, 1024, 36, 20, 1280)},
           {"gpt2-xl", Gpt(50257, 1024, 48, 25, 1600)},
           {"llama-tiny", Llama(256, 128, 2, 4, 2, 64, 172, 10000, false)},
-          // Llama 3.2 1B: ties its output head to the token embedding.
-          // (Llama 3's rope frequency scaling is not modelled.)
+          // Llama 3.2 1B: ties its output head to the token embedding,
+          // scales rotary frequencies as Llama 3.1 (factor 32).
           {"llama-1b",
-           Llama(128256, 2048, 16, 32, 8, 2048, 8192, 500000, true)},
+           Llama3(Llama(128256, 2048, 16, 32, 8, 2048, 8192, 500000, true))},
           // Llama 2 7B.
           {"llama-7b",
            Llama(32000, 4096, 32, 32, 32, 4096, 11008, 10000, false)},
@@ -92,6 +102,34 @@ absl::StatusOr<ModelConfig> ConfigByName(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model config '", absl::string_view(name.data(), name.size()),
       "'; known configs: ", absl::StrJoin(ConfigNames(), ", ")));
+}
+
+absl::Status ValidateRopeScaling(const RopeScaling& scaling) {
+  if (scaling.type.empty()) return absl::OkStatus();
+  if (scaling.type != "llama3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: rope_scaling type must be empty or \"llama3\", got \"",
+        scaling.type, "\""));
+  }
+  if (!(scaling.factor >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: rope_scaling factor must be >= 1, got ",
+                     scaling.factor));
+  }
+  if (!(scaling.low_freq_factor > 0 &&
+        scaling.high_freq_factor > scaling.low_freq_factor)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: rope_scaling needs 0 < low_freq_factor < "
+        "high_freq_factor, got ",
+        scaling.low_freq_factor, " and ", scaling.high_freq_factor));
+  }
+  if (scaling.original_max_position_embeddings < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: rope_scaling original_max_position_embeddings must be "
+        ">= 1, got ",
+        scaling.original_max_position_embeddings));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateConfig(const ModelConfig& config) {
@@ -165,6 +203,9 @@ absl::Status ValidateConfig(const ModelConfig& config) {
       return absl::InvalidArgumentError(
           absl::StrCat("model config: rope_theta must be positive, got ",
                        config.rope_theta));
+    }
+    if (absl::Status s = ValidateRopeScaling(config.rope_scaling); !s.ok()) {
+      return s;
     }
   }
   return absl::OkStatus();

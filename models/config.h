@@ -14,6 +14,20 @@
 
 namespace strata::models {
 
+// Llama 3.1's rotary frequency scaling (Hugging Face's rope_type "llama3"):
+// frequencies whose wavelength is longer than
+// original_max_position_embeddings / low_freq_factor are divided by
+// `factor`, those shorter than original_max_position_embeddings /
+// high_freq_factor are kept, and those between are interpolated smoothly.
+struct RopeScaling {
+  // "" (none) or "llama3".
+  std::string type;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
 struct ModelConfig {
   // "gpt" (GPT-2: learned positions, LayerNorm, GELU MLP, biases, tied head)
   // or "llama" (RMSNorm, rotary positions, SwiGLU, grouped-query attention).
@@ -34,8 +48,9 @@ struct ModelConfig {
   double dropout = 0.0;
   // LayerNorm (GPT) or RMSNorm (Llama) epsilon.
   double norm_eps = 1e-5;
-  // Llama only: rotary embedding base.
+  // Llama only: rotary embedding base and frequency scaling.
   double rope_theta = 10000;
+  RopeScaling rope_scaling;
   // Whether the output head reuses the token embedding matrix. GPT: always
   // true. Llama: false for Llama 2, true for Llama 3.2 1B/3B.
   bool tie_embeddings = false;
@@ -56,6 +71,11 @@ std::vector<std::string> ConfigNames();
 // A named configuration; an unknown name is an InvalidArgument error that
 // lists the known names.
 absl::StatusOr<ModelConfig> ConfigByName(std::string_view name);
+
+// Checks a rotary scaling (the type known, factor >= 1, 0 < low_freq_factor
+// < high_freq_factor, original_max_position_embeddings >= 1); the error
+// names the field.
+absl::Status ValidateRopeScaling(const RopeScaling& scaling);
 
 // Checks sizes are positive and consistent (dim divisible by num_heads,
 // num_heads by num_kv_heads, ...); the error names the offending field.

@@ -82,11 +82,29 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
 
 std::pair<at::Tensor, at::Tensor> RotaryTables(int64_t seq_len,
                                                int64_t head_dim, double theta,
-                                               c10::Device device) {
+                                               c10::Device device,
+                                               const RopeScaling& scaling) {
   CHECK_EQ(head_dim % 2, 0);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
-  const at::Tensor inv_freq = at::pow(
+  at::Tensor inv_freq = at::pow(
       theta, -at::arange(0, head_dim, 2, f64) / static_cast<double>(head_dim));
+  if (scaling.type == "llama3") {
+    // Llama 3.1: wavelengths (2 pi / f) longer than old / low_freq_factor
+    // are stretched by `factor`, shorter than old / high_freq_factor kept,
+    // and in between interpolated with weight
+    // s = (old / wavelength - low) / (high - low).
+    const double old =
+        static_cast<double>(scaling.original_max_position_embeddings);
+    const double low = scaling.low_freq_factor;
+    const double high = scaling.high_freq_factor;
+    const at::Tensor wavelength = (2 * M_PI) / inv_freq;
+    const at::Tensor smooth = (old / wavelength - low) / (high - low);
+    const at::Tensor interpolated =
+        (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq;
+    inv_freq = at::where(wavelength < old / high, inv_freq,
+                         at::where(wavelength > old / low,
+                                   inv_freq / scaling.factor, interpolated));
+  }
   const at::Tensor angles = at::outer(at::arange(seq_len, f64), inv_freq);
   return {angles.cos().to(device, at::kFloat),
           angles.sin().to(device, at::kFloat)};

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "models/config.h"
 #include "models/dropout.h"
 
 namespace strata::models {
@@ -73,11 +74,12 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
                            const at::Tensor& v, const DropoutSpec& dropout);
 
 // Rotary tables for positions 0..seq_len-1: cos and sin of
-// position * theta^(-2i / head_dim), i in [0, head_dim / 2); fp32
-// [seq_len, head_dim / 2] on `device`.
-std::pair<at::Tensor, at::Tensor> RotaryTables(int64_t seq_len,
-                                               int64_t head_dim, double theta,
-                                               c10::Device device);
+// position * f_i, f_i = theta^(-2i / head_dim) for i in [0, head_dim / 2)
+// (adjusted by `scaling`, see RopeScaling); fp32 [seq_len, head_dim / 2] on
+// `device`. Computed in double.
+std::pair<at::Tensor, at::Tensor> RotaryTables(
+    int64_t seq_len, int64_t head_dim, double theta, c10::Device device,
+    const RopeScaling& scaling = RopeScaling());
 
 // Rotates consecutive pairs (x[2i], x[2i+1]) of x [B, T, H, D] by the angles
 // of the tables (Meta's Llama convention, complex multiplication), in fp32;

@@ -100,6 +100,33 @@ TEST(LayersTest, RotaryTablesAreCosSinOfPositionTimesFrequency) {
   EXPECT_NEAR(cos[2][1].item<double>(), std::cos(0.02), 1e-6);
 }
 
+TEST(LayersTest, Llama3ScalingKeepsStretchesOrBlendsEachFrequency) {
+  // head_dim 16, theta 1000: f_i = 1000^(-2i/16). Original context 64,
+  // low/high factors 1 and 4: wavelengths 2 pi / f below 16 are kept, above
+  // 64 divided by the factor 8, and between blended.
+  RopeScaling scaling;
+  scaling.type = "llama3";
+  scaling.factor = 8;
+  scaling.low_freq_factor = 1;
+  scaling.high_freq_factor = 4;
+  scaling.original_max_position_embeddings = 64;
+  const auto [cos, sin] = RotaryTables(2, 16, 1000.0, at::kCPU, scaling);
+  auto angle = [&](int i) {  // At position 1: the frequency itself.
+    return std::atan2(sin[1][i].item<double>(), cos[1][i].item<double>());
+  };
+  // i = 0: f = 1, wavelength 6.3: kept.
+  EXPECT_NEAR(angle(0), 1.0, 1e-6);
+  // i = 7: f = 1000^(-14/16) = 0.002371, wavelength 2650: divided by 8.
+  EXPECT_NEAR(angle(7), std::pow(1000.0, -14.0 / 16) / 8, 1e-8);
+  // i = 2: f = 1000^(-1/4) = 0.177828, wavelength 35.33: blended with
+  // s = (64 / 35.33 - 1) / 3 = 0.270447: (1 - s) f / 8 + s f = 0.064310.
+  const double f2 = std::pow(1000.0, -0.25);
+  const double s2 = (64 / (2 * M_PI / f2) - 1) / 3;
+  EXPECT_NEAR(s2, 0.270447, 1e-6);
+  EXPECT_NEAR(angle(2), (1 - s2) * f2 / 8 + s2 * f2, 1e-7);
+  EXPECT_NEAR(angle(2), 0.064310, 1e-6);
+}
+
 TEST(LayersTest, ApplyRotaryRotatesConsecutivePairs) {
   const auto [cos, sin] = RotaryTables(2, 2, 10000.0, at::kCPU);
   // One head, D = 2: the pair (1, 0) at position 1 turns by 1 radian.

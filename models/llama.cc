@@ -195,7 +195,7 @@ at::Tensor Llama::Run(const at::Tensor& tokens, const at::Tensor& targets) {
   // Constants of this forward, captured by value by every layer.
   const auto [cos, sin] =
       RotaryTables(tokens.size(1), config_.dim / config_.num_heads,
-                   config_.rope_theta, tokens.device());
+                   config_.rope_theta, tokens.device(), config_.rope_scaling);
   int unit = 0;
   at::Tensor x = CallUnit(
       unit++, tokens, [embed = tok_embeddings_.get()](const at::Tensor& ids) {

@@ -123,6 +123,24 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
+def llama3_inv_freq(inv_freq, scaling):
+    """Llama 3.1's frequency scaling (Hugging Face's rope_type "llama3")."""
+    factor = scaling["factor"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    out = []
+    for f in inv_freq:
+        wavelen = 2 * math.pi / f
+        if wavelen < old / high:
+            out.append(f)
+        elif wavelen > old / low:
+            out.append(f / factor)
+        else:
+            s = (old / wavelen - low) / (high - low)
+            out.append((1 - s) * f / factor + s * f)
+    return np.array(out)
+
+
 def llama_forward(cfg, w, tokens):
     eps = cfg["rms_norm_eps"]
     heads = cfg["num_attention_heads"]
@@ -130,6 +148,8 @@ def llama_forward(cfg, w, tokens):
     d = cfg["hidden_size"] // heads
     t = tokens.shape[1]
     inv_freq = 1.0 / (cfg["rope_theta"]**(np.arange(0, d, 2) / d))
+    if cfg.get("rope_scaling"):
+        inv_freq = llama3_inv_freq(inv_freq, cfg["rope_scaling"])
     freqs = np.outer(np.arange(t), inv_freq)
     emb = np.concatenate([freqs, freqs], axis=-1)  # [T, d]
     cos, sin = np.cos(emb), np.sin(emb)
@@ -206,6 +226,12 @@ CONFIGS = {
 }
 CONFIGS["llama-tied"] = dict(CONFIGS["llama"], num_key_value_heads=4,
                              tie_word_embeddings=True)
+# Llama 3.1's rope scaling with a short original context, so that the 8
+# frequencies of a 16-wide head fall in all three bands: wavelengths below
+# 16 kept, 16 to 64 interpolated, above 64 divided by the factor.
+CONFIGS["llama3-scaled"] = dict(CONFIGS["llama"], rope_scaling={
+    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
 
 
 def main():
