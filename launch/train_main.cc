@@ -72,6 +72,7 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
 
   TrainOptions rank_options = o;
   rank_options.local_rank = world.local_rank;
+  rank_options.restart_count = world.restart_count;
   auto result = Train(rank_options, group.get());
   if (!result.ok()) {
     LOG(ERROR) << result.status().message();
@@ -119,6 +120,7 @@ int Main(int argc, char** argv) {
   SelfLaunchSpec spec;
   spec.nproc = FLAGS_nproc;
   spec.args = original_args;
+  spec.max_restarts = FLAGS_max_restarts;
   return RunSelfLaunchedOrRank(spec, [&](const comm::RendezvousInfo& world) {
     return TrainRank(*options, notes, world);
   });
