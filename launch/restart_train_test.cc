@@ -101,9 +101,8 @@ TEST_P(RestartTrainTest, RankKilledMidRunRestartsAndEndsBitwiseExact) {
                            "0\n.*"));
   // The restart names the first rank the launcher saw fail: rank 1, unless
   // rank 0 (whose collective failed) exited first, which is rare.
-  EXPECT_THAT(run.err,
-              MatchesRegex(".*restart 1/2: rank [01] \\(pid [0-9]+\\) "
-                           "[^\n]*; restarting all 2 ranks\n.*"));
+  EXPECT_THAT(run.err, MatchesRegex(".*restart 1/2: rank [01] \\(pid [0-9]+\\) "
+                                    "[^\n]*; restarting all 2 ranks\n.*"));
   EXPECT_THAT(run.err, Not(HasSubstr("restart 2/2")));
   // Round 0 started with nothing to resume; round 1 resumed step 4.
   EXPECT_THAT(run.err, HasSubstr("--resume=auto: no checkpoint to resume"));
