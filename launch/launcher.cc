@@ -769,9 +769,8 @@ absl::Status Launch(const LauncherOptions& options) {
               << ": " << absl::StrJoin(options.command, " ");
     Supervisor supervisor(options, master_port, num_threads_per_rank, round);
     status = supervisor.Run(&signals);
-    // Not restartable: a signal to the launcher, or no program to run.
-    if (status.ok() || !supervisor.Restartable()) return status;
-    if (options.max_restarts == 0) return status;
+    if (status.ok() || options.max_restarts == 0) return status;
+    if (!supervisor.Restartable()) return status;  // E.g. a SIGINT, no program.
     if (round == options.max_restarts) {
       LOG(ERROR) << "restarts exhausted (--max_restarts="
                  << options.max_restarts << "): " << supervisor.FailureSummary()
