@@ -117,6 +117,12 @@ int Main(int argc, char** argv) {
                   "or fsdp); --strategy=single trains in one process";
     return 1;
   }
+  if (FLAGS_max_restarts != 0 && FLAGS_nproc == 1) {
+    LOG(WARNING) << "--max_restarts=" << FLAGS_max_restarts
+                 << " has no effect with --nproc=1: train restarts only the "
+                    "ranks it starts itself (under torchrun or launch, pass "
+                    "their --max_restarts)";
+  }
   SelfLaunchSpec spec;
   spec.nproc = FLAGS_nproc;
   spec.args = original_args;
