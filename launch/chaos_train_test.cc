@@ -16,8 +16,8 @@
 #include <functional>
 #include <iostream>
 #include <random>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -54,18 +54,15 @@ struct Config {
   std::string Name() const { return absl::StrCat(strategy, "_", nproc); }
 };
 
-// 16 steps of 6 sequences, a checkpoint every 2, dropout off, one metrics line per step,
-// as `config`'s ranks; then `more`.
+// 16 steps of 6 sequences, a checkpoint every 2, dropout off, one metrics line
+// per step, as `config`'s ranks; then `more`.
 std::vector<std::string> Args(const std::string& out, const Config& config,
                               const std::vector<std::string>& more) {
-  std::vector<std::string> flags = {absl::StrCat("--steps=", kSteps),
-                                    "--save_every=2",
-                                    // Splits over 2 and 3 ranks.
-                                    "--global_batch=6",
-                                    "--dropout=0",
-                                    absl::StrCat("--nproc=", config.nproc),
-                                    "--strategy=" + config.strategy,
-                                    "--collective_timeout_s=60"};
+  std::vector<std::string> flags = {
+      absl::StrCat("--steps=", kSteps), "--save_every=2",
+      // Splits over 2 and 3 ranks.
+      "--global_batch=6", "--dropout=0", absl::StrCat("--nproc=", config.nproc),
+      "--strategy=" + config.strategy, "--collective_timeout_s=60"};
   flags.insert(flags.end(), more.begin(), more.end());
   return DropoutRunArgs(out, flags);
 }
@@ -140,8 +137,8 @@ class ChaosTrainTest : public ::testing::TestWithParam<Config> {};
 TEST_P(ChaosTrainTest, ThreeRandomKillsStillEndBitwiseExact) {
   const Config& config = GetParam();
   const std::string whole = TempDir("chaos_whole_" + config.Name());
-  const RunResult uninterrupted = testing::Run(Args(whole, config, {}), {},
-                                      absl::Seconds(120));
+  const RunResult uninterrupted =
+      testing::Run(Args(whole, config, {}), {}, absl::Seconds(120));
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
 
   const std::string out = TempDir("chaos_" + config.Name());
@@ -162,7 +159,8 @@ TEST_P(ChaosTrainTest, ThreeRandomKillsStillEndBitwiseExact) {
         if (earlier.count(pid) > 0) return false;
       }
       return true;
-    })) << "kill " << kill << ": round " << kill << " never started";
+    })) << "kill "
+        << kill << ": round " << kill << " never started";
     earlier.insert(ranks.begin(), ranks.end());
     RemoveStaging(ckpt);
     const int64_t resumed = LatestStep(ckpt);
@@ -189,7 +187,8 @@ TEST_P(ChaosTrainTest, ThreeRandomKillsStillEndBitwiseExact) {
   }
   // The last round's metrics lines are the uninterrupted run's of the same
   // steps; model.pt is the same bytes.
-  const std::vector<double> steps = MetricsColumn(out + "/metrics.jsonl", "step");
+  const std::vector<double> steps =
+      MetricsColumn(out + "/metrics.jsonl", "step");
   ASSERT_FALSE(steps.empty());
   EXPECT_EQ(steps.back(), kSteps);
   const size_t first = kSteps - steps.size();
@@ -208,13 +207,13 @@ TEST_P(ChaosTrainTest, ThreeRandomKillsStillEndBitwiseExact) {
   EXPECT_EQ(ReadFile(out + "/model.pt"), model);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Strategies, ChaosTrainTest,
-    ::testing::Values(Config{"ddp", 2, 1}, Config{"zero2", 3, 2},
-                      Config{"fsdp", 3, 3}),
-    [](const ::testing::TestParamInfo<Config>& info) {
-      return info.param.Name();
-    });
+INSTANTIATE_TEST_SUITE_P(Strategies, ChaosTrainTest,
+                         ::testing::Values(Config{"ddp", 2, 1},
+                                           Config{"zero2", 3, 2},
+                                           Config{"fsdp", 3, 3}),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           return info.param.Name();
+                         });
 
 }  // namespace
 }  // namespace strata::launch
