@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -324,19 +326,43 @@ absl::StatusOr<Contents> Resume(const std::string& path,
                                 comm::Group* group, bool resume_optimizer,
                                 bool resume_param_scheduler,
                                 const std::string& root) {
-  std::string resolved = path;
-  if (path == "auto") {
-    absl::StatusOr<std::string> latest = FindLatest(root);
-    STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, latest.status()));
-    resolved = *latest;
-  }
   LoadOptions options;
   options.load_optimizer = resume_optimizer;
-  STRATA_ASSIGN_OR_RETURN(Contents contents,
-                          LoadCheckpoint(resolved, strategy, group, options));
-  if (!resume_param_scheduler) contents.param_scheduler.clear();
-  LOG(INFO) << "resumed from " << resolved << " at step " << contents.meta.step;
-  return contents;
+  auto finish = [&](const std::string& resolved, Contents contents) {
+    if (!resume_param_scheduler) contents.param_scheduler.clear();
+    LOG(INFO) << "resumed from " << resolved << " at step "
+              << contents.meta.step;
+    return contents;
+  };
+  if (path != "auto") {
+    STRATA_ASSIGN_OR_RETURN(Contents contents,
+                            LoadCheckpoint(path, strategy, group, options));
+    return finish(path, std::move(contents));
+  }
+  const int rank = group == nullptr ? 0 : group->rank();
+  const std::vector<std::string> candidates = CheckpointsNewestFirst(root);
+  for (const std::string& candidate : candidates) {
+    absl::StatusOr<Contents> contents =
+        LoadCheckpoint(candidate, strategy, group, options);
+    if (contents.ok()) return finish(candidate, *std::move(contents));
+    // A failed load changed nothing. Corrupt, or sound but not this run's?
+    absl::Status corrupt = contents.status();
+    if (corrupt.code() != absl::StatusCode::kDataLoss) {
+      corrupt = comm::AgreeOnStatus(
+          group, rank == 0 ? VerifyCheckpoint(candidate) : absl::OkStatus());
+      if (corrupt.ok()) return contents.status();
+    }
+    LOG(WARNING) << "rank " << rank << ": resume auto: skipping checkpoint "
+                 << candidate << ", it is corrupt (" << corrupt.message()
+                 << "); trying the previous one";
+  }
+  if (candidates.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint to resume under '", root, "'"));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no valid checkpoint to resume under '", root, "' (",
+                   candidates.size(), " checkpoint(s), all corrupt)"));
 }
 
 std::string CheckpointPathForStep(const std::string& root, int64_t step,
@@ -351,22 +377,50 @@ absl::StatusOr<std::string> FindLatest(const std::string& root) {
     return absl::NotFoundError(absl::StrCat("no checkpoint to resume: '", root,
                                             "' is not a directory"));
   }
-  absl::StatusOr<std::string> latest = ReadWholeFile(root + "/latest");
-  if (latest.ok()) {
-    const std::string name(absl::StripAsciiWhitespace(*latest));
-    const std::filesystem::path path = std::filesystem::path(root) / name;
-    if (!name.empty() && LooksComplete(path)) return path.string();
-    LOG(WARNING) << "'" << root << "/latest' names '" << name
-                 << "', which is not a complete checkpoint; using the newest "
-                    "complete one";
-  }
-  std::map<int64_t, std::string> all = ListCheckpoints(root);
+  const std::vector<std::string> all = CheckpointsNewestFirst(root);
   if (all.empty()) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint to resume under '", root,
                      "' (no 'latest' and no complete step_* checkpoint)"));
   }
-  return all.rbegin()->second;
+  return all.front();
+}
+
+std::vector<std::string> CheckpointsNewestFirst(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) return out;
+  // Entries of `latest`'s step and later ones (another run's) come after it
+  // only when it is unusable.
+  int64_t below = std::numeric_limits<int64_t>::max();
+  absl::StatusOr<std::string> latest = ReadWholeFile(root + "/latest");
+  if (latest.ok()) {
+    const std::string name(absl::StripAsciiWhitespace(*latest));
+    const std::filesystem::path path = std::filesystem::path(root) / name;
+    if (!name.empty() && LooksComplete(path)) {
+      out.push_back(path.string());
+      if (StepOf(name) >= 0) below = StepOf(name);
+    } else {
+      LOG(WARNING) << "'" << root << "/latest' names '" << name
+                   << "', which is not a complete checkpoint; using the "
+                      "newest complete one";
+    }
+  }
+  const std::map<int64_t, std::string> all = ListCheckpoints(root);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->first < below) out.push_back(it->second);
+  }
+  return out;
+}
+
+absl::Status VerifyCheckpoint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    return ReadFullCheckpoint(path).status();
+  }
+  STRATA_ASSIGN_OR_RETURN(proto::Metadata md, ReadMetadataFile(path));
+  if (md.format() == kLocalFormat) return ReadLocalCheckpoint(path).status();
+  return VerifySharded(path).status();
 }
 
 absl::Status SaveCheckpointToRoot(const std::string& root, int64_t step,

@@ -156,8 +156,14 @@ absl::Status LoadHfWeights(const std::string& path,
 
 // mmengine's resume: a strict load of the model and, with
 // `resume_optimizer`, the optimizer; Contents::param_scheduler is cleared
-// unless `resume_param_scheduler`. `path` may be "auto" with `root` set:
-// the latest checkpoint under `root` (FindLatest).
+// unless `resume_param_scheduler`. `path` may be "auto" with `root` set: the
+// newest valid checkpoint under `root`. The checkpoints are tried newest
+// first (CheckpointsNewestFirst); one that fails to load and is corrupt
+// (rank 0's VerifyCheckpoint fails: a truncated or missing file, a checksum
+// mismatch) is skipped with a warning on every rank naming it and why, and
+// nothing of it is loaded; a sound one that fails to load (another model or
+// optimizer) is the error. NotFound naming `root` when no checkpoint is left
+// (none, or every one corrupt: the message counts those skipped).
 absl::StatusOr<Contents> Resume(const std::string& path,
                                 strategies::Strategy& strategy,
                                 comm::Group* group,
@@ -179,6 +185,18 @@ std::string CheckpointPathForStep(const std::string& root, int64_t step,
 // step_* entry (a directory with metadata, or a full file). NotFound naming
 // `root` when there is none.
 absl::StatusOr<std::string> FindLatest(const std::string& root);
+
+// The complete checkpoints under `root`, newest first: the one `latest`
+// names (when it is complete), then the step_* entries of earlier steps by
+// decreasing step (all of them without a usable `latest`). Empty when there
+// is none or `root` is not a directory.
+std::vector<std::string> CheckpointsNewestFirst(const std::string& root);
+
+// Reads the whole checkpoint at `path` (any format) and checks every
+// checksum, without loading it into a model: OK, or the first problem (a
+// missing or truncated file, a checksum mismatch, unreadable metadata)
+// naming the file. What `strata_ckpt verify` checks.
+absl::Status VerifyCheckpoint(const std::string& path);
 
 // Saves step `step` under `root`, updates `latest`, then deletes all but the
 // newest `keep_last` checkpoints (0: keep all).

@@ -27,6 +27,7 @@ using testing::ExpectGlobalsEqual;
 using testing::ExpectSnapshotsEqual;
 using testing::Globals;
 using testing::MakeStrategy;
+using testing::OptimizerNamed;
 using testing::Snapshot;
 using testing::StateOf;
 using testing::TempDir;
@@ -157,6 +158,100 @@ TEST(CheckpointTest, ResumeAutoLoadsTheLatestAndCanSkipTheScheduler) {
   EXPECT_TRUE(contents->param_scheduler.empty());
   ExpectSnapshotsEqual(Snapshot(StateOf(*resumed)), Snapshot(StateOf(*saved)),
                        "resumed");
+}
+
+// Damages the checkpoint at `path`: halves a full file, flips a byte in the
+// middle of the largest data file of a sharded one, halves the largest file
+// of a local one.
+void Damage(const std::string& path, Format format) {
+  std::string file = path;
+  if (format != Format::kFull) {
+    uintmax_t largest = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(path)) {
+      if (entry.path().filename() == "metadata.pb") continue;
+      if (entry.file_size() > largest) {
+        largest = entry.file_size();
+        file = entry.path().string();
+      }
+    }
+  }
+  const uintmax_t bytes = std::filesystem::file_size(file);
+  ASSERT_GT(bytes, 2u) << file;
+  if (format != Format::kSharded) {
+    std::filesystem::resize_file(file, bytes / 2);
+    return;
+  }
+  std::fstream stream(file, std::ios::in | std::ios::out | std::ios::binary);
+  stream.seekg(bytes / 2);
+  const char byte = static_cast<char>(stream.get());
+  stream.seekp(bytes / 2);
+  stream.put(static_cast<char>(byte ^ 0x5a));
+}
+
+TEST(CheckpointTest, ResumeAutoSkipsACorruptNewestCheckpoint) {
+  for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
+    const std::string what = FormatName(format);
+    const std::string root = TempDir("resume_corrupt_" + what);
+    SaveOptions options;
+    options.format = format;
+    auto at2 = MakeStrategy("single", nullptr, 7, 2);
+    auto at4 = MakeStrategy("single", nullptr, 7, 4);
+    ASSERT_NE(at2, nullptr);
+    ASSERT_NE(at4, nullptr);
+    ASSERT_THAT(
+        SaveCheckpointToRoot(root, 2, 0, *at2, nullptr, WithStep(2), options),
+        IsOk());
+    ASSERT_THAT(
+        SaveCheckpointToRoot(root, 4, 0, *at4, nullptr, WithStep(4), options),
+        IsOk());
+    const std::vector<std::string> want = {
+        CheckpointPathForStep(root, 4, format),
+        CheckpointPathForStep(root, 2, format)};
+    EXPECT_EQ(CheckpointsNewestFirst(root), want) << what;
+    EXPECT_THAT(VerifyCheckpoint(want[0]), IsOk()) << what;
+    Damage(want[0], format);
+    EXPECT_FALSE(VerifyCheckpoint(want[0]).ok()) << what;
+
+    auto resumed = MakeStrategy("single", nullptr, 11, 0);
+    ASSERT_NE(resumed, nullptr);
+    auto contents = Resume("auto", *resumed, nullptr, true, true, root);
+    ASSERT_THAT(contents, IsOk()) << what;
+    EXPECT_EQ(contents->meta.step, 2) << what;
+    ExpectSnapshotsEqual(Snapshot(StateOf(*resumed)), Snapshot(StateOf(*at2)),
+                         what);
+
+    // Every checkpoint corrupt: NotFound, and nothing loaded.
+    Damage(want[1], format);
+    auto fresh = MakeStrategy("single", nullptr, 11, 0);
+    ASSERT_NE(fresh, nullptr);
+    const auto before = Snapshot(StateOf(*fresh));
+    const absl::Status none =
+        Resume("auto", *fresh, nullptr, true, true, root).status();
+    EXPECT_EQ(none.code(), absl::StatusCode::kNotFound) << what << ": " << none;
+    EXPECT_NE(none.message().find("2 checkpoint(s), all corrupt"),
+              std::string::npos)
+        << none;
+    ExpectSnapshotsEqual(Snapshot(StateOf(*fresh)), before, what);
+  }
+}
+
+// A sound checkpoint that does not fit the run (another optimizer) is the
+// error, not a reason to fall back to an older one.
+TEST(CheckpointTest, ResumeAutoFailsOnASoundCheckpointOfAnotherOptimizer) {
+  const std::string root = TempDir("resume_mismatch");
+  auto saved = MakeStrategy("single", nullptr, 7, 1);
+  ASSERT_NE(saved, nullptr);
+  ASSERT_THAT(SaveCheckpointToRoot(root, 1, 0, *saved, nullptr, WithStep(1)),
+              IsOk());
+  ASSERT_THAT(SaveCheckpointToRoot(root, 2, 0, *saved, nullptr, WithStep(2)),
+              IsOk());
+  auto sgd = MakeStrategy("single", nullptr, 11, 0, OptimizerNamed("sgd"));
+  ASSERT_NE(sgd, nullptr);
+  const absl::Status status =
+      Resume("auto", *sgd, nullptr, true, true, root).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("step_00000002"), std::string::npos)
+      << status;
 }
 
 // The asynchronous save writes the state as it was when SaveToRoot

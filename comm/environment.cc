@@ -125,6 +125,10 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
     info.store_served_externally =
         absl::AsciiStrToLower(absl::StripAsciiWhitespace(*agent)) == "true";
   }
+  auto restart_count =
+      ParseIntOr(env, "TORCHELASTIC_RESTART_COUNT", 0, kMaxInt, 0);
+  if (!restart_count.ok()) return restart_count.status();
+  info.restart_count = *restart_count;
   return info;
 }
 

@@ -39,6 +39,9 @@ struct RendezvousInfo {
   // launcher watches no heartbeat.
   int heartbeat_fd = -1;
   int heartbeat_interval_ms = 0;
+  // The restart round of this process's job (torchrun's and the launcher's
+  // TORCHELASTIC_RESTART_COUNT): 0 for the first start, n after n restarts.
+  int restart_count = 0;
 };
 
 // Looks up one environment variable; nullopt when unset.

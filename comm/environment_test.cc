@@ -79,6 +79,22 @@ TEST(RendezvousInfoFromEnvTest, TorchrunAgentStoreMakesRankZeroAClient) {
   EXPECT_FALSE(info->store_served_externally);
 }
 
+TEST(RendezvousInfoFromEnvTest, TorchrunRestartCountIsTheRound) {
+  auto info =
+      RendezvousInfoFromEnv(FakeEnv({{"RANK", "1"},
+                                     {"WORLD_SIZE", "2"},
+                                     {"TORCHELASTIC_RESTART_COUNT", "2"}}));
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->restart_count, 2);
+  info = RendezvousInfoFromEnv(FakeEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}}));
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->restart_count, 0);
+  EXPECT_THAT(ErrorOf({{"RANK", "0"},
+                       {"WORLD_SIZE", "2"},
+                       {"TORCHELASTIC_RESTART_COUNT", "-1"}}),
+              HasSubstr("TORCHELASTIC_RESTART_COUNT=-1 is out of range"));
+}
+
 TEST(RendezvousInfoFromEnvTest, WorldSizeZeroIsRejected) {
   EXPECT_THAT(ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
               HasSubstr("WORLD_SIZE=0 is out of range"));

@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -134,6 +136,29 @@ void LineForwarder::Emit(absl::string_view lines) {
     lines.remove_prefix(end + 1);
   }
   target_broken_ = !WriteAll(target_fd_, out);
+}
+
+absl::StatusOr<int> PickFreeTcpPort() {
+  ScopedFd socket_fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket_fd.valid()) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a socket: ", ErrnoText(errno)));
+  }
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (bind(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
+           sizeof(address)) != 0 ||
+      getsockname(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
+                  &length) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot find a free port: ", ErrnoText(errno)));
+  }
+  const int port = ntohs(address.sin_port);
+  CHECK_GT(port, 0);
+  return port;
 }
 
 }  // namespace strata::launch

@@ -1,7 +1,8 @@
 // File-descriptor helpers of the launcher: an owning ScopedFd, pipes and
 // /dev/null kept above the standard descriptors (so a child's dup2 onto 0, 1
 // and 2 never clobbers them), non-blocking mode, whole writes, and the
-// forwarding of ranks' output line by line. Internal to launch/.
+// forwarding of ranks' output line by line, and a free TCP port. Internal to
+// launch/.
 #ifndef STRATA_LAUNCH_FDS_H_
 #define STRATA_LAUNCH_FDS_H_
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace strata::launch {
@@ -52,6 +54,11 @@ absl::Status MakePipe(ScopedFd* read_end, ScopedFd* write_end);
 absl::Status OpenDevNull(ScopedFd* fd);
 
 absl::Status SetNonBlocking(int fd);
+
+// Binds a TCP socket to port 0 on all interfaces and returns the port the
+// kernel chose. The port is free now; nothing reserves it until someone
+// binds it (the same race torchrun accepts).
+absl::StatusOr<int> PickFreeTcpPort();
 
 // Writes all of `data` to `fd`, waiting if `fd` is non-blocking and full.
 // Returns false if `fd` cannot be written (closed reader, bad fd): the output

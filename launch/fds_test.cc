@@ -1,11 +1,15 @@
 #include "launch/fds.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "base/testing/status_matchers.h"
 
 namespace strata::launch {
@@ -86,6 +90,23 @@ TEST(LineForwarderTest, PrefixesEveryLineAndEndsAPartialOne) {
 
 TEST(LineForwarderTest, WithoutAPrefixForwardsUnchanged) {
   EXPECT_EQ(Forwarded("a\nb\n", ""), "a\nb\n");
+}
+
+TEST(PickFreeTcpPortTest, ReturnsAPortThatCanBeBound) {
+  absl::StatusOr<int> port = PickFreeTcpPort();
+  ASSERT_THAT(port.status(), IsOk());
+  EXPECT_GT(*port, 0);
+  EXPECT_LE(*port, 65535);
+  ScopedFd socket_fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(socket_fd.valid());
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = htons(static_cast<uint16_t>(*port));
+  EXPECT_EQ(bind(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
+                 sizeof(address)),
+            0)
+      << ErrnoText(errno);
 }
 
 }  // namespace

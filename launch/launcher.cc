@@ -3,13 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glog/logging.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,32 +58,6 @@ std::string SignalText(int signo) {
   const char* text = sigdescr_np(signo);
   return absl::StrCat("signal ", signo, " (",
                       text != nullptr ? text : "unknown signal", ")");
-}
-
-// Binds a TCP socket to port 0 on all interfaces and returns the port the
-// kernel chose. The port is free now; nothing reserves it until rank 0 binds
-// it (the same race torchrun accepts).
-absl::StatusOr<int> PickFreePort() {
-  ScopedFd socket_fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket_fd.valid()) {
-    return absl::InternalError(absl::StrCat(
-        "--master_port=0: cannot create a socket: ", ErrnoText(errno)));
-  }
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  if (bind(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
-           sizeof(address)) != 0 ||
-      getsockname(socket_fd.get(), reinterpret_cast<sockaddr*>(&address),
-                  &length) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "--master_port=0: cannot find a free port: ", ErrnoText(errno)));
-  }
-  const int port = ntohs(address.sin_port);
-  CHECK_GT(port, 0);
-  return port;
 }
 
 int NumUsableCpus() {
@@ -171,8 +143,6 @@ class ScopedSignalCapture {
   std::vector<std::pair<int, struct sigaction>> previous_;
 };
 
-// ---------------------------------------------------------------------------
-
 struct RankProcess {
   int rank = 0;
   int local_rank = 0;
@@ -244,11 +214,14 @@ struct RankProcess {
 // Spawns and watches the ranks of one Launch(). Used from one thread only.
 class Supervisor {
  public:
+  // `restart_round`: 0 for the first start, then 1, 2, ... for each
+  // restart (LauncherOptions::max_restarts).
   Supervisor(const LauncherOptions& options, int master_port,
-             int num_threads_per_rank)
+             int num_threads_per_rank, int restart_round)
       : options_(options),
         master_port_(master_port),
-        num_threads_per_rank_(num_threads_per_rank) {}
+        num_threads_per_rank_(num_threads_per_rank),
+        restart_round_(restart_round) {}
 
   // Spawns every rank, forwards output and signals until all have exited.
   absl::Status Run(ScopedSignalCapture* signals) {
@@ -287,9 +260,28 @@ class Supervisor {
       if (!PumpOutput(kDrainIdleMs, nullptr)) break;
     }
     for (auto& forwarder : forwarders_) forwarder->Close();
-    // Signals that arrived after the last rank exited change nothing.
-    signals->TakeSignals();
+    // Signals that arrived after the last rank exited stop no rank, but
+    // they do cancel a restart.
+    late_signal_ = !signals->TakeSignals().empty();
     return FinalStatus();
+  }
+
+  // After Run failed: whether a new round may fix it. A rank failed (exit,
+  // signal, heartbeat) — not the launcher itself, not an exec error (the
+  // program would fail the same way), not a SIGINT/SIGTERM the user sent.
+  bool Restartable() const {
+    return launcher_error_.ok() && first_failure_.has_value() &&
+           ranks_[*first_failure_].exec_error.empty() &&
+           forwarded_signal_ == 0 && !late_signal_;
+  }
+
+  // After Run failed with a rank's failure: "rank 1 (pid 1234) was killed by
+  // signal 9 (Killed)", for the restart log line.
+  std::string FailureSummary() const {
+    CHECK(first_failure_.has_value());
+    const RankProcess& process = ranks_[*first_failure_];
+    return absl::StrCat("rank ", process.rank, " (pid ", process.pid, ")",
+                        Outcome(process));
   }
 
  private:
@@ -308,6 +300,9 @@ class Supervisor {
         {"LOCAL_WORLD_SIZE", absl::StrCat(options_.nproc_per_node)},
         {"GROUP_RANK", absl::StrCat(options_.node_rank)},
         {"GROUP_WORLD_SIZE", absl::StrCat(options_.nnodes)},
+        // As torchrun: the round (0 for the first start) and the limit.
+        {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(restart_round_)},
+        {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(options_.max_restarts)},
     };
     if (heartbeat_fd >= 0) {
       vars.emplace_back("STRATA_HEARTBEAT_FD", absl::StrCat(heartbeat_fd));
@@ -449,17 +444,25 @@ class Supervisor {
            WEXITSTATUS(process.wait_status) == 0;
   }
 
-  static std::string Describe(const RankProcess& process) {
-    std::string description =
-        absl::StrCat("rank ", process.rank, " (local rank ", process.local_rank,
-                     ", pid ", process.pid, ")");
+  // " exited with status 3", " was killed by signal 9 (Killed)", or "".
+  static std::string Outcome(const RankProcess& process) {
     if (WIFEXITED(process.wait_status)) {
-      absl::StrAppend(&description, " exited with status ",
-                      WEXITSTATUS(process.wait_status));
-    } else if (WIFSIGNALED(process.wait_status)) {
-      absl::StrAppend(&description, " was killed by ",
-                      SignalText(WTERMSIG(process.wait_status)),
-                      WCOREDUMP(process.wait_status) ? " (core dumped)" : "");
+      return absl::StrCat(" exited with status ",
+                          WEXITSTATUS(process.wait_status));
+    }
+    if (WIFSIGNALED(process.wait_status)) {
+      return absl::StrCat(
+          " was killed by ", SignalText(WTERMSIG(process.wait_status)),
+          WCOREDUMP(process.wait_status) ? " (core dumped)" : "");
+    }
+    return "";
+  }
+
+  // The rank, its exit and why; with restarts allowed, the round too.
+  std::string Describe(const RankProcess& process) const {
+    std::string description = absl::StrCat(Name(process), Outcome(process));
+    if (options_.max_restarts > 0) {
+      absl::StrAppend(&description, " in restart round ", restart_round_);
     }
     if (!process.exec_error.empty()) {
       absl::StrAppend(&description, ": ", process.exec_error);
@@ -706,6 +709,7 @@ class Supervisor {
   const LauncherOptions& options_;
   const int master_port_;
   const int num_threads_per_rank_;
+  const int restart_round_;
   std::vector<RankProcess> ranks_;
   std::vector<std::unique_ptr<LineForwarder>> forwarders_;
   // Index in ranks_ of the first rank that failed.
@@ -715,6 +719,8 @@ class Supervisor {
   absl::Status launcher_error_;
   // The first SIGINT/SIGTERM the launcher received, 0 if none.
   int forwarded_signal_ = 0;
+  // A SIGINT/SIGTERM arrived after the last rank had exited.
+  bool late_signal_ = false;
   // When the ranks still running get SIGKILL; set once stopping begins.
   std::optional<absl::Time> kill_deadline_;
   bool killed_ = false;
@@ -729,30 +735,52 @@ absl::Status Launch(const LauncherOptions& options) {
       << "Launch() called while another Launch() runs in this process";
   absl::Cleanup done = [] { g_launch_running.store(false); };
 
-  int master_port = options.master_port;
-  if (master_port == 0) {
-    absl::StatusOr<int> port = PickFreePort();
-    if (!port.ok()) return port.status();
-    master_port = *port;
-  }
   const int num_threads_per_rank =
       options.num_threads_per_rank > 0
           ? options.num_threads_per_rank
           : std::max(1, NumUsableCpus() / options.nproc_per_node);
-  const int first_rank = options.node_rank * options.nproc_per_node;
-  LOG(INFO) << "Launching ranks " << first_rank << ".."
-            << first_rank + options.nproc_per_node - 1 << " of world size "
-            << options.nnodes * options.nproc_per_node << " (node "
-            << options.node_rank << " of " << options.nnodes << "), master "
-            << options.master_addr << ":" << master_port << ", "
-            << num_threads_per_rank
-            << " thread(s) per rank: " << absl::StrJoin(options.command, " ");
-
   ScopedSignalCapture signals;
   status = signals.Install();
   if (!status.ok()) return status;
-  Supervisor supervisor(options, master_port, num_threads_per_rank);
-  return supervisor.Run(&signals);
+  for (int round = 0;; ++round) {
+    // A port the launcher picks is picked anew each round (no race with the
+    // old store's sockets); a chosen one stays (c10d listens SO_REUSEADDR).
+    int master_port = options.master_port;
+    if (master_port == 0) {
+      absl::StatusOr<int> port = PickFreeTcpPort();
+      if (!port.ok()) {
+        return absl::Status(
+            port.status().code(),
+            absl::StrCat("--master_port=0: ", port.status().message()));
+      }
+      master_port = *port;
+    }
+    const int first_rank = options.node_rank * options.nproc_per_node;
+    LOG(INFO) << "Launching ranks " << first_rank << ".."
+              << first_rank + options.nproc_per_node - 1 << " of world size "
+              << options.nnodes * options.nproc_per_node << " (node "
+              << options.node_rank << " of " << options.nnodes << "), master "
+              << options.master_addr << ":" << master_port << ", "
+              << num_threads_per_rank << " thread(s) per rank"
+              << (options.max_restarts > 0
+                      ? absl::StrCat(", restart round ", round, " of at most ",
+                                     options.max_restarts)
+                      : "")
+              << ": " << absl::StrJoin(options.command, " ");
+    Supervisor supervisor(options, master_port, num_threads_per_rank, round);
+    status = supervisor.Run(&signals);
+    if (status.ok() || options.max_restarts == 0) return status;
+    if (!supervisor.Restartable()) return status;  // E.g. a SIGINT, no program.
+    if (round == options.max_restarts) {
+      LOG(ERROR) << "restarts exhausted (--max_restarts="
+                 << options.max_restarts << "): " << supervisor.FailureSummary()
+                 << "; giving up";
+      return status;
+    }
+    LOG(WARNING) << "restart " << round + 1 << "/" << options.max_restarts
+                 << ": " << supervisor.FailureSummary() << "; restarting all "
+                 << options.nproc_per_node << " ranks";
+  }
 }
 
 int ExitCodeFromStatus(const absl::Status& status) {

@@ -2,7 +2,8 @@
 // processes, in the spirit of torchrun. Each rank gets the torchrun
 // environment (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE) and per-rank thread limits
-// (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS). The launcher
+// (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS), and torchrun's
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS. The launcher
 // streams the ranks' output line by line, and when one rank fails it stops
 // the others.
 //
@@ -37,6 +38,15 @@ namespace strata::launch {
 // SIGINT/SIGTERM received by this process while Launch runs are forwarded to
 // the ranks (a second one sends SIGKILL). ExitCodeFromStatus() maps the
 // result to a shell exit code.
+//
+// With options.max_restarts = K > 0, a rank's failure (not the launcher's
+// own, not a program that cannot be executed, not a SIGINT/SIGTERM to the
+// launcher) is logged as "restart 1/K: rank 1 (pid 1234) was killed by
+// signal 9 (Killed); restarting all 2 ranks" once every rank has stopped,
+// and every rank starts again with the same environment plus
+// TORCHELASTIC_RESTART_COUNT = the round (1..K; 0 at first) and a fresh
+// port if options.master_port is 0. After K restarts the next failure is
+// returned as above.
 //
 // Ranks read stdin from /dev/null (in their own process group, reading a
 // terminal would stop them), and get SIGTERM if the launcher dies without

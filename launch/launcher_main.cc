@@ -41,6 +41,11 @@ DEFINE_double(heartbeat_timeout_s, 0,
 DEFINE_double(heartbeat_startup_timeout_s, 120,
               "With --heartbeat_timeout_s: seconds a rank may take from its "
               "start to its first heartbeat.");
+DEFINE_int32(max_restarts, 0,
+             "As torchrun's: when a rank fails, stop the others and start all "
+             "ranks again (TORCHELASTIC_RESTART_COUNT = the round; a fresh "
+             "port per round with --master_port=0), up to this many times; "
+             "then exit with the failure. 0: the first failure ends the job.");
 DEFINE_bool(prefix_output, true,
             "Prefix every line a rank prints with \"[rank<N>]: \".");
 
@@ -50,7 +55,9 @@ constexpr char kUsage[] =
     "Starts the ranks of one node of a data-parallel job (like torchrun).\n"
     "Usage: launch [flags] [--] program [args...]\n"
     "Each rank gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,\n"
-    "LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE and thread limits.";
+    "LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, "
+    "TORCHELASTIC_RESTART_COUNT\n"
+    "and thread limits.";
 
 // gflags moves positional arguments to the end and keeps parsing flags after
 // them, so the program's own flags would be taken for the launcher's. This
@@ -119,6 +126,7 @@ int main(int argc, char** argv) {
                            ? absl::InfiniteDuration()
                            : absl::Seconds(FLAGS_stop_grace_s);
   options.prefix_output = FLAGS_prefix_output;
+  options.max_restarts = FLAGS_max_restarts;
   options.heartbeat_timeout = absl::Seconds(FLAGS_heartbeat_timeout_s);
   options.heartbeat_startup_timeout =
       absl::Seconds(FLAGS_heartbeat_startup_timeout_s);

@@ -9,9 +9,16 @@ namespace strata::launch {
 namespace {
 
 // Set by the launcher for each rank; extra_env may not override them.
-constexpr const char* kRendezvousVars[] = {
-    "MASTER_ADDR", "MASTER_PORT",      "RANK",       "WORLD_SIZE",
-    "LOCAL_RANK",  "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"};
+constexpr const char* kRendezvousVars[] = {"MASTER_ADDR",
+                                           "MASTER_PORT",
+                                           "RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "GROUP_RANK",
+                                           "GROUP_WORLD_SIZE",
+                                           "TORCHELASTIC_RESTART_COUNT",
+                                           "TORCHELASTIC_MAX_RESTARTS"};
 }  // namespace
 
 absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
@@ -69,6 +76,11 @@ absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--heartbeat_startup_timeout_s must be > 0, got ",
                      absl::FormatDuration(options.heartbeat_startup_timeout)));
+  }
+  if (options.max_restarts < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_restarts must be >= 0 (0: no restarts), got ",
+                     options.max_restarts));
   }
   if (options.command.empty()) {
     return absl::InvalidArgumentError(

@@ -38,6 +38,11 @@ struct LauncherOptions {
   // With heartbeat_timeout: how long a rank may take from its start to its
   // first beat (loading LibTorch and the data takes a while).
   absl::Duration heartbeat_startup_timeout = absl::Seconds(120);
+  // torchrun's --max_restarts: when a rank fails, the launcher stops the
+  // others and starts every rank again (a new rendezvous round, with
+  // TORCHELASTIC_RESTART_COUNT set to the round), up to this many times.
+  // 0: the first failure ends the job.
+  int max_restarts = 0;
   // Prefix each output line with "[rank<global rank>]: ".
   bool prefix_output = true;
   // Program and its arguments; the program is searched on PATH if it has no

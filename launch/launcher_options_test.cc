@@ -70,6 +70,22 @@ TEST(LauncherOptionsTest, RejectsNegativeThreadsPerRank) {
                        HasSubstr("--threads_per_rank must be >= 0")));
 }
 
+TEST(LauncherOptionsTest, RejectsNegativeMaxRestarts) {
+  LauncherOptions options = ValidOptions();
+  options.max_restarts = -1;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--max_restarts must be >= 0")));
+}
+
+TEST(LauncherOptionsTest, RejectsExtraEnvSettingTheRestartCount) {
+  LauncherOptions options = ValidOptions();
+  options.extra_env = {{"TORCHELASTIC_RESTART_COUNT", "1"}};
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("may not set TORCHELASTIC_RESTART_COUNT")));
+}
+
 TEST(LauncherOptionsTest, RejectsEmptyCommand) {
   LauncherOptions options = ValidOptions();
   options.command.clear();

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -343,6 +344,111 @@ TEST(LauncherFailureTest, SigtermToTheLauncherIsForwardedToTheRanks) {
   EXPECT_EQ(result.exit_code, 128 + SIGTERM);
   EXPECT_THAT(result.err, HasSubstr("was killed by signal 15 (Terminated)"));
   EXPECT_LT(absl::Now() - signalled, kPromptly);
+}
+
+// ---------------------------------------------------------------------------
+// Restarts (--max_restarts).
+
+// Rank 1 kills itself with SIGKILL in rounds 0 and 1 (rank 0 sleeps until it
+// is stopped); in round 2 both exit 0. Every rank of every round prints its
+// round, the limit and its port.
+TEST(LauncherRestartTest, RestartsAllRanksWithTheRoundAndAFreshPort) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=2", "--max_restarts=3", "--master_port=0", "sh", "-c",
+       "echo round=$TORCHELASTIC_RESTART_COUNT "
+       "max=$TORCHELASTIC_MAX_RESTARTS port=$MASTER_PORT; "
+       "if [ $TORCHELASTIC_RESTART_COUNT -ge 2 ]; then exit 0; fi; "
+       "if [ $RANK = 1 ]; then kill -9 $$; fi; exec sleep 60"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> rounds[2];
+  std::set<std::string> ports;
+  static const std::regex kLine(
+      R"(\[rank([01])\]: round=([0-9]+) max=3 port=([0-9]+))");
+  for (const std::string& line : Lines(result.out)) {
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(line, match, kLine)) << line;
+    rounds[std::stoi(match[1])].push_back(match[2]);
+    ports.insert(match[3]);
+  }
+  const std::vector<std::string> want = {"0", "1", "2"};
+  EXPECT_EQ(rounds[0], want) << result.out;
+  EXPECT_EQ(rounds[1], want) << result.out;
+  // --master_port=0 picks a port per round (two picks may collide by
+  // chance, three hardly).
+  EXPECT_GE(ports.size(), 2u) << result.out;
+  for (int restart : {1, 2}) {
+    EXPECT_THAT(result.err,
+                MatchesRegex(absl::StrCat(
+                    ".*restart ", restart,
+                    "/3: rank 1 \\(pid [0-9]+\\) was killed by signal 9 "
+                    "\\(Killed\\); restarting all 2 ranks\n.*")));
+    EXPECT_THAT(result.err,
+                HasSubstr(absl::StrCat("was killed by signal 9 (Killed) in "
+                                       "restart round ",
+                                       restart - 1)));
+  }
+  EXPECT_THAT(result.err, Not(HasSubstr("restart 3/3")));
+  EXPECT_LT(result.elapsed, kPromptly);
+}
+
+TEST(LauncherRestartTest, GivesUpAfterMaxRestartsWithTheLastFailure) {
+  const RunResult result =
+      RunLauncher({"--nproc_per_node=2", "--max_restarts=2", TestProgram(),
+                   "exit_on_rank", "1", "3"});
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_THAT(result.err,
+              MatchesRegex(".*restart 1/2: rank 1 \\(pid [0-9]+\\) exited "
+                           "with status 3; restarting all 2 ranks\n.*"));
+  EXPECT_THAT(result.err,
+              MatchesRegex(".*restart 2/2: rank 1 \\(pid [0-9]+\\) exited "
+                           "with status 3; restarting all 2 ranks\n.*"));
+  EXPECT_THAT(result.err, Not(HasSubstr("restart 3/2")));
+  EXPECT_THAT(
+      result.err,
+      MatchesRegex(".*restarts exhausted \\(--max_restarts=2\\): rank 1 "
+                   "\\(pid [0-9]+\\) exited with status 3; giving up\n.*"));
+  // The final error names the last round.
+  EXPECT_THAT(result.err,
+              MatchesRegex(".*rank 1 \\(local rank 1, pid [0-9]+\\) exited "
+                           "with status 3 in restart round 2\n.*"));
+  EXPECT_LT(result.elapsed, kPromptly);
+}
+
+TEST(LauncherRestartTest, AProgramThatCannotStartIsNotRestarted) {
+  const RunResult result = RunLauncher(
+      {"--nproc_per_node=2", "--max_restarts=2", "strata_no_such_program"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_THAT(result.err, Not(HasSubstr("restart 1/2")));
+}
+
+TEST(LauncherRestartTest, SigtermToTheLauncherIsNotRestarted) {
+  Subprocess launcher({LauncherBinary(), "--nproc_per_node=2",
+                       "--max_restarts=2", TestProgram(), "ready_then_sleep"});
+  ASSERT_TRUE(launcher.WaitForStdout(
+      [](const std::string& out) {
+        return absl::StrContains(out, "[rank0]: ready\n") &&
+               absl::StrContains(out, "[rank1]: ready\n");
+      },
+      absl::Seconds(10)))
+      << launcher.out();
+  launcher.Signal(SIGTERM);
+  const RunResult result = launcher.Finish();
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM);
+  EXPECT_THAT(result.err, Not(HasSubstr("restart 1/2")));
+  EXPECT_EQ(Lines(result.out).size(), 2u) << "no new round: " << result.out;
+}
+
+TEST(LauncherRestartTest, LaunchRestartsUntilARoundSucceeds) {
+  LauncherOptions options;
+  options.nproc_per_node = 2;
+  options.max_restarts = 1;
+  options.command = {"sh", "-c",
+                     "[ $TORCHELASTIC_RESTART_COUNT = 1 ] || "
+                     "[ $RANK = 0 ] || exit 7; exec sleep 0"};
+  EXPECT_THAT(Launch(options), IsOk());
+  options.max_restarts = 0;
+  const absl::Status status = Launch(options);
+  EXPECT_EQ(ExitCodeFromStatus(status), 7) << status;
 }
 
 TEST(LauncherFailureTest, RanksEndWhenTheLauncherIsKilled) {

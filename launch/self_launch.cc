@@ -44,6 +44,7 @@ int LaunchSelf(const SelfLaunchSpec& spec) {
   }
   options->prefix_output = spec.prefix_output;
   options->num_threads_per_rank = spec.num_threads_per_rank;
+  options->max_restarts = spec.max_restarts;
   LOG(INFO) << "starting " << spec.nproc << " ranks through the launcher"
             << (spec.prefix_output ? " (rank output prefixed [rankN]:)" : "");
   const absl::Status status = Launch(*options);

@@ -47,6 +47,7 @@ struct SelfLaunchSpec {
   // LauncherOptions' fields of the same names.
   bool prefix_output = true;
   int num_threads_per_rank = 0;
+  int max_restarts = 0;
 };
 
 // Re-launches this binary as spec.nproc ranks with spec.args and waits for

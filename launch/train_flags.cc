@@ -220,7 +220,9 @@ DEFINE_bool(async_save, kDefaults.async_save,
             "a copy of the state in memory.");
 DEFINE_string(resume, kDefaults.resume,
               "Resume from this checkpoint (a path), or 'auto' for the "
-              "latest one under --ckpt_dir; empty: start fresh. Restores the "
+              "newest valid one under --ckpt_dir (a corrupt one is skipped "
+              "with a warning; with none, start from scratch); empty: start "
+              "fresh. Restores the "
               "model, optimizer, step, data position and generator. A "
               "PyTorch file (torch.save of {\"state_dict\", \"optimizer\": "
               "the optimizer's state_dict(), \"meta\": {\"step\"}}) "
@@ -316,6 +318,12 @@ DEFINE_int32(nproc, 1,
              "re-launches itself through the launcher as --nproc ranks "
              "(threads split evenly between them) and waits for them; e.g. "
              "--nproc=2 --strategy=fsdp.");
+DEFINE_int32(max_restarts, 0,
+             "With --nproc > 1 (train starts its own ranks): when a rank "
+             "fails, stop the others and restart all ranks, up to this many "
+             "times (torchrun's --max_restarts); pair it with --save_every "
+             "and --resume=auto so that each round continues from the newest "
+             "valid checkpoint. 0: the first failure ends the run.");
 
 // --- Test hooks --------------------------------------------------------------
 // Flags only tests set. Their help text is gflags' kStrippedFlagHelp, the
@@ -327,6 +335,14 @@ DEFINE_int32(nproc, 1,
 // Pause this long inside every checkpoint save, after the data is written and
 // before the commit (TrainingCheckpointOptions::test_pause_before_commit).
 DEFINE_int64(ckpt_test_pause_ms, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
+
+// When > 0: rank --test_exit_rank SIGKILLs itself right after step
+// --test_exit_at_step (and that step's checkpoint save), in restart round 0
+// only (TORCHELASTIC_RESTART_COUNT unset or 0), so that a restarted run
+// carries on: a rank failure at a reproducible moment for restart tests
+// (TrainOptions::test_exit_at_step).
+DEFINE_int64(test_exit_at_step, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
+DEFINE_int32(test_exit_rank, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 
 // Dropout draws its masks from each rank's default CPU generator
 // (at::dropout) instead of the world-size-invariant DropoutContext
@@ -505,6 +521,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.resume = FLAGS_resume;
   o.load_weights = FLAGS_load_weights;
   o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
+  o.test_exit_at_step = FLAGS_test_exit_at_step;
+  o.test_exit_rank = FLAGS_test_exit_rank;
   o.dropout_test_default_generator = FLAGS_dropout_test_default_generator;
   if (o.threads == 0) o.threads = DefaultThreads(env);
   o.output_dir = FLAGS_output_dir;

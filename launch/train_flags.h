@@ -19,6 +19,7 @@
 
 // Flags of the binary itself rather than of TrainOptions.
 DECLARE_int32(nproc);
+DECLARE_int32(max_restarts);
 DECLARE_int32(collective_timeout_s);
 DECLARE_bool(debug_collectives);
 

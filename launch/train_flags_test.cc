@@ -203,10 +203,14 @@ TEST(TrainOptionsFromFlagsTest, TestHookFlagsStillParse) {
   gflags::FlagSaver saver;
   SetFlag("ckpt_test_pause_ms", "250");
   SetFlag("dropout_test_default_generator", "true");
+  SetFlag("test_exit_at_step", "6");
+  SetFlag("test_exit_rank", "1");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.ckpt_test_pause_ms, 250);
   EXPECT_TRUE(o.dropout_test_default_generator);
+  EXPECT_EQ(o.test_exit_at_step, 6);
+  EXPECT_EQ(o.test_exit_rank, 1);
 }
 
 TEST(TrainFlagsSummaryTest, ListsEveryTrainFlagWithItsValue) {
@@ -217,6 +221,8 @@ TEST(TrainFlagsSummaryTest, ListsEveryTrainFlagWithItsValue) {
   EXPECT_THAT(summary, HasSubstr(" --model=gpt-tiny "));
   EXPECT_THAT(summary, HasSubstr(" --ckpt_test_pause_ms=0 "));
   EXPECT_THAT(summary, HasSubstr(" --nproc=1 "));
+  EXPECT_THAT(summary, HasSubstr(" --max_restarts=0 "));
+  EXPECT_THAT(summary, HasSubstr(" --test_exit_at_step=0 "));
 }
 
 TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
@@ -225,7 +231,10 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
   const std::string help = r.out + r.err;
   EXPECT_THAT(help, HasSubstr("-ckpt_dir"));
   EXPECT_THAT(help, HasSubstr("-nproc"));
+  EXPECT_THAT(help, HasSubstr("-max_restarts"));
   EXPECT_THAT(help, Not(HasSubstr("ckpt_test_pause_ms")));
+  EXPECT_THAT(help, Not(HasSubstr("test_exit_at_step")));
+  EXPECT_THAT(help, Not(HasSubstr("test_exit_rank")));
   EXPECT_THAT(help, Not(HasSubstr("dropout_test_default_generator")));
 }
 

@@ -72,6 +72,7 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
 
   TrainOptions rank_options = o;
   rank_options.local_rank = world.local_rank;
+  rank_options.restart_count = world.restart_count;
   auto result = Train(rank_options, group.get());
   if (!result.ok()) {
     LOG(ERROR) << result.status().message();
@@ -116,9 +117,16 @@ int Main(int argc, char** argv) {
                   "or fsdp); --strategy=single trains in one process";
     return 1;
   }
+  if (FLAGS_max_restarts != 0 && FLAGS_nproc == 1) {
+    LOG(WARNING) << "--max_restarts=" << FLAGS_max_restarts
+                 << " has no effect with --nproc=1: train restarts only the "
+                    "ranks it starts itself (under torchrun or launch, pass "
+                    "their --max_restarts)";
+  }
   SelfLaunchSpec spec;
   spec.nproc = FLAGS_nproc;
   spec.args = original_args;
+  spec.max_restarts = FLAGS_max_restarts;
   return RunSelfLaunchedOrRank(spec, [&](const comm::RendezvousInfo& world) {
     return TrainRank(*options, notes, world);
   });

@@ -308,6 +308,11 @@ TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   c.resume = o.resume;
   c.load_weights = o.load_weights;
   c.test_pause_before_commit = absl::Milliseconds(o.ckpt_test_pause_ms);
+  // The kill hook fires in the first round only: the restarted ranks run on.
+  if (o.restart_count == 0) {
+    c.test_kill_after_step = o.test_exit_at_step;
+    c.test_kill_rank = o.test_exit_rank;
+  }
   c.seed = o.seed;
   c.model_config = o.model;
   return c;

@@ -129,6 +129,15 @@ struct TrainOptions {
   // weights start a fresh run (step 0, fresh optimizer).
   std::string load_weights;
   int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
+  // Test hook (--test_exit_at_step, --test_exit_rank): when > 0, rank
+  // test_exit_rank SIGKILLs itself right after step test_exit_at_step (and
+  // its checkpoint save), only in restart round 0 (restart_count == 0), to
+  // test restarts at a reproducible moment.
+  int64_t test_exit_at_step = 0;
+  int test_exit_rank = 0;
+  // The job's restart round (TORCHELASTIC_RESTART_COUNT, from the
+  // rendezvous, not a flag): 0 for the first start.
+  int restart_count = 0;
   // Test hook: dropout draws from each rank's default CPU generator
   // (at::dropout, no DropoutContext), so the run depends on every rank's
   // generator state.

@@ -200,6 +200,19 @@ TEST(ModelFlagTest, UnknownNameSuggestsAConfigJson) {
   EXPECT_THAT(ModelConfigOf("gpt-5").status().message(),
               AllOf(HasSubstr("--model"), HasSubstr("gpt-5"),
                     HasSubstr("or a config.json path")));
+
+// The --test_exit_at_step hook reaches the checkpoints in restart round 0
+// only: the restarted ranks run on.
+TEST(CheckpointOptionsTest, TheExitHookFiresInTheFirstRoundOnly) {
+  TrainOptions o;
+  o.test_exit_at_step = 6;
+  o.test_exit_rank = 1;
+  TrainingCheckpointOptions c = CheckpointOptions(o);
+  EXPECT_EQ(c.test_kill_after_step, 6);
+  EXPECT_EQ(c.test_kill_rank, 1);
+  o.restart_count = 1;
+  c = CheckpointOptions(o);
+  EXPECT_EQ(c.test_kill_after_step, 0);
 }
 
 }  // namespace

@@ -431,10 +431,21 @@ TEST(TrainTest, BadCheckpointFlagsNameTheFlag) {
   EXPECT_THAT(ErrorOf(o), HasSubstr("--keep_last must be >= 0"));
 }
 
-TEST(TrainTest, ResumeAutoWithoutACheckpointIsAnError) {
+// The first start of a run under a restarting launcher: nothing to resume
+// yet, so it starts at step 0 (with a warning) and trains every step.
+TEST(TrainTest, ResumeAutoWithoutACheckpointStartsFromScratch) {
   TrainOptions o = SmallRun("resume_nothing", 2);
   o.resume = "auto";
-  EXPECT_THAT(ErrorOf(o), HasSubstr("no checkpoint to resume"));
+  auto result = Train(o);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->steps, 2);
+}
+
+TEST(TrainTest, ResumeFromAMissingPathIsAnError) {
+  TrainOptions o = SmallRun("resume_missing", 2);
+  o.resume = o.output_dir + "/no_such_checkpoint";
+  EXPECT_THAT(ErrorOf(o), HasSubstr("no_such_checkpoint' is not a Strata "
+                                    "checkpoint"));
 }
 
 // The flags of the small runs of the //launch:train binary below: 8 steps,

@@ -1,6 +1,7 @@
 #include "launch/training_checkpoint.h"
 
 #include <glog/logging.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstring>
@@ -160,6 +161,15 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
   if (options_.resume.empty()) return 0;
   absl::StatusOr<Contents> resumed =
       Resume(options_.resume, *strategy_, group_, true, true, options_.dir);
+  // "auto" with nothing (valid) to resume: the first start of a run, or
+  // every checkpoint corrupt (each was reported).
+  if (options_.resume == "auto" &&
+      resumed.status().code() == absl::StatusCode::kNotFound) {
+    LOG(WARNING) << "rank " << (group_ == nullptr ? 0 : group_->rank())
+                 << ": --resume=auto: " << resumed.status().message()
+                 << "; starting from scratch at step 0";
+    return 0;
+  }
   STRATA_RETURN_IF_ERROR(
       Annotate(resumed.status(), absl::StrCat("--resume=", options_.resume)));
   Contents& c = *resumed;
@@ -293,6 +303,7 @@ absl::Status TrainingCheckpoints::MaybeLoadWeights(
 
 absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   if (options_.save_every <= 0 || steps_done % options_.save_every != 0) {
+    MaybeKillForTest(steps_done);
     return absl::OkStatus();
   }
   SaveOptions save;
@@ -320,7 +331,24 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
               << " (" << options_.format << ", training stalled "
               << last_stall_s_ << " s)";
   }
+  if (s.ok()) MaybeKillForTest(steps_done);
   return s;
+}
+
+void TrainingCheckpoints::MaybeKillForTest(int64_t steps_done) {
+  const int rank = group_ == nullptr ? 0 : group_->rank();
+  if (options_.test_kill_after_step <= 0 ||
+      steps_done != options_.test_kill_after_step ||
+      rank != options_.test_kill_rank) {
+    return;
+  }
+  // Whatever is saved must be on disk: wait for a background save.
+  absl::Status saved = Finish();
+  LOG(ERROR) << "rank " << rank
+             << ": test hook --test_exit_at_step=" << steps_done
+             << ": killing this rank with SIGKILL (" << saved << ")";
+  google::FlushLogFiles(google::GLOG_INFO);
+  CHECK_EQ(raise(SIGKILL), 0);
 }
 
 absl::Status TrainingCheckpoints::Finish() {

@@ -53,7 +53,8 @@ struct TrainingCheckpointOptions {
   // Write in the background (AsyncCheckpointer) on a group split off the
   // training group.
   bool async_save = false;
-  // "" (none), a checkpoint path, or "auto" (FindLatest(dir)). A file saved
+  // "" (none), a checkpoint path, or "auto" (the newest valid one under
+  // dir; none: start fresh). A file saved
   // by PyTorch without sampler state resumes at the data position of its
   // meta.step (step * global batch; logged).
   std::string resume;
@@ -63,6 +64,11 @@ struct TrainingCheckpointOptions {
   // Test hook: pause inside each save after the data is written and before
   // the commit (a rank killed then must leave the previous checkpoint).
   absl::Duration test_pause_before_commit = absl::ZeroDuration();
+  // Test hook: when > 0, rank test_kill_rank SIGKILLs itself in AfterStep
+  // after step test_kill_after_step's save (a rank dying mid-run at a
+  // reproducible moment, for restart tests).
+  int64_t test_kill_after_step = 0;
+  int test_kill_rank = 0;
   // Recorded in meta.
   uint64_t seed = 0;
   std::string model_config;
@@ -88,7 +94,11 @@ class TrainingCheckpoints {
 
   // With options.resume set: loads it (a collective) and restores the
   // sampler and generator; returns the step to continue from (0 without
-  // resume). A checkpoint of another optimizer than the strategy's (another
+  // resume). "auto" resumes the newest valid checkpoint under options.dir
+  // (checkpoint::Resume skips corrupt ones, warning); with none (the first
+  // start of a run, or all corrupt) it warns on every rank and returns 0. An
+  // explicit path that cannot be loaded is an error. A checkpoint of another
+  // optimizer than the strategy's (another
   // --optimizer, or SGD with momentum against SGD without) is an error
   // naming --resume and both optimizers (checkpoint::LoadCheckpoint).
   absl::StatusOr<int64_t> MaybeResume();
@@ -134,6 +144,8 @@ class TrainingCheckpoints {
   // position of `step` steps of the global batch; logs what it assumes.
   std::vector<std::pair<std::string, int64_t>> DerivedSamplerState(
       int64_t step) const;
+  // The test_kill_after_step hook: SIGKILLs this rank after that step.
+  void MaybeKillForTest(int64_t steps_done);
 
   const TrainingCheckpointOptions options_;
   const checkpoint::Format format_;
