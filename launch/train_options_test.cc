@@ -200,6 +200,7 @@ TEST(ModelFlagTest, UnknownNameSuggestsAConfigJson) {
   EXPECT_THAT(ModelConfigOf("gpt-5").status().message(),
               AllOf(HasSubstr("--model"), HasSubstr("gpt-5"),
                     HasSubstr("or a config.json path")));
+}
 
 // The --test_exit_at_step hook reaches the checkpoints in restart round 0
 // only: the restarted ranks run on.
