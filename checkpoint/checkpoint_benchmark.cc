@@ -33,6 +33,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/process_memory.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/crc32c.h"
 #include "comm/group.h"
@@ -60,22 +61,16 @@ double Seconds(const std::function<void()>& fn) {
       .count();
 }
 
-// A field of /proc/self/status in kB ("VmRSS", "VmHWM").
-int64_t StatusKb(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) {
-      return std::atoll(line.c_str() + field.size() + 1);
-    }
-  }
-  return 0;
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"); 0 if unreadable.
+int64_t StatusBytes(const std::string& field) {
+  return ProcStatusBytes(field).value_or(0);
 }
 
 // Resets the peak resident set (VmHWM) to the current one; returns the
 // current resident bytes.
 int64_t ResetPeakRss() {
   std::ofstream("/proc/self/clear_refs") << "5";
-  return StatusKb("VmRSS") * 1024;
+  return StatusBytes("VmRSS");
 }
 
 // Drops the page cache of every file under `path`.
@@ -216,8 +211,8 @@ void MeasureFormats(comm::Group& group, strategies::Strategy& saver,
     });
     CHECK(group.Barrier().ok());
     if (group.rank() == 0) {
-      r.peak_extra_bytes[name] = std::max(
-          r.peak_extra_bytes[name], StatusKb("VmHWM") * 1024 - rss_before);
+      r.peak_extra_bytes[name] =
+          std::max(r.peak_extra_bytes[name], StatusBytes("VmHWM") - rss_before);
     }
     CHECK(group.Barrier().ok());
     if (group.rank() == 0) DropCache(path);

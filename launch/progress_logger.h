@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -69,6 +70,10 @@ struct ProgressRecord {
   // skipped for overflow since the start (or the resumed step).
   std::optional<double> loss_scale;
   int64_t skipped_steps = 0;
+  // Every rank's peak resident set (VmHWM) so far, rank order; filled with
+  // --tensorboard_dir (TensorBoard only, not the progress line or
+  // metrics.jsonl).
+  std::vector<int64_t> peak_resident_bytes;
 };
 
 // A duration in whole seconds as absl::FormatDuration writes it ("1m30s"),

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace strata::launch {
 
 absl::Status WriteProgressScalars(const ProgressRecord& r,
@@ -24,6 +26,11 @@ absl::Status WriteProgressScalars(const ProgressRecord& r,
   if (r.loss_scale.has_value()) {
     scalars.push_back({"loss_scale", *r.loss_scale});
     scalars.push_back({"skipped_steps", static_cast<double>(r.skipped_steps)});
+  }
+  for (size_t rank = 0; rank < r.peak_resident_bytes.size(); ++rank) {
+    scalars.push_back(
+        {absl::StrCat("memory/peak_resident_mib/rank", rank),
+         static_cast<double>(r.peak_resident_bytes[rank]) / (1 << 20)});
   }
   for (const auto& [tag, value] : scalars) {
     if (absl::Status s = writer.AddScalar(tag, value, r.step); !s.ok()) {

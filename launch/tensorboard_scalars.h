@@ -14,7 +14,8 @@ namespace strata::launch {
 //   eval/loss when the record has an evaluation;
 //   exposed_comm_share (comm_wait_s / (forward_backward_s + step_s)) when it
 //   has phase times and they are not all zero;
-//   loss_scale and skipped_steps with loss scaling (--precision=fp16).
+//   loss_scale and skipped_steps with loss scaling (--precision=fp16);
+//   memory/peak_resident_mib/rank<r> for each rank of peak_resident_bytes.
 // Values are stored as float. Error: the writer's, naming its file.
 absl::Status WriteProgressScalars(const ProgressRecord& record,
                                   TensorBoardWriter& writer);

@@ -89,9 +89,14 @@ TEST(TensorBoardTrainTest, ScalarsMatchTheMetricsRecords) {
     }
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 6}));
-  // 5 scalars at each of 3 records, plus the evaluations at steps 4 and 6.
+  // 5 scalars at each of 3 records, plus the evaluations at steps 4 and 6,
+  // plus the one rank's peak memory at each record.
   EXPECT_EQ(expected, 17u);
-  EXPECT_EQ(scalars.size(), expected);
+  for (int64_t step : steps) {
+    EXPECT_EQ(scalars.count({step, "memory/peak_resident_mib/rank0"}), 1u)
+        << "step " << step;
+  }
+  EXPECT_EQ(scalars.size(), expected + steps.size());
 }
 
 TEST(TensorBoardTrainTest, OnlyRankZeroWritesAFile) {
@@ -110,6 +115,29 @@ TEST(TensorBoardTrainTest, OnlyRankZeroWritesAFile) {
     losses += s.tag == "train/loss";
   }
   EXPECT_EQ(losses, 3);
+}
+
+TEST(TensorBoardTrainTest, EveryRanksPeakMemoryIsWritten) {
+  const std::string out = TempDir("two_ranks_memory");
+  const testing::RunResult run =
+      TrainWith(out, out + "/tb", {"--nproc=2", "--strategy=ddp"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto path = testing::FindEventFile(out + "/tb");
+  ASSERT_THAT(path, IsOk());
+  auto events = testing::ReadEvents(*path);
+  ASSERT_THAT(events, IsOk());
+  std::map<std::string, int> records;
+  for (const auto& s : testing::ScalarsOf(*events)) {
+    if (s.tag.rfind("memory/", 0) != 0) continue;
+    ++records[s.tag];
+    // A process that has loaded LibTorch and trained holds well over
+    // 10 MiB; a wrong unit (kB or bytes) would be off by 1024x.
+    EXPECT_GT(s.value, 10) << s.tag << " at step " << s.step;
+    EXPECT_LT(s.value, 64 * 1024) << s.tag << " at step " << s.step;
+  }
+  EXPECT_EQ(records, (std::map<std::string, int>{
+                         {"memory/peak_resident_mib/rank0", 3},
+                         {"memory/peak_resident_mib/rank1", 3}}));
 }
 
 TEST(TensorBoardTrainTest, AnUnwritableDirectoryNamesTheFlag) {

@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/matmul_peak.h"
+#include "base/process_memory.h"
 #include "base/status.h"
 #include "comm/group.h"
 #include "comm/wait_clock.h"
@@ -318,6 +319,18 @@ absl::StatusOr<double> WorldMean(const Run& run, double local) {
   return t.item<double>();
 }
 
+// Every rank's peak resident set (VmHWM), in rank order: one all-gather,
+// which every rank joins.
+absl::StatusOr<std::vector<int64_t>> WorldPeakResident(const Run& run) {
+  STRATA_ASSIGN_OR_RETURN(const int64_t mine, PeakResidentBytes());
+  if (run.group == nullptr || run.world_size == 1) return {{mine}};
+  const at::Tensor local = at::full({1}, mine, at::kLong);
+  at::Tensor all = at::empty({run.world_size}, at::kLong);
+  STRATA_RETURN_IF_ERROR(run.group->AllGather(local, all));
+  const int64_t* data = all.data_ptr<int64_t>();
+  return std::vector<int64_t>(data, data + run.world_size);
+}
+
 // The mean loss over --eval_batches held-out batches. Every rank evaluates
 // the same batches (its weights are the same), so no communication is
 // needed.
@@ -483,6 +496,10 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     record.eta_s = record.elapsed_s / (step + 1) * (o.steps - step - 1);
     if (o.wall_clock_breakdown) {
       record.phases = PerStep(interval_phases, interval_steps);
+    }
+    if (!o.tensorboard_dir.empty()) {  // On every rank: a collective.
+      STRATA_ASSIGN_OR_RETURN(record.peak_resident_bytes,
+                              WorldPeakResident(run));
     }
     if (run.rank == 0) run.progress->Log(record);
     if (run.tensorboard != nullptr) {
