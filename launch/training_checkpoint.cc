@@ -269,22 +269,26 @@ double TrainingCheckpoints::NextLr(int64_t steps_done) const {
                        : options_.schedule.base_lr;
 }
 
-absl::Status TrainingCheckpoints::MaybeLoadWeights(
-    const models::ModelConfig& config) {
-  if (options_.load_weights.empty()) return absl::OkStatus();
+absl::Status LoadModelWeights(const std::string& path,
+                              const models::ModelConfig& config,
+                              strategies::Strategy& strategy,
+                              comm::Group* group) {
   absl::Status status;
-  if (checkpoint::IsHfCheckpoint(options_.load_weights)) {
-    status = checkpoint::LoadHfWeights(options_.load_weights, config,
-                                       *strategy_, group_);
+  if (checkpoint::IsHfCheckpoint(path)) {
+    status = checkpoint::LoadHfWeights(path, config, strategy, group);
   } else {
     checkpoint::LoadOptions load;
     load.load_optimizer = false;
-    status = checkpoint::LoadCheckpoint(options_.load_weights, *strategy_,
-                                        group_, load)
-                 .status();
+    status = checkpoint::LoadCheckpoint(path, strategy, group, load).status();
   }
+  return Annotate(status, absl::StrCat("--load_weights=", path));
+}
+
+absl::Status TrainingCheckpoints::MaybeLoadWeights(
+    const models::ModelConfig& config) {
+  if (options_.load_weights.empty()) return absl::OkStatus();
   STRATA_RETURN_IF_ERROR(
-      Annotate(status, absl::StrCat("--load_weights=", options_.load_weights)));
+      LoadModelWeights(options_.load_weights, config, *strategy_, group_));
   LOG(INFO) << "--load_weights=" << options_.load_weights
             << ": loaded the model weights; starting at step 0 with a fresh "
                "optimizer and schedule";

@@ -77,6 +77,16 @@ struct TrainingCheckpointOptions {
 absl::Status ValidateTrainingCheckpointOptions(
     const TrainingCheckpointOptions& options);
 
+// Loads the model weights at `path` into `strategy`, strictly (a collective
+// over `group`, null: one process; the optimizer stays as it is): a Strata
+// full or sharded checkpoint, a PyTorch file, or Hugging Face weights
+// (checkpoint::IsHfCheckpoint) converted for `config`, the model's config.
+// Errors name --load_weights=<path>.
+absl::Status LoadModelWeights(const std::string& path,
+                              const models::ModelConfig& config,
+                              strategies::Strategy& strategy,
+                              comm::Group* group);
+
 class TrainingCheckpoints {
  public:
   // Borrows `strategy`, `sampler` and `group` (null: one process), which must
