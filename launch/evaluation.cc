@@ -90,7 +90,7 @@ absl::StatusOr<EvalResult> EvaluateLoss(models::UnitModel& model,
 }
 
 std::string EvalLine(const EvalResult& r) {
-  return absl::StrFormat("eval: loss %.4f, perplexity %.4g over %d tokens (%d %s)",
+  return absl::StrFormat("eval: loss %.4f, perplexity %.2f over %d tokens (%d %s)",
                          r.loss_nats, r.perplexity, r.tokens, r.batches,
                          r.batches == 1 ? "batch" : "batches");
 }
