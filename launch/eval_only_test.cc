@@ -50,8 +50,11 @@ constexpr int kSeqLen = 32;
 
 // The data and batch flags shared by the training run and the evaluations.
 std::vector<std::string> DataFlags() {
-  return {absl::StrCat("--seq_len=", kSeqLen), "--markov_tokens=20000",
-          "--global_batch=4", "--micro_batch=2", "--eval_batches=3",
+  return {absl::StrCat("--seq_len=", kSeqLen),
+          "--markov_tokens=20000",
+          "--global_batch=4",
+          "--micro_batch=2",
+          "--eval_batches=3",
           "--threads=1"};
 }
 
@@ -134,10 +137,10 @@ TEST(EvalOnlyTest, SameLossUnderEveryStrategyAndAsTheTrainingRunLogged) {
                                                  "batches)")));
   EXPECT_THAT(single.out, HasSubstr("eval: loss "));
 
-  const Eval ddp = EvalOnly("ddp", {"--nproc=2", "--strategy=ddp",
-                                    "--load_weights=" + Step4()});
-  const Eval fsdp = EvalOnly("fsdp", {"--nproc=2", "--strategy=fsdp",
-                                      "--resume=" + Step4()});
+  const Eval ddp = EvalOnly(
+      "ddp", {"--nproc=2", "--strategy=ddp", "--load_weights=" + Step4()});
+  const Eval fsdp =
+      EvalOnly("fsdp", {"--nproc=2", "--strategy=fsdp", "--resume=" + Step4()});
   for (const Eval* e : {&ddp, &fsdp}) {
     EXPECT_EQ(e->world_size, 2) << e->strategy;
     EXPECT_EQ(e->tokens, single.tokens) << e->strategy;
@@ -146,16 +149,16 @@ TEST(EvalOnlyTest, SameLossUnderEveryStrategyAndAsTheTrainingRunLogged) {
   }
   EXPECT_EQ(fsdp.strategy, "fsdp");
   // The model.pt of the run (a PyTorch state dict): the same weights.
-  const Eval pt = EvalOnly("model_pt", {"--load_weights=" + TrainedRun() +
-                                        "/model.pt"});
+  const Eval pt =
+      EvalOnly("model_pt", {"--load_weights=" + TrainedRun() + "/model.pt"});
   EXPECT_NEAR(pt.loss, single.loss, Tolerance(single.loss));
 }
 
 TEST(EvalOnlyTest, EvalBatchesZeroScoresTheWholeEvalSplit) {
   // 5% of 20000 tokens: 1000, cut into (1000 - 1) / 32 = 31 windows, in
   // batches of --micro_batch=2: 15 full and one of 1.
-  const Eval single = EvalOnly(
-      "all_single", {"--load_weights=" + Step4(), "--eval_batches=0"});
+  const Eval single =
+      EvalOnly("all_single", {"--load_weights=" + Step4(), "--eval_batches=0"});
   EXPECT_EQ(single.tokens, 31 * kSeqLen);
   EXPECT_EQ(single.batches, 16);
   const Eval zero2 =

@@ -90,9 +90,9 @@ absl::StatusOr<EvalResult> EvaluateLoss(models::UnitModel& model,
 }
 
 std::string EvalLine(const EvalResult& r) {
-  return absl::StrFormat("eval: loss %.4f, perplexity %.2f over %d tokens (%d %s)",
-                         r.loss_nats, r.perplexity, r.tokens, r.batches,
-                         r.batches == 1 ? "batch" : "batches");
+  return absl::StrFormat(
+      "eval: loss %.4f, perplexity %.2f over %d tokens (%d %s)", r.loss_nats,
+      r.perplexity, r.tokens, r.batches, r.batches == 1 ? "batch" : "batches");
 }
 
 std::string EvalRecordJson(const EvalResult& r, const EvalRecordInfo& info) {

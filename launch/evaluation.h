@@ -25,9 +25,9 @@
 namespace strata::launch {
 
 struct EvalOptions {
-  int64_t seq_len = 128;     // Tokens per window (inputs).
-  int64_t batch_size = 1;    // Windows per forward.
-  int64_t num_batches = 8;   // 0: every window of the source once.
+  int64_t seq_len = 128;    // Tokens per window (inputs).
+  int64_t batch_size = 1;   // Windows per forward.
+  int64_t num_batches = 8;  // 0: every window of the source once.
   at::Device device = at::Device(at::kCPU);  // Where the model is.
 };
 
@@ -57,8 +57,8 @@ std::string EvalLine(const EvalResult& result);
 // What an eval.json record says besides the result.
 struct EvalRecordInfo {
   std::string model;
-  std::string weights;   // The --load_weights or --resume path.
-  std::string data;      // The eval split (TokenSource::Describe()).
+  std::string weights;  // The --load_weights or --resume path.
+  std::string data;     // The eval split (TokenSource::Describe()).
   std::string strategy;
   int world_size = 1;
 };

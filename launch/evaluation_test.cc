@@ -71,10 +71,10 @@ TEST(EvaluateLossTest, MeanOfTheFirstBatchesInOrder) {
   auto model = TinyModel("gpt-tiny");
   auto source = Tokens(1000);
   model->eval();
-  const double expected = (BatchLoss(*model, *source, {0, 1}) +
-                           BatchLoss(*model, *source, {2, 3}) +
-                           BatchLoss(*model, *source, {4, 5})) /
-                          3;
+  const double expected =
+      (BatchLoss(*model, *source, {0, 1}) + BatchLoss(*model, *source, {2, 3}) +
+       BatchLoss(*model, *source, {4, 5})) /
+      3;
   model->train();
   EvalOptions options;
   options.seq_len = kSeqLen;

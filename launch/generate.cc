@@ -104,10 +104,10 @@ absl::StatusOr<std::vector<int64_t>> SampleTokens(
   CHECK_GE(context_tokens, 1);
   if (prompt.empty()) return FlagError("prompt", "is empty");
   if (static_cast<int64_t>(prompt.size()) > context_tokens) {
-    return FlagError(
-        "prompt", absl::StrFormat("%d tokens is longer than the model's "
-                                  "context of %d tokens; shorten the prompt",
-                                  prompt.size(), context_tokens));
+    return FlagError("prompt",
+                     absl::StrFormat("%d tokens is longer than the model's "
+                                     "context of %d tokens; shorten the prompt",
+                                     prompt.size(), context_tokens));
   }
   const bool was_training = model.is_training();
   model.eval();
@@ -116,8 +116,8 @@ absl::StatusOr<std::vector<int64_t>> SampleTokens(
   std::vector<int64_t> sequence = prompt;
   std::vector<int64_t> generated;
   while (static_cast<int64_t>(generated.size()) < options.max_new_tokens) {
-    const int64_t window =
-        std::min<int64_t>(context_tokens, static_cast<int64_t>(sequence.size()));
+    const int64_t window = std::min<int64_t>(
+        context_tokens, static_cast<int64_t>(sequence.size()));
     const at::Tensor tokens =
         at::from_blob(sequence.data() + sequence.size() - window, {1, window},
                       at::kLong)
@@ -185,8 +185,8 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
                                                 o.vocab_size));
   }
   if (o.threads < 0) {
-    return FlagError("threads",
-                     absl::StrCat("must be >= 0 (0: default), got ", o.threads));
+    return FlagError(
+        "threads", absl::StrCat("must be >= 0 (0: default), got ", o.threads));
   }
   SamplingOptions sampling;
   sampling.max_new_tokens = o.max_new_tokens;
@@ -236,11 +236,11 @@ absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
   STRATA_ASSIGN_OR_RETURN(generation.prompt,
                           PromptTokens(o, config.vocab_size));
   if (static_cast<int64_t>(generation.prompt.size()) > config.seq_len) {
-    return FlagError(PromptFlag(o),
-                     absl::StrFormat("%d tokens is longer than model '%s''s "
-                                     "context of %d tokens; shorten it",
-                                     generation.prompt.size(), o.model,
-                                     config.seq_len));
+    return FlagError(
+        PromptFlag(o),
+        absl::StrFormat("%d tokens is longer than model '%s''s "
+                        "context of %d tokens; shorten it",
+                        generation.prompt.size(), o.model, config.seq_len));
   }
   const int64_t candidates = generation.text ? kByteVocab : config.vocab_size;
   if (o.top_k > candidates) {

@@ -42,8 +42,8 @@ at::Tensor LastLogits(models::UnitModel& model,
   const int64_t window = std::min(n, context);
   std::vector<int64_t> tail(sequence.end() - window, sequence.end());
   at::NoGradGuard no_grad;
-  return model.Forward(at::tensor(tail, at::kLong).view({1, window}))[0]
-      [window - 1];
+  return model.Forward(
+      at::tensor(tail, at::kLong).view({1, window}))[0][window - 1];
 }
 
 // Greedy decoding written out plainly: run the model, take the argmax,

@@ -40,8 +40,8 @@ struct TrainResult {
 // batches; the same result at any world size and strategy) and returns
 // without training; rank 0 writes <output_dir>/eval.json
 // (launch/evaluation.h) and no metrics file or model.pt.
-// Otherwise trains; rank 0 logs progress (glog INFO) every log_interval steps and
-// writes <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict
+// Otherwise trains; rank 0 logs progress (glog INFO) every log_interval steps
+// and writes <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict
 // Python's torch.load reads). Invalid options fail before any work starts.
 // `group` (borrowed; null: one process) spans the ranks training together;
 // every rank calls Train with the same options.
