@@ -3,7 +3,8 @@
 // 2 ranks (--load_weights) and under fsdp with 2 ranks (--resume), equal to
 // the eval_loss the training run logged for its last step (the same
 // batches, the same weights); perplexity = exp(loss); --eval_batches=0
-// evaluates the whole eval split; without weights the run is refused.
+// evaluates the whole eval split (also with other batch flags, from
+// --resume=auto); without weights the run is refused.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -161,10 +162,15 @@ TEST(EvalOnlyTest, EvalBatchesZeroScoresTheWholeEvalSplit) {
       EvalOnly("all_single", {"--load_weights=" + Step4(), "--eval_batches=0"});
   EXPECT_EQ(single.tokens, 31 * kSeqLen);
   EXPECT_EQ(single.batches, 16);
-  const Eval zero2 =
-      EvalOnly("all_zero2", {"--nproc=2", "--strategy=zero2",
-                             "--resume=" + Step4(), "--eval_batches=0"});
+  // --resume=auto (the latest under --ckpt_dir) loads only the weights, so
+  // other batch flags than the saving run's are fine: batches of 4 (7 full
+  // and one of 3) weigh each window's tokens the same.
+  const Eval zero2 = EvalOnly(
+      "all_zero2", {"--nproc=2", "--strategy=zero2", "--resume=auto",
+                    "--ckpt_dir=" + TrainedRun() + "/checkpoints",
+                    "--eval_batches=0", "--global_batch=8", "--micro_batch=4"});
   EXPECT_EQ(zero2.tokens, single.tokens);
+  EXPECT_EQ(zero2.batches, 8);
   EXPECT_NEAR(zero2.loss, single.loss, Tolerance(single.loss));
 }
 
@@ -173,6 +179,11 @@ TEST(EvalOnlyTest, RefusedWithoutWeights) {
   RunResult r = Train({"--eval_only", "--output_dir=" + out});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--eval_only needs --load_weights or --resume"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/eval.json"));
+  // --resume=auto with no checkpoint under --ckpt_dir.
+  r = Train({"--eval_only", "--resume=auto", "--output_dir=" + out});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--resume=auto"));
   EXPECT_FALSE(std::filesystem::exists(out + "/eval.json"));
   // --eval_batches=0 is only for --eval_only.
   r = Train({"--eval_batches=0", "--steps=2", "--output_dir=" + out});

@@ -500,12 +500,14 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
   return absl::OkStatus();
 }
 
-// --eval_only on rank 0: logs the result and writes <output_dir>/eval.json.
+// --eval_only on rank 0: logs the result of the weights at `weights` and
+// writes <output_dir>/eval.json.
 absl::Status WriteEvalOnlyRecord(const TrainOptions& o, const Run& run,
+                                 const std::string& weights,
                                  const EvalResult& eval) {
   EvalRecordInfo info;
   info.model = o.model;
-  info.weights = o.load_weights.empty() ? o.resume : o.load_weights;
+  info.weights = weights;
   info.data = run.data.eval->Describe();
   info.strategy = run.strategy->name();
   info.world_size = run.world_size;
@@ -533,20 +535,22 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   // matmul peak measurement takes a timing-dependent number of draws), so
   // that a run is reproducible from its flags.
   at::manual_seed(o.seed * 1000003 + run.rank);
+  if (o.eval_only) {
+    STRATA_ASSIGN_OR_RETURN(const std::string weights,
+                            LoadWeightsOnly(CheckpointOptions(o), run.config,
+                                            *run.strategy, run.group));
+    STRATA_ASSIGN_OR_RETURN(result.eval, Evaluate(o, run));
+    result.final_eval_loss = result.eval.loss_nats;
+    if (run.rank == 0) {
+      STRATA_RETURN_IF_ERROR(WriteEvalOnlyRecord(o, run, weights, result.eval));
+    }
+    return result;
+  }
   // Resuming restores the state, the sampler position and the generator
   // (last: nothing may draw from the generator between this and the loop).
   STRATA_RETURN_IF_ERROR(run.checkpoints->MaybeLoadWeights(run.config));
   STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
                           run.checkpoints->MaybeResume());
-  if (o.eval_only) {
-    STRATA_ASSIGN_OR_RETURN(result.eval, Evaluate(o, run));
-    result.steps = first_step;
-    result.final_eval_loss = result.eval.loss_nats;
-    if (run.rank == 0) {
-      STRATA_RETURN_IF_ERROR(WriteEvalOnlyRecord(o, run, result.eval));
-    }
-    return result;
-  }
   STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));
   STRATA_RETURN_IF_ERROR(run.checkpoints->Finish());
   result.steps = o.steps;

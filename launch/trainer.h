@@ -31,12 +31,12 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   double final_loss_scale = 1;
   std::string metrics_path;
-  // --eval_only: the evaluation of the loaded weights (steps: the resumed
-  // checkpoint's step, 0 with --load_weights).
+  // --eval_only: the evaluation of the loaded weights (steps: 0).
   EvalResult eval;
 };
 
-// With --eval_only: loads the weights, evaluates them (every rank the same
+// With --eval_only: loads the weights (LoadWeightsOnly: of --resume only
+// the model weights), evaluates them (every rank the same
 // batches; the same result at any world size and strategy) and returns
 // without training; rank 0 writes <output_dir>/eval.json
 // (launch/evaluation.h) and no metrics file or model.pt.

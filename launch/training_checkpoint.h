@@ -87,6 +87,16 @@ absl::Status LoadModelWeights(const std::string& path,
                               strategies::Strategy& strategy,
                               comm::Group* group);
 
+// The model weights alone (train --eval_only): those of
+// options.load_weights, or else of the options.resume checkpoint ("auto":
+// the latest under options.dir), loaded as LoadModelWeights does — nothing
+// else of the checkpoint (step, optimizer, sampler, generator) is restored,
+// so the batch flags need not be the saving run's. Returns the path loaded.
+// Errors name --load_weights or --resume.
+absl::StatusOr<std::string> LoadWeightsOnly(
+    const TrainingCheckpointOptions& options, const models::ModelConfig& config,
+    strategies::Strategy& strategy, comm::Group* group);
+
 class TrainingCheckpoints {
  public:
   // Borrows `strategy`, `sampler` and `group` (null: one process), which must
