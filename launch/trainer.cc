@@ -147,6 +147,7 @@ absl::Status CheckWorld(const TrainOptions& o, int world_size) {
   return absl::OkStatus();
 }
 
+// Creates --output_dir (rank 0 only).
 absl::Status CreateOutputDir(const TrainOptions& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
