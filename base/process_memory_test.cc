@@ -39,8 +39,9 @@ TEST(ProcessMemoryTest, ResidentIsAtMostThePeak) {
 }
 
 TEST(ProcessMemoryTest, UnknownFieldIsNotFoundNamingIt) {
-  EXPECT_THAT(ProcStatusBytes("VmNoSuchField"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("VmNoSuchField")));
+  EXPECT_THAT(
+      ProcStatusBytes("VmNoSuchField"),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("VmNoSuchField")));
 }
 
 }  // namespace

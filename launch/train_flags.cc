@@ -287,7 +287,13 @@ DEFINE_string(deepspeed_config, "",
 DEFINE_int64(eval_interval, kDefaults.eval_interval,
              "Steps between evaluations; 0: only at the end.");
 DEFINE_int64(eval_batches, kDefaults.eval_batches,
-             "Micro-batches per evaluation.");
+             "Micro-batches per evaluation; with --eval_only, 0: all of the "
+             "eval data.");
+DEFINE_bool(eval_only, kDefaults.eval_only,
+            "Evaluate the weights of --load_weights or --resume on the eval "
+            "data (loss and perplexity over --eval_batches micro-batches, "
+            "printed and written to <output_dir>/eval.json) and exit without "
+            "training.");
 DEFINE_string(output_dir, "",
               "Directory for metrics.jsonl and model.pt (default: out/train "
               "under the directory bazel run was started from).");
@@ -484,6 +490,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.wall_clock_breakdown = FLAGS_wall_clock_breakdown;
   o.eval_interval = FLAGS_eval_interval;
   o.eval_batches = FLAGS_eval_batches;
+  o.eval_only = FLAGS_eval_only;
   o.threads = FLAGS_threads;
   o.device = FLAGS_device;
   STRATA_ASSIGN_OR_RETURN(o.strategy,

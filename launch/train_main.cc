@@ -9,6 +9,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
+#include "launch/evaluation.h"
 #include "launch/self_launch.h"
 #include "launch/train_flags.h"
 #include "launch/trainer.h"
@@ -77,6 +79,11 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
   if (!result.ok()) {
     LOG(ERROR) << result.status().message();
     return 1;
+  }
+  if (o.eval_only) {
+    // The product of --eval_only, on stdout once (rank 0).
+    if (world.rank == 0) std::cout << EvalLine(result->eval) << std::endl;
+    return 0;
   }
   LOG(INFO) << "done: " << result->steps << " steps, final train loss "
             << result->final_train_loss << ", eval loss "

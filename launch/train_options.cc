@@ -405,7 +405,18 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.log_interval < 1) return FlagError("log_interval", "must be >= 1");
   if (o.eval_interval < 0)
     return FlagError("eval_interval", "must be >= 0 (0 = only at the end)");
-  if (o.eval_batches < 1) return FlagError("eval_batches", "must be >= 1");
+  if (o.eval_batches < (o.eval_only ? 0 : 1)) {
+    return FlagError("eval_batches",
+                     absl::StrCat("must be >= 1 (0, all of the eval data, only "
+                                  "with --eval_only), got ",
+                                  o.eval_batches));
+  }
+  if (o.eval_only && o.load_weights.empty() && o.resume.empty()) {
+    return absl::InvalidArgumentError(
+        "--eval_only needs --load_weights or --resume: the weights to "
+        "evaluate (a Strata full or sharded checkpoint, a PyTorch state dict "
+        "or Hugging Face safetensors)");
+  }
   if (!(o.eval_fraction > 0 && o.eval_fraction < 0.5)) {
     return FlagError("eval_fraction", "must be in (0, 0.5)");
   }

@@ -164,7 +164,11 @@ struct TrainOptions {
   // every progress line and metrics record.
   bool wall_clock_breakdown = false;
   int64_t eval_interval = 250;
+  // Micro-batches per evaluation; with eval_only, 0: all of the eval split.
   int64_t eval_batches = 8;
+  // Evaluate the weights of --load_weights or --resume on the eval split
+  // (loss, perplexity; <output_dir>/eval.json) and exit without training.
+  bool eval_only = false;
   std::string output_dir = "out/train";
   // "": none; otherwise rank 0 writes TensorBoard scalars to an event file
   // in this directory (launch/tensorboard_scalars.h), flushed at every

@@ -216,5 +216,28 @@ TEST(CheckpointOptionsTest, TheExitHookFiresInTheFirstRoundOnly) {
   EXPECT_EQ(c.test_kill_after_step, 0);
 }
 
+// --eval_only: evaluates loaded weights, so it needs --load_weights or
+// --resume; --eval_batches=0 (the whole eval split) only with it.
+TEST(EvalOnlyFlagsTest, NeedsWeightsAndAllowsEvalBatchesZero) {
+  TrainOptions o;
+  o.eval_only = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eval_only needs --load_weights or --resume"));
+  o.load_weights = "/ckpt/step_00000004";
+  EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+  o.load_weights = "";
+  o.resume = "auto";
+  o.eval_batches = 0;
+  EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+  o.eval_batches = -1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eval_batches: must be >= 1 (0, all of the eval "
+                        "data, only with --eval_only), got -1"));
+  o.eval_only = false;
+  o.eval_batches = 0;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eval_batches: must be >= 1"));
+}
+
 }  // namespace
 }  // namespace strata::launch

@@ -32,6 +32,7 @@
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
 #include "data/token_source.h"
+#include "launch/evaluation.h"
 #include "launch/progress_logger.h"
 #include "launch/tensorboard.h"
 #include "launch/tensorboard_scalars.h"
@@ -147,15 +148,21 @@ absl::Status CheckWorld(const TrainOptions& o, int world_size) {
   return absl::OkStatus();
 }
 
-// Creates --output_dir and its metrics.jsonl (rank 0 only).
-absl::StatusOr<std::unique_ptr<ProgressLogger>> OpenProgress(
-    const TrainOptions& o) {
+// Creates --output_dir (rank 0 only).
+absl::Status CreateOutputDir(const TrainOptions& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
   if (ec) {
     return FlagError("output_dir", absl::StrCat("cannot create '", o.output_dir,
                                                 "': ", ec.message()));
   }
+  return absl::OkStatus();
+}
+
+// Creates --output_dir and its metrics.jsonl (rank 0 only).
+absl::StatusOr<std::unique_ptr<ProgressLogger>> OpenProgress(
+    const TrainOptions& o) {
+  STRATA_RETURN_IF_ERROR(CreateOutputDir(o));
   auto progress = ProgressLogger::Open(o.output_dir + "/metrics.jsonl");
   if (!progress.ok())
     return FlagError("output_dir", progress.status().message());
@@ -188,7 +195,8 @@ struct Run {
 };
 
 // The model config and the data, checked against each other before anything
-// big is built; then the output directory (rank 0).
+// big is built; then the output directory (rank 0; with --eval_only no
+// metrics file, which would replace a training run's).
 absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
   STRATA_ASSIGN_OR_RETURN(run->config, ModelConfigOf(o.model));
   if (o.vocab_size > 0) run->config.vocab_size = o.vocab_size;
@@ -205,6 +213,7 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
                                      data_vocab - 1, o.model,
                                      run->config.vocab_size, data_vocab));
   }
+  if (run->rank == 0 && o.eval_only) return CreateOutputDir(o);
   if (run->rank == 0) {
     STRATA_ASSIGN_OR_RETURN(run->progress, OpenProgress(o));
     if (!o.tensorboard_dir.empty()) {
@@ -274,6 +283,8 @@ absl::Status BuildRun(const TrainOptions& o, comm::Group* group, Run* run) {
   run->tokens_per_step = o.global_batch * o.seq_len;
   run->flops_per_token = models::TrainingFlopsPerToken(run->config, o.seq_len);
   // Every rank has the same hardware share; the world's peak is the sum.
+  // (--eval_only reports no MFU.)
+  if (o.eval_only) return absl::OkStatus();
   run->peak_flops =
       run->world_size *
       MeasureMatmulPeakFlops(o.precision == Precision::kBf16   ? at::kBFloat16
@@ -331,29 +342,17 @@ absl::StatusOr<std::vector<int64_t>> WorldPeakResident(const Run& run) {
   return std::vector<int64_t>(data, data + run.world_size);
 }
 
-// The mean loss over --eval_batches held-out batches. Every rank evaluates
-// the same batches (its weights are the same), so no communication is
-// needed.
-absl::StatusOr<double> Evaluate(const TrainOptions& o, Run& run) {
-  data::SamplerOptions eval_options = run.sampler_options;
-  eval_options.shuffle = false;
-  eval_options.global_batch_size = run.micro;
-  STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<data::DistributedSampler> eval_sampler,
-      data::DistributedSampler::Create(run.data.eval.get(), eval_options));
-  run.model->eval();
-  at::NoGradGuard no_grad;
-  double total = 0;
-  for (int64_t i = 0; i < o.eval_batches; ++i) {
-    STRATA_ASSIGN_OR_RETURN(at::Tensor batch, eval_sampler->NextBatch(0, 1));
-    batch = batch.to(run.device);
-    total += run.model
-                 ->ForwardLoss(batch.narrow(1, 0, o.seq_len),
-                               batch.narrow(1, 1, o.seq_len))
-                 .item<double>();
-  }
-  run.model->train();
-  return total / o.eval_batches;
+// The loss over --eval_batches held-out micro-batches (0: all of the eval
+// split). Every rank evaluates the same batches with the same weights, so
+// every rank gets the same loss without communication (under FSDP each
+// forward's all-gathers are collectives all ranks join).
+absl::StatusOr<EvalResult> Evaluate(const TrainOptions& o, Run& run) {
+  EvalOptions eval;
+  eval.seq_len = o.seq_len;
+  eval.batch_size = run.micro;
+  eval.num_batches = o.eval_batches;
+  eval.device = run.device;
+  return EvaluateLoss(*run.model, *run.data.eval, eval);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -465,7 +464,8 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
         last || (o.eval_interval > 0 && (step + 1) % o.eval_interval == 0);
     if (eval_now) {
       const auto eval_start = std::chrono::steady_clock::now();
-      STRATA_ASSIGN_OR_RETURN(eval_loss, Evaluate(o, run));
+      STRATA_ASSIGN_OR_RETURN(const EvalResult eval, Evaluate(o, run));
+      eval_loss = eval.loss_nats;
       interval_eval_s += SecondsSince(eval_start);
     }
     if ((step + 1) % o.log_interval != 0 && !last) continue;
@@ -518,13 +518,32 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
   return absl::OkStatus();
 }
 
+// --eval_only on rank 0: logs the result of the weights at `weights` and
+// writes <output_dir>/eval.json.
+absl::Status WriteEvalOnlyRecord(const TrainOptions& o, const Run& run,
+                                 const std::string& weights,
+                                 const EvalResult& eval) {
+  EvalRecordInfo info;
+  info.model = o.model;
+  info.weights = weights;
+  info.data = run.data.eval->Describe();
+  info.strategy = run.strategy->name();
+  info.world_size = run.world_size;
+  const std::string path = o.output_dir + "/eval.json";
+  STRATA_RETURN_IF_ERROR(WriteEvalRecord(path, eval, info));
+  LOG(INFO) << "--eval_only: " << info.weights << " on " << info.data << " ("
+            << info.strategy << ", " << info.world_size
+            << " rank(s)): " << EvalLine(eval) << "; wrote " << path;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   STRATA_RETURN_IF_ERROR(ValidateTrainOptions(o));
   Run run;
   STRATA_RETURN_IF_ERROR(BuildRun(o, group, &run));
-  if (run.rank == 0) LogRunSummary(o, run);
+  if (run.rank == 0 && !o.eval_only) LogRunSummary(o, run);
 
   TrainResult result;
   result.metrics_path = o.output_dir + "/metrics.jsonl";
@@ -534,6 +553,17 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   // matmul peak measurement takes a timing-dependent number of draws), so
   // that a run is reproducible from its flags.
   at::manual_seed(o.seed * 1000003 + run.rank);
+  if (o.eval_only) {
+    STRATA_ASSIGN_OR_RETURN(const std::string weights,
+                            LoadWeightsOnly(CheckpointOptions(o), run.config,
+                                            *run.strategy, run.group));
+    STRATA_ASSIGN_OR_RETURN(result.eval, Evaluate(o, run));
+    result.final_eval_loss = result.eval.loss_nats;
+    if (run.rank == 0) {
+      STRATA_RETURN_IF_ERROR(WriteEvalOnlyRecord(o, run, weights, result.eval));
+    }
+    return result;
+  }
   // Resuming restores the state, the sampler position and the generator
   // (last: nothing may draw from the generator between this and the loop).
   STRATA_RETURN_IF_ERROR(run.checkpoints->MaybeLoadWeights(run.config));

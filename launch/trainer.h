@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/group.h"
+#include "launch/evaluation.h"
 #include "launch/train_options.h"
 
 namespace strata::launch {
@@ -30,10 +31,17 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   double final_loss_scale = 1;
   std::string metrics_path;
+  // --eval_only: the evaluation of the loaded weights (steps: 0).
+  EvalResult eval;
 };
 
-// Trains; rank 0 logs progress (glog INFO) every log_interval steps and
-// writes <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict
+// With --eval_only: loads the weights (LoadWeightsOnly: of --resume only
+// the model weights), evaluates them (every rank the same
+// batches; the same result at any world size and strategy) and returns
+// without training; rank 0 writes <output_dir>/eval.json
+// (launch/evaluation.h) and no metrics file or model.pt.
+// Otherwise trains; rank 0 logs progress (glog INFO) every log_interval steps
+// and writes <output_dir>/metrics.jsonl and <output_dir>/model.pt (a state dict
 // Python's torch.load reads). Invalid options fail before any work starts.
 // `group` (borrowed; null: one process) spans the ranks training together;
 // every rank calls Train with the same options.

@@ -279,22 +279,64 @@ double TrainingCheckpoints::NextLr(int64_t steps_done) const {
                        : options_.schedule.base_lr;
 }
 
+namespace {
+
+// LoadModelWeights without naming a flag in errors.
+absl::Status LoadWeightsFrom(const std::string& path,
+                             const models::ModelConfig& config,
+                             strategies::Strategy& strategy,
+                             comm::Group* group) {
+  if (checkpoint::IsHfCheckpoint(path)) {
+    return checkpoint::LoadHfWeights(path, config, strategy, group);
+  }
+  checkpoint::LoadOptions load;
+  load.load_optimizer = false;
+  return checkpoint::LoadCheckpoint(path, strategy, group, load).status();
+}
+
+}  // namespace
+
+absl::Status LoadModelWeights(const std::string& path,
+                              const models::ModelConfig& config,
+                              strategies::Strategy& strategy,
+                              comm::Group* group) {
+  return Annotate(LoadWeightsFrom(path, config, strategy, group),
+                  absl::StrCat("--load_weights=", path));
+}
+
+absl::StatusOr<std::string> LoadWeightsOnly(
+    const TrainingCheckpointOptions& options, const models::ModelConfig& config,
+    strategies::Strategy& strategy, comm::Group* group) {
+  if (!options.load_weights.empty()) {
+    STRATA_RETURN_IF_ERROR(
+        LoadModelWeights(options.load_weights, config, strategy, group));
+    return options.load_weights;
+  }
+  if (options.resume.empty()) {
+    return absl::InvalidArgumentError(
+        "no weights to load: pass --load_weights or --resume");
+  }
+  std::string path = options.resume;
+  if (path == "auto") {
+    absl::StatusOr<std::string> latest = checkpoint::FindLatest(options.dir);
+    if (!latest.ok()) {
+      return Annotate(latest.status(),
+                      "--resume=auto (the latest checkpoint under the "
+                      "checkpoint directory, --ckpt_dir)");
+    }
+    path = *latest;
+  }
+  STRATA_RETURN_IF_ERROR(
+      Annotate(LoadWeightsFrom(path, config, strategy, group),
+               absl::StrCat("--resume=", options.resume)));
+  return path;
+}
+
 absl::Status TrainingCheckpoints::MaybeLoadWeights(
     const models::ModelConfig& config) {
   if (options_.load_weights.empty()) return absl::OkStatus();
-  absl::Status status;
-  if (checkpoint::IsHfCheckpoint(options_.load_weights)) {
-    status = checkpoint::LoadHfWeights(options_.load_weights, config,
-                                       *strategy_, group_);
-  } else {
-    checkpoint::LoadOptions load;
-    load.load_optimizer = false;
-    status = checkpoint::LoadCheckpoint(options_.load_weights, *strategy_,
-                                        group_, load)
-                 .status();
-  }
   STRATA_RETURN_IF_ERROR(
-      Annotate(status, absl::StrCat("--load_weights=", options_.load_weights)));
+      LoadModelWeights(options_.load_weights, config, *strategy_, group_));
   LOG(INFO) << "--load_weights=" << options_.load_weights
             << ": loaded the model weights; starting at step 0 with a fresh "
                "optimizer and schedule";

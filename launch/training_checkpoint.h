@@ -83,6 +83,26 @@ struct TrainingCheckpointOptions {
 absl::Status ValidateTrainingCheckpointOptions(
     const TrainingCheckpointOptions& options);
 
+// Loads the model weights at `path` into `strategy`, strictly (a collective
+// over `group`, null: one process; the optimizer stays as it is): a Strata
+// full or sharded checkpoint, a PyTorch file, or Hugging Face weights
+// (checkpoint::IsHfCheckpoint) converted for `config`, the model's config.
+// Errors name --load_weights=<path>.
+absl::Status LoadModelWeights(const std::string& path,
+                              const models::ModelConfig& config,
+                              strategies::Strategy& strategy,
+                              comm::Group* group);
+
+// The model weights alone (train --eval_only): those of
+// options.load_weights, or else of the options.resume checkpoint ("auto":
+// the latest under options.dir), loaded as LoadModelWeights does — nothing
+// else of the checkpoint (step, optimizer, sampler, generator) is restored,
+// so the batch flags need not be the saving run's. Returns the path loaded.
+// Errors name --load_weights or --resume.
+absl::StatusOr<std::string> LoadWeightsOnly(
+    const TrainingCheckpointOptions& options, const models::ModelConfig& config,
+    strategies::Strategy& strategy, comm::Group* group);
+
 class TrainingCheckpoints {
  public:
   // Borrows `strategy`, `sampler` and `group` (null: one process), which must
