@@ -102,20 +102,14 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "--stop_grace_s must be >= 0, got " << FLAGS_stop_grace_s;
     return 1;
   }
-  if (!(FLAGS_heartbeat_timeout_s >= 0) ||
-      std::isinf(FLAGS_heartbeat_timeout_s)) {
-    LOG(ERROR) << "--heartbeat_timeout_s must be a finite number >= 0, got "
-               << FLAGS_heartbeat_timeout_s;
-    return 1;
-  }
-  if (!(FLAGS_heartbeat_startup_timeout_s > 0) ||
-      std::isinf(FLAGS_heartbeat_startup_timeout_s)) {
-    LOG(ERROR) << "--heartbeat_startup_timeout_s must be a finite number > 0, "
-                  "got "
-               << FLAGS_heartbeat_startup_timeout_s;
-    return 1;
-  }
   strata::launch::LauncherOptions options;
+  if (absl::Status s = strata::launch::SetHeartbeatFromFlags(
+          FLAGS_heartbeat_timeout_s, FLAGS_heartbeat_startup_timeout_s,
+          &options);
+      !s.ok()) {
+    LOG(ERROR) << s.message();
+    return 1;
+  }
   options.nproc_per_node = FLAGS_nproc_per_node;
   options.nnodes = FLAGS_nnodes;
   options.node_rank = FLAGS_node_rank;
@@ -127,9 +121,6 @@ int main(int argc, char** argv) {
                            : absl::Seconds(FLAGS_stop_grace_s);
   options.prefix_output = FLAGS_prefix_output;
   options.max_restarts = FLAGS_max_restarts;
-  options.heartbeat_timeout = absl::Seconds(FLAGS_heartbeat_timeout_s);
-  options.heartbeat_startup_timeout =
-      absl::Seconds(FLAGS_heartbeat_startup_timeout_s);
   options.command.assign(remaining + 1, remaining + num_args);
 
   absl::Status status = strata::launch::ValidateLauncherOptions(options);

@@ -1,5 +1,6 @@
 #include "launch/launcher_options.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -20,6 +21,26 @@ constexpr const char* kRendezvousVars[] = {"MASTER_ADDR",
                                            "TORCHELASTIC_RESTART_COUNT",
                                            "TORCHELASTIC_MAX_RESTARTS"};
 }  // namespace
+
+absl::Status SetHeartbeatFromFlags(double heartbeat_timeout_s,
+                                   double heartbeat_startup_timeout_s,
+                                   LauncherOptions* options) {
+  if (!(heartbeat_timeout_s >= 0) || std::isinf(heartbeat_timeout_s)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heartbeat_timeout_s must be a finite number >= 0, got ",
+                     heartbeat_timeout_s));
+  }
+  if (!(heartbeat_startup_timeout_s > 0) ||
+      std::isinf(heartbeat_startup_timeout_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--heartbeat_startup_timeout_s must be a finite number > 0, got ",
+        heartbeat_startup_timeout_s));
+  }
+  options->heartbeat_timeout = absl::Seconds(heartbeat_timeout_s);
+  options->heartbeat_startup_timeout =
+      absl::Seconds(heartbeat_startup_timeout_s);
+  return absl::OkStatus();
+}
 
 absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
   if (options.nproc_per_node < 1) {

@@ -55,6 +55,14 @@ struct LauncherOptions {
 
 // Checks `options` without side effects. Error messages name the option by
 // the `launch` binary's flag, e.g. "--nproc_per_node must be >= 1, got 0".
+// Sets options->heartbeat_timeout and heartbeat_startup_timeout from the
+// flags --heartbeat_timeout_s (finite, >= 0; 0: no heartbeat) and
+// --heartbeat_startup_timeout_s (finite, > 0), shared by `launch` and
+// `train --nproc`; InvalidArgument naming the flag otherwise (NaN too).
+absl::Status SetHeartbeatFromFlags(double heartbeat_timeout_s,
+                                   double heartbeat_startup_timeout_s,
+                                   LauncherOptions* options);
+
 absl::Status ValidateLauncherOptions(const LauncherOptions& options);
 
 }  // namespace strata::launch

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "base/testing/status_matchers.h"
 
 namespace strata::launch {
@@ -101,6 +103,32 @@ TEST(LauncherOptionsTest, RejectsExtraEnvSettingARendezvousVariable) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "extra_env may not set RANK: the launcher sets it per "
                        "rank"));
+}
+
+TEST(HeartbeatFlagsTest, SetsBothTimeouts) {
+  LauncherOptions options;
+  ASSERT_THAT(SetHeartbeatFromFlags(2.5, 30, &options), IsOk());
+  EXPECT_EQ(options.heartbeat_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(options.heartbeat_startup_timeout, absl::Seconds(30));
+}
+
+TEST(HeartbeatFlagsTest, NegativeOrNotFiniteTimeoutNamesTheFlag) {
+  LauncherOptions options;
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    EXPECT_THAT(SetHeartbeatFromFlags(bad, 120, &options),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("--heartbeat_timeout_s must be a finite "
+                                   "number >= 0")))
+        << bad;
+  }
+}
+
+TEST(HeartbeatFlagsTest, ZeroStartupTimeoutNamesTheFlag) {
+  LauncherOptions options;
+  EXPECT_THAT(SetHeartbeatFromFlags(2, 0, &options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--heartbeat_startup_timeout_s must be a "
+                                 "finite number > 0, got 0")));
 }
 
 }  // namespace

@@ -3,15 +3,21 @@
 // stalled), unreachable masters and bad environments.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
 #include <time.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "launch/testing/subprocess.h"
 
 namespace strata::launch {
@@ -229,6 +235,71 @@ TEST(MultiProcessTest, TrainNprocRunsFsdpOnTwoRanksThroughTheLauncher) {
   EXPECT_THAT(r.err, HasSubstr("step 20/20 | loss"));
   std::ifstream model(out + "/model.pt");
   EXPECT_TRUE(model.good()) << "no " << out << "/model.pt";
+}
+
+// The pid of a child of `parent` whose environment holds RANK=<rank>, or -1.
+pid_t ChildWithRank(pid_t parent, int rank) {
+  const std::string wanted = absl::StrCat("RANK=", rank);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // pid (comm) state ppid ...: comm may hold spaces, so parse after ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = -1;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream environ(entry.path() / "environ");
+    for (std::string var; std::getline(environ, var, '\0');) {
+      if (var == wanted) return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
+TEST(MultiProcessTest, TrainNprocHeartbeatFindsAStoppedRank) {
+  // train starts its ranks itself; rank 1 is stopped once training runs.
+  // The collective timeout (120 s) is far away: the heartbeat (3 s) finds
+  // it, and the job ends within the timeout + 5 s.
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string out =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/heartbeat");
+  testing::Subprocess train(
+      {RunfilePath("launch/train"), "--nproc=2", "--strategy=ddp",
+       "--heartbeat_timeout_s=3", "--collective_timeout_s=120",
+       "--steps=1000000", "--warmup_steps=1", "--global_batch=4",
+       "--seq_len=16", "--markov_tokens=20000", "--log_interval=1",
+       "--eval_interval=0", "--threads=1", absl::StrCat("--output_dir=", out)},
+      {}, absl::Seconds(120));
+  // Training runs once rank 0 has written a progress record.
+  pid_t rank1 = -1;
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  while (absl::Now() < deadline) {
+    std::ifstream metrics(out + "/metrics.jsonl");
+    std::string line;
+    if (std::getline(metrics, line) && !line.empty()) {
+      rank1 = ChildWithRank(train.pid(), 1);
+      if (rank1 > 0) break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));  // Polling, bounded above.
+  }
+  ASSERT_GT(rank1, 0) << "training did not start within 90 s";
+  ASSERT_EQ(kill(rank1, SIGSTOP), 0);
+  const int64_t stopped_ms = MonotonicMs();
+  const RunResult r = train.Finish();
+  const int64_t exited_ms = MonotonicMs();
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank 1 (local rank 1, pid ", rank1,
+                                            "): it sent no heartbeat "
+                                            "for 3")));
+  EXPECT_THAT(r.err, HasSubstr("process state T (stopped)"));
+  EXPECT_LT(exited_ms - stopped_ms, (3 + 5) * 1000);
 }
 
 TEST(MultiProcessTest, TrainNprocWithSingleStrategyIsRefused) {

@@ -45,6 +45,13 @@ int LaunchSelf(const SelfLaunchSpec& spec) {
   options->prefix_output = spec.prefix_output;
   options->num_threads_per_rank = spec.num_threads_per_rank;
   options->max_restarts = spec.max_restarts;
+  if (absl::Status s =
+          SetHeartbeatFromFlags(spec.heartbeat_timeout_s,
+                                spec.heartbeat_startup_timeout_s, &*options);
+      !s.ok()) {
+    LOG(ERROR) << s.message();
+    return 1;
+  }
   LOG(INFO) << "starting " << spec.nproc << " ranks through the launcher"
             << (spec.prefix_output ? " (rank output prefixed [rankN]:)" : "");
   const absl::Status status = Launch(*options);

@@ -48,6 +48,10 @@ struct SelfLaunchSpec {
   bool prefix_output = true;
   int num_threads_per_rank = 0;
   int max_restarts = 0;
+  // --heartbeat_timeout_s / --heartbeat_startup_timeout_s
+  // (SetHeartbeatFromFlags); 0: no heartbeat.
+  double heartbeat_timeout_s = 0;
+  double heartbeat_startup_timeout_s = 120;
 };
 
 // Re-launches this binary as spec.nproc ranks with spec.args and waits for

@@ -331,6 +331,15 @@ DEFINE_int32(max_restarts, 0,
              "and --resume=auto so that each round continues from the newest "
              "valid checkpoint. 0: the first failure ends the run.");
 
+DEFINE_double(heartbeat_timeout_s, 0,
+              "With --nproc > 1 (train starts its own ranks): every rank "
+              "beats on a pipe; one silent this long (stopped, frozen) is "
+              "reported with its process state and the job stops, as "
+              "launch's --heartbeat_timeout_s. 0: no heartbeat.");
+DEFINE_double(heartbeat_startup_timeout_s, 120,
+              "With --heartbeat_timeout_s: seconds a rank may take from its "
+              "start to its first heartbeat.");
+
 // --- Test hooks --------------------------------------------------------------
 // Flags only tests set. Their help text is gflags' kStrippedFlagHelp, the
 // marker gflags' usage reporting (--help, --helpfull, --helpon, --helpmatch)

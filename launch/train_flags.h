@@ -20,6 +20,8 @@
 // Flags of the binary itself rather than of TrainOptions.
 DECLARE_int32(nproc);
 DECLARE_int32(max_restarts);
+DECLARE_double(heartbeat_timeout_s);
+DECLARE_double(heartbeat_startup_timeout_s);
 DECLARE_int32(collective_timeout_s);
 DECLARE_bool(debug_collectives);
 

@@ -134,6 +134,8 @@ int Main(int argc, char** argv) {
   spec.nproc = FLAGS_nproc;
   spec.args = original_args;
   spec.max_restarts = FLAGS_max_restarts;
+  spec.heartbeat_timeout_s = FLAGS_heartbeat_timeout_s;
+  spec.heartbeat_startup_timeout_s = FLAGS_heartbeat_startup_timeout_s;
   return RunSelfLaunchedOrRank(spec, [&](const comm::RendezvousInfo& world) {
     return TrainRank(*options, notes, world);
   });
