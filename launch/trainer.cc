@@ -342,6 +342,16 @@ absl::StatusOr<std::vector<int64_t>> WorldPeakResident(const Run& run) {
   return std::vector<int64_t>(data, data + run.world_size);
 }
 
+// "peak resident set (VmHWM): rank 0 1933 MiB, rank 1 1890 MiB".
+std::string PeakResidentLine(const std::vector<int64_t>& bytes) {
+  std::string line = "peak resident set (VmHWM):";
+  for (size_t rank = 0; rank < bytes.size(); ++rank) {
+    absl::StrAppendFormat(&line, "%s rank %d %d MiB", rank == 0 ? "" : ",",
+                          rank, bytes[rank] >> 20);
+  }
+  return line;
+}
+
 // The loss over --eval_batches held-out micro-batches (0: all of the eval
 // split). Every rank evaluates the same batches with the same weights, so
 // every rank gets the same loss without communication (under FSDP each
@@ -571,6 +581,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
                           run.checkpoints->MaybeResume());
   STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));
   STRATA_RETURN_IF_ERROR(run.checkpoints->Finish());
+  // What `top` showed at its highest, per rank (one all-gather).
+  STRATA_ASSIGN_OR_RETURN(result.peak_resident_bytes, WorldPeakResident(run));
+  if (run.rank == 0) LOG(INFO) << PeakResidentLine(result.peak_resident_bytes);
   result.steps = o.steps;
   // Gathered on every rank (a collective for sharded strategies).
   STRATA_ASSIGN_OR_RETURN(auto full_state, run.strategy->FullModelState());

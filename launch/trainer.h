@@ -33,6 +33,9 @@ struct TrainResult {
   std::string metrics_path;
   // --eval_only: the evaluation of the loaded weights (steps: 0).
   EvalResult eval;
+  // Every rank's peak resident set (VmHWM) at the end of training, rank
+  // order (rank 0 also logs it); empty with --eval_only.
+  std::vector<int64_t> peak_resident_bytes;
 };
 
 // With --eval_only: loads the weights (LoadWeightsOnly: of --resume only

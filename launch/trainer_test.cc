@@ -197,6 +197,14 @@ std::vector<double> TrainOnTwoRanks(const TrainOptions& options) {
   return losses;
 }
 
+TEST(TrainTest, ReportsThePeakResidentSet) {
+  auto result = Train(SmallRun("peak_resident", 2));
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->peak_resident_bytes.size(), 1u);
+  // A process that loaded LibTorch and trained holds tens of MiB at least.
+  EXPECT_GT(result->peak_resident_bytes[0], int64_t{10} << 20);
+}
+
 TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   // The same global batch split over two ranks (ranks as threads): the
   // gradients are the same sums in another order, so after 4 steps the
