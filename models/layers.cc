@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "base/torch_compat.h"
 #include "glog/logging.h"
 #include "models/init.h"
 
@@ -57,6 +58,17 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
   const int64_t seq = q.size(2);
   const int64_t head_dim = q.size(3);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+#if STRATA_TORCH_AT_LEAST(2, 0)
+  if (q.is_cuda() && !(dropout.train && dropout.p > 0)) {
+    // On CUDA, LibTorch's fused attention (flash / memory-efficient
+    // kernels): the [B*H, T, T] scores never exist. Not with Strata's
+    // dropout (its masks are drawn per sample, models/dropout.h), and not on
+    // the CPU, whose explicit path below keeps the golden loss curves.
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                            /*dropout_p=*/0.0,
+                                            /*is_causal=*/true);
+  }
+#endif
   // One fused pass writes the scaled, masked scores: baddbmm adds the
   // additive causal mask (-inf above the diagonal) to scale * q k^T. The
   // [B*H, T, T] score tensor is the largest activation of a small model, so
