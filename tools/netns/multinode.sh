@@ -21,7 +21,9 @@
 #   --metrics=FILE       metrics.jsonl of the run (rank 0 writes it)
 #   --timeout_s=S        kill the launchers after S seconds (default 600)
 #   --cleanup            only remove leftovers and exit
-# Prints "link: bytes=<rx+tx of strata-n1's eth0> seconds=<wall>" and exits
+# Prints "link: bytes=<rx+tx of strata-n1's eth0> seconds=<wall>" (all of
+# strata-n1's traffic crosses the link; node-local traffic stays on lo), with
+# --cut_after_step also "link: launchers done <s> s after the cut", and exits
 # with 0 if both launchers did, else with the first nonzero status.
 set -euo pipefail
 
@@ -138,7 +140,11 @@ link_bytes() {
 # Reads the largest "step" in FILE (0 when none yet).
 max_step() {
   [[ -f "$1" ]] || { echo 0; return; }
-  sed -n 's/.*"step": *\([0-9]*\).*/\1/p' "$1" | sort -n | tail -n 1 | sed 's/^$/0/'
+  awk 'match($0, /"step": *[0-9]+/) {
+         s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s)
+         if (s + 0 > m) m = s + 0
+       }
+       END { print m + 0 }' "$1"
 }
 
 setup
@@ -164,6 +170,7 @@ if [[ -n "${cut_after_step}" ]]; then
     sleep 0.2
   done
   ip -n "${NS_NODES[1]}" link set eth0 down
+  cut_ns="$(date +%s%N)"
   echo "link: cut (eth0 of ${NS_NODES[1]} down) after step $(max_step "${metrics}")"
 fi
 
@@ -179,4 +186,7 @@ end_ns="$(date +%s%N)"
 bytes_after="$(link_bytes)"
 awk -v b=$((bytes_after - bytes_before)) -v t=$((end_ns - start_ns)) \
   'BEGIN { printf "link: bytes=%d seconds=%.2f\n", b, t / 1e9 }'
+if [[ -n "${cut_after_step}" ]]; then
+  awk -v t=$((end_ns - cut_ns)) 'BEGIN { printf "link: launchers done %.2f s after the cut\n", t / 1e9 }'
+fi
 exit "${status}"
