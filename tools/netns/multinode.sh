@@ -9,13 +9,15 @@
 # (GLOO_SOCKET_IFNAME=eth0, so ranks talk over the veth), waits for both
 # launchers and removes everything on exit, failure or signal (and, first,
 # leftovers of a crashed run). Needs root and iproute2 (`ip`; `tc` for
-# --netem).
+# --qdisc).
 #
 # Usage: tools/netns/multinode.sh [options] -- TRAIN [TRAIN FLAGS...]
 #   --launch=PATH        the launcher (default bazel-bin/launch/launch)
 #   --logs=DIR           node<i>.log files go here (required)
 #   --port=P             rendezvous port (default 29577)
-#   --netem="ARGS"       `tc qdisc add dev eth0 root netem ARGS` in both nodes
+#   --qdisc="ARGS"       `tc qdisc add dev eth0 root ARGS` in both nodes, e.g.
+#                        "netem rate 1gbit delay 1ms", or where the kernel
+#                        has no netem "tbf rate 1gbit burst 128kb latency 50ms"
 #   --cut_after_step=N   with --metrics: `ip link set eth0 down` in strata-n1
 #                        once FILE has a record of step >= N
 #   --metrics=FILE       metrics.jsonl of the run (rank 0 writes it)
@@ -34,7 +36,7 @@ readonly ADDRS=(10.77.0.1 10.77.0.2)
 launch=bazel-bin/launch/launch
 logs=""
 port=29577
-netem=""
+qdisc=""
 cut_after_step=""
 metrics=""
 timeout_s=600
@@ -50,7 +52,7 @@ while (($#)); do
     --launch=*) launch="${1#*=}" ;;
     --logs=*) logs="${1#*=}" ;;
     --port=*) port="${1#*=}" ;;
-    --netem=*) netem="${1#*=}" ;;
+    --qdisc=*) qdisc="${1#*=}" ;;
     --cut_after_step=*) cut_after_step="${1#*=}" ;;
     --metrics=*) metrics="${1#*=}" ;;
     --timeout_s=*) timeout_s="${1#*=}" ;;
@@ -90,7 +92,7 @@ fi
 [[ -x "${launch}" ]] || die "launcher '${launch}' is not an executable file"
 [[ -z "${cut_after_step}" || -n "${metrics}" ]] || die "--cut_after_step needs --metrics"
 command -v ip >/dev/null || die "'ip' (iproute2) is not installed"
-[[ -z "${netem}" ]] || command -v tc >/dev/null || die "'tc' (iproute2) is not installed; --netem needs it"
+[[ -z "${qdisc}" ]] || command -v tc >/dev/null || die "'tc' (iproute2) is not installed; --qdisc needs it"
 mkdir -p "${logs}"
 
 trap cleanup EXIT
@@ -116,10 +118,10 @@ setup() {
     ip -n "${ns}" addr add "${ADDRS[i]}/24" dev eth0
     ip -n "${ns}" link set lo up
     ip -n "${ns}" link set eth0 up
-    if [[ -n "${netem}" ]]; then
+    if [[ -n "${qdisc}" ]]; then
       # shellcheck disable=SC2086  # ARGS are tc's words.
-      ip netns exec "${ns}" tc qdisc add dev eth0 root netem ${netem} ||
-        die "tc qdisc add dev eth0 root netem ${netem} in ${ns} failed"
+      ip netns exec "${ns}" tc qdisc add dev eth0 root ${qdisc} ||
+        die "tc qdisc add dev eth0 root ${qdisc} in ${ns} failed (is the qdisc in this kernel?)"
     fi
   done
   # The nodes must reach each other before the launchers start.
