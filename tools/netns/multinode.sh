@@ -21,6 +21,10 @@
 #   --cut_after_step=N   with --metrics: `ip link set eth0 down` in strata-n1
 #                        once FILE has a record of step >= N
 #   --metrics=FILE       metrics.jsonl of the run (rank 0 writes it)
+#   --restore_after_s=S  with --cut_after_step: the outage lasts S seconds,
+#                        then the link comes back up
+#   --launch_flag=FLAG   one more launcher flag (e.g. --max_restarts=1);
+#                        repeatable
 #   --timeout_s=S        kill the launchers after S seconds (default 600)
 #   --cleanup            only remove leftovers and exit
 # Prints "link: bytes=<rx+tx of strata-n1's eth0> seconds=<wall>" (all of
@@ -40,6 +44,8 @@ qdisc=""
 cut_after_step=""
 metrics=""
 timeout_s=600
+restore_after_s=""
+launch_flags=()
 only_cleanup=0
 
 die() {
@@ -56,6 +62,8 @@ while (($#)); do
     --cut_after_step=*) cut_after_step="${1#*=}" ;;
     --metrics=*) metrics="${1#*=}" ;;
     --timeout_s=*) timeout_s="${1#*=}" ;;
+    --restore_after_s=*) restore_after_s="${1#*=}" ;;
+    --launch_flag=*) launch_flags+=("${1#*=}") ;;
     --cleanup) only_cleanup=1 ;;
     --) shift; break ;;
     *) die "unknown option '$1' (options come before '--' and the train binary)" ;;
@@ -156,7 +164,7 @@ for i in 0 1; do
   ip netns exec "${NS_NODES[i]}" env GLOO_SOCKET_IFNAME=eth0 \
     timeout --kill-after=10 "${timeout_s}" \
     "${launch}" --nnodes=2 --node_rank="${i}" --nproc_per_node=2 \
-    --master_addr="${ADDRS[0]}" --master_port="${port}" -- "$@" \
+    --master_addr="${ADDRS[0]}" --master_port="${port}" "${launch_flags[@]}" -- "$@" \
     >"${logs}/node${i}.log" 2>&1 &
   pids+=("$!")
 done
@@ -174,6 +182,12 @@ if [[ -n "${cut_after_step}" ]]; then
   ip -n "${NS_NODES[1]}" link set eth0 down
   cut_ns="$(date +%s%N)"
   echo "link: cut (eth0 of ${NS_NODES[1]} down) after step $(max_step "${metrics}")"
+  if [[ -n "${restore_after_s}" ]]; then
+    # The outage's length (not a wait for anything): the link comes back.
+    sleep "${restore_after_s}"
+    ip -n "${NS_NODES[1]}" link set eth0 up
+    echo "link: restored after ${restore_after_s} s"
+  fi
 fi
 
 status=0

@@ -15,6 +15,9 @@
 #     node 0's ranks name the timed-out collective, node 1's name rank 0
 #     (which hosts the store they can no longer reach), and each launcher
 #     names its failed rank.
+#  4. With the launcher's --max_restarts=1 and the link back after 12 s,
+#     both nodes restart their ranks and finish with the uninterrupted
+#     run's model.pt.
 # Skips (exit 0, printing why) unless run as root with `ip` and the right to
 # create network namespaces.
 set -euo pipefail
@@ -115,6 +118,29 @@ for i in 0 1; do
   grep -qE "launcher_main.cc.*\] rank [0-9] \(local rank [01], pid [0-9]+\) exited with status" \
     "${out}/cut/node${i}.log" || fail "node ${i}'s launcher does not name the failed rank"
 done
+# Recovery with the launcher's --max_restarts=1: the link is down for 12 s
+# (the ranks of both nodes time out at 10 s), then back up. Each node's
+# launcher restarts only its own ranks (nothing coordinates the two); both
+# restart because both nodes' ranks time out, and they meet again at the
+# same MASTER_PORT. Without checkpoints round 1 trains from step 0, so its
+# model.pt equals an uninterrupted single-node run's, bitwise.
+single restart --steps=30 --strategy=ddp --collective_timeout_s=10
+rc=0
+report="$("${script}" --launch="${launch}" --logs="${out}/restart" --timeout_s=150 \
+  --cut_after_step=3 --restore_after_s=12 --launch_flag=--max_restarts=1 \
+  --metrics="${out}/restart/out/metrics.jsonl" -- \
+  "${train}" "${common[@]}" --steps=30 --strategy=ddp --collective_timeout_s=10 \
+  --output_dir="${out}/restart/out")" || rc=$?
+echo "restart: ${report//$'\n'/; } (exit ${rc})"
+((rc == 0)) || fail "the run did not recover with --max_restarts=1: $(tail -n 5 "${out}/restart"/node*.log)"
+for i in 0 1; do
+  grep -q "restart 1/1: rank [0-9] (pid [0-9]*) exited with status 1; restarting all 2 ranks" \
+    "${out}/restart/node${i}.log" || fail "node ${i}'s launcher did not restart its ranks"
+done
+cmp "${out}/restart.single/model.pt" "${out}/restart/out/model.pt" ||
+  fail "model.pt after the restart differs from the uninterrupted single-node run's"
+echo "restart: model.pt bitwise equal to the uninterrupted run's"
+
 if ip netns list | grep -q '^strata-'; then
   fail "namespaces left behind: $(ip netns list | grep '^strata-')"
 fi
