@@ -76,10 +76,10 @@ pids=()
 cleanup() {
   local pid
   for pid in "${pids[@]:-}"; do
-    [[ -n "${pid}" ]] && kill -TERM "${pid}" 2>/dev/null || true
+    if [[ -n "${pid}" ]]; then kill -TERM "${pid}" 2>/dev/null || true; fi
   done
   for pid in "${pids[@]:-}"; do
-    [[ -n "${pid}" ]] && wait "${pid}" 2>/dev/null || true
+    if [[ -n "${pid}" ]]; then wait "${pid}" 2>/dev/null || true; fi
   done
   # Deleting a namespace deletes the veths and the bridge in it.
   local ns
@@ -174,8 +174,9 @@ if [[ -n "${cut_after_step}" ]]; then
   # polling every 0.2 s, up to the run's own deadline.
   deadline=$((SECONDS + timeout_s))
   while (($(max_step "${metrics}") < cut_after_step)); do
-    kill -0 "${pids[0]}" 2>/dev/null && kill -0 "${pids[1]}" 2>/dev/null ||
+    if ! kill -0 "${pids[0]}" 2>/dev/null || ! kill -0 "${pids[1]}" 2>/dev/null; then
       die "a launcher exited before step ${cut_after_step} (see ${logs}/node*.log)"
+    fi
     ((SECONDS < deadline)) || die "no step ${cut_after_step} in ${metrics} within ${timeout_s} s"
     sleep 0.2
   done
