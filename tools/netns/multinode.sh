@@ -90,6 +90,12 @@ cleanup() {
   done
 }
 
+# The namespace names are fixed: one run at a time on a machine, so that a
+# run's "leftovers" cleanup never removes a live run's namespaces.
+readonly LOCK=/tmp/strata-multinode.lock
+exec 9>"${LOCK}"
+flock -w 300 9 || die "another multinode.sh run has held ${LOCK} for 300 s"
+
 if ((only_cleanup)); then
   cleanup
   exit 0
