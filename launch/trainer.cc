@@ -334,7 +334,9 @@ absl::StatusOr<double> WorldMean(const Run& run, double local) {
 // which every rank joins.
 absl::StatusOr<std::vector<int64_t>> WorldPeakResident(const Run& run) {
   STRATA_ASSIGN_OR_RETURN(const int64_t mine, PeakResidentBytes());
-  if (run.group == nullptr || run.world_size == 1) return {{mine}};
+  if (run.group == nullptr || run.world_size == 1) {
+    return std::vector<int64_t>{mine};
+  }
   const at::Tensor local = at::full({1}, mine, at::kLong);
   at::Tensor all = at::empty({run.world_size}, at::kLong);
   STRATA_RETURN_IF_ERROR(run.group->AllGather(local, all));
