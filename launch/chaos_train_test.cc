@@ -1,10 +1,11 @@
 // Chaos: `train --nproc=N --max_restarts=3 --resume=auto` while the test
 // SIGKILLs a random rank three times at random moments — in the middle of a
 // checkpoint save (saves pause before their commit, --ckpt_test_pause_ms) or
-// while training after one — for ddp at 2 ranks and zero2 and fsdp at 3. The
-// job survives every kill (one restart each) and its model.pt and the
-// metrics of its last round are bitwise the uninterrupted run's. The choices
-// are seeded; the moments depend on timing, which exactness must not.
+// while training after one — for ddp, zero2 and fsdp at 2 ranks and zero2
+// and fsdp at 3. The job survives every kill (one restart each) and its
+// model.pt and the metrics of its last round are bitwise the uninterrupted
+// run's. The choices are seeded; the moments depend on timing, which
+// exactness must not.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -209,6 +210,8 @@ TEST_P(ChaosTrainTest, ThreeRandomKillsStillEndBitwiseExact) {
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ChaosTrainTest,
                          ::testing::Values(Config{"ddp", 2, 1},
+                                           Config{"zero2", 2, 4},
+                                           Config{"fsdp", 2, 5},
                                            Config{"zero2", 3, 2},
                                            Config{"fsdp", 3, 3}),
                          [](const ::testing::TestParamInfo<Config>& info) {
