@@ -1,0 +1,429 @@
+#include "launch/plan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "glog/logging.h"
+
+namespace strata::launch {
+namespace {
+
+constexpr int64_t kZeroBucketsInFlight = 2;  // ZeroStrategy::kBucketsInFlight.
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Parameters of one transformer block (models/gpt.cc, models/llama.cc).
+int64_t BlockParameters(const models::ModelConfig& m) {
+  const int64_t c = m.dim, f = m.ffn_dim;
+  if (m.family == "gpt") {
+    // ln_1, qkv (+bias), proj (+bias), ln_2, fc (+bias), proj (+bias).
+    return 2 * c + (3 * c * c + 3 * c) + (c * c + c) + 2 * c + (c * f + f) +
+           (f * c + c);
+  }
+  const int64_t kv = m.num_kv_heads * (c / m.num_heads);
+  // wq, wk, wv, wo, w1, w2, w3, two RMSNorm gains.
+  return c * c + 2 * c * kv + c * c + 3 * c * f + 2 * c;
+}
+
+// The shape of one micro-batch's activations, in elements.
+struct Shape {
+  int64_t bt = 0;    // Tokens per rank per micro-batch (B T).
+  int64_t btc = 0;   // B T C.
+  int64_t btf = 0;   // B T F.
+  int64_t bhtt = 0;  // B H T T: attention probabilities.
+  int64_t btv = 0;   // B T V: logits.
+};
+
+Shape ShapeOf(const PlanInput& in) {
+  const models::ModelConfig& m = in.model;
+  const int64_t t = in.seq_len > 0 ? in.seq_len : m.seq_len;
+  Shape s;
+  s.bt = in.micro_batch * t;
+  s.btc = s.bt * m.dim;
+  s.btf = s.bt * m.ffn_dim;
+  s.bhtt = in.micro_batch * m.num_heads * t * t;
+  s.btv = s.bt * m.vocab_size;
+  return s;
+}
+
+// Bytes autograd saves for one block's backward (models/gpt.cc GptBlock,
+// models/llama.cc LlamaBlock, CausalAttention in models/layers.cc), `a`
+// bytes per activation element:
+//   GPT:   x, ln_1 out, q k v reshaped copies, attention output copy, h,
+//          ln_2 out (8 BTC); fc out, gelu out (2 BTF); softmax probs
+//          (BHTT); LayerNorm mean and rstd (4 BT, fp32).
+//   Llama: x, normed, norm out (x2 norms: 6 BTC), q k v copies, attention
+//          output copy (4 BTC); w1 out, silu out, w3 out, product (4 BTF);
+//          probs (BHTT); rsqrt (2 BT, fp32).
+// With bf16 the probabilities are kept twice (the fp32 softmax output and
+// its bf16 copy for the bmm): 6 bytes an element.
+int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
+                        int64_t a) {
+  const int64_t probs = s.bhtt * (a == 4 ? 4 : 6);
+  if (m.family == "gpt") {
+    return a * (8 * s.btc + 2 * s.btf) + probs + 4 * 4 * s.bt;
+  }
+  return a * (10 * s.btc + 4 * s.btf) + probs + 4 * 2 * s.bt;
+}
+
+// Transient bytes while one block's backward runs (besides what it saved):
+// the gradient of the attention probabilities and of the scores (2 BHTT) or
+// of the MLP's hidden activations (2 BTF), whichever is larger, and the
+// gradients flowing in and out of the block (2 BTC).
+int64_t BlockBackwardTransientBytes(const Shape& s, int64_t a) {
+  return a * (std::max(2 * s.bhtt, 2 * s.btf) + 2 * s.btc);
+}
+
+int64_t ShardGroupSize(const PlanInput& in) {
+  if (in.strategy != "fsdp") return in.world_size;
+  if (in.fsdp_sharding == "no_shard") return 1;
+  if (in.fsdp_sharding == "hybrid_shard" ||
+      in.fsdp_sharding == "hybrid_shard_zero2") {
+    return in.hybrid_shard_group_size;
+  }
+  return in.world_size;
+}
+
+std::string MiB(int64_t bytes) {
+  return absl::StrFormat("%.2f", bytes / 1048576.0);
+}
+
+struct Moment {
+  std::string name;
+  std::vector<PlanTerm> terms;
+  int64_t Total() const {
+    int64_t total = 0;
+    for (const PlanTerm& t : terms) total += t.bytes;
+    return total;
+  }
+};
+
+// Model state (parameters, gradients, optimizer state) and the communication
+// buffers held for the whole step.
+std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
+  const bool bf16 = in.precision == "bf16";
+  const int64_t p = bf16 ? 2 : 4;  // Parameter / gradient element.
+  const int64_t n = in.world_size;
+  const int64_t s = ShardGroupSize(in);
+  std::vector<PlanTerm> terms;
+  const std::string ps = absl::StrCat(psi);
+  const std::string masters =
+      bf16 ? " + 4 Psi (fp32 masters) " : " ";
+  if (in.strategy == "single" || in.strategy == "ddp") {
+    terms.push_back({"parameters", p * psi + (bf16 ? 4 * psi : 0),
+                     absl::StrCat(p, " Psi", masters, "(replicated), Psi = ",
+                                  ps)});
+    terms.push_back({"gradients", p * psi,
+                     absl::StrCat(p, " Psi (flat buffer; buckets are views)")});
+    terms.push_back({"optimizer state", 8 * psi, "8 Psi (AdamW m, v fp32)"});
+  } else if (in.strategy == "zero1" || in.strategy == "zero2") {
+    const int64_t padded = CeilDiv(psi, n) * n;
+    const int64_t shard = padded / n;
+    terms.push_back(
+        {"parameters", p * padded + (bf16 ? 4 * shard : 0),
+         absl::StrCat(p, " Psi replicated", bf16 ? " + 4 Psi/N masters" : "",
+                      ", Psi = ", ps, " (padded to ", padded, ")")});
+    if (in.strategy == "zero1") {
+      terms.push_back({"gradients", p * padded,
+                       absl::StrCat(p, " Psi (full flat buffer)")});
+    } else {
+      terms.push_back({"gradients", 4 * shard, "4 Psi/N (fp32 shard)"});
+    }
+    terms.push_back({"optimizer state", 8 * shard, "8 Psi/N (AdamW m, v)"});
+    terms.push_back({"communication buffers", p * shard,
+                     absl::StrCat(p, " Psi/N (parameter all-gather staging)")});
+  } else {  // fsdp
+    const int64_t shard = CeilDiv(psi, s);
+    const int64_t on_device = in.cpu_offload ? 0 : 1;
+    terms.push_back({"parameters", on_device * 4 * shard,
+                     in.cpu_offload ? "0 (fp32 master shard on the host)"
+                                    : "4 Psi/S (fp32 master shard)"});
+    terms.push_back({"gradients", on_device * 4 * shard,
+                     in.cpu_offload ? "0 (gradient shard on the host)"
+                                    : "4 Psi/S (fp32 gradient shard)"});
+    terms.push_back({"optimizer state", on_device * 8 * shard,
+                     in.cpu_offload ? "0 (AdamW state on the host)"
+                                    : absl::StrCat("8 Psi/S (AdamW m, v), S = ",
+                                                   s, ", Psi = ", ps)});
+  }
+  return terms;
+}
+
+}  // namespace
+
+absl::Status ValidatePlanInput(const PlanInput& in) {
+  if (absl::Status s = models::ValidateConfig(in.model); !s.ok()) return s;
+  if (in.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--world_size must be >= 1, got ", in.world_size));
+  }
+  const std::vector<std::string> strategies = {"single", "ddp", "zero1",
+                                               "zero2", "fsdp"};
+  if (std::find(strategies.begin(), strategies.end(), in.strategy) ==
+      strategies.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--strategy must be single, ddp, zero1, zero2 or fsdp, got '",
+        in.strategy, "'"));
+  }
+  if (in.strategy == "single" && in.world_size != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--strategy single needs --world_size 1, got ", in.world_size));
+  }
+  const std::vector<std::string> shardings = {
+      "full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
+      "hybrid_shard_zero2"};
+  if (std::find(shardings.begin(), shardings.end(), in.fsdp_sharding) ==
+      shardings.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fsdp_sharding must be full_shard, shard_grad_op, "
+                     "no_shard, hybrid_shard or hybrid_shard_zero2, got '",
+                     in.fsdp_sharding, "'"));
+  }
+  if (in.strategy == "fsdp" && (in.fsdp_sharding == "hybrid_shard" ||
+                                in.fsdp_sharding == "hybrid_shard_zero2")) {
+    if (in.hybrid_shard_group_size < 1 ||
+        in.world_size % in.hybrid_shard_group_size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--fsdp_hybrid_shard_group_size must divide --world_size (",
+          in.world_size, "), got ", in.hybrid_shard_group_size));
+    }
+  }
+  if (in.fsdp_reductions_in_flight < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fsdp_reductions_in_flight must be >= 0, got ",
+                     in.fsdp_reductions_in_flight));
+  }
+  if (in.micro_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--micro_batch must be >= 1, got ", in.micro_batch));
+  }
+  if (in.seq_len < 0 || in.seq_len > in.model.seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seq_len must be in [1, ", in.model.seq_len,
+                     "] (the model's context; 0: all of it), got ",
+                     in.seq_len));
+  }
+  if (in.grad_accumulation < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grad_accumulation must be >= 1, got ", in.grad_accumulation));
+  }
+  if (in.precision != "fp32" && in.precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--precision must be fp32 or bf16, got '", in.precision, "'"));
+  }
+  if (in.bucket_bytes < 1 || in.first_bucket_bytes < 1) {
+    return absl::InvalidArgumentError(
+        "--bucket_bytes and --first_bucket_bytes must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+MemoryPlan PlanMemory(const PlanInput& in) {
+  CHECK(ValidatePlanInput(in).ok()) << ValidatePlanInput(in);
+  const models::ModelConfig& m = in.model;
+  const int64_t psi = models::NumParameters(m);
+  const int64_t layers = m.num_layers;
+  const int64_t unit = BlockParameters(m);
+  const int64_t root = psi - layers * unit;
+  const int64_t p = in.precision == "bf16" ? 2 : 4;
+  const int64_t a = p;  // Activations in the compute dtype.
+  const Shape s = ShapeOf(in);
+  const bool ac = in.activation_checkpointing;
+  const int64_t block_saved = BlockSavedBytes(m, s, a);
+  // A checkpointed block keeps only its input (B T C).
+  const int64_t block_kept = ac ? a * s.btc : block_saved;
+  const std::string block_formula =
+      m.family == "gpt" ? "(8 BTC + 2 BTF) a + BHTT probs + 16 BT"
+                        : "(10 BTC + 4 BTF) a + BHTT probs + 8 BT";
+  // The head keeps the last block's output and the final norm's output (and
+  // Llama's normed value), plus log-softmax output (B T V) unless chunked.
+  const int64_t chunk = m.loss_chunk_tokens;
+  const int64_t head_kept =
+      a * s.btc * (m.family == "gpt" ? 2 : 3) + 4 * s.bt * 2;
+  // The logits at the head's backward: unchunked, log-probabilities, their
+  // gradient and the logits' gradient (3 BTV), or the logits' gradient, the
+  // head input's gradient and the fresh head-weight gradient; chunked, one
+  // chunk's logits, softmax and gradient (3 K V).
+  const int64_t v = m.vocab_size, c = m.dim;
+  const int64_t logits =
+      chunk > 0 ? 3 * std::min(chunk, s.bt) * v * 4 + p * v * c
+                : std::max(3 * s.btv * 4, s.btv * 4 + a * s.btc + p * v * c);
+  const std::string logits_formula =
+      chunk > 0 ? absl::StrCat("3 K V fp32 + head weight gradient, K = ",
+                               std::min(chunk, s.bt))
+                : "max(3 BTV, BTV + BTC + VC) fp32 (log-probs, gradients)";
+
+  const std::vector<PlanTerm> state = StateTerms(in, psi);
+  // What is gathered or in flight, per strategy.
+  // FSDP with one rank per shard group, fp32 and no offload: the full
+  // parameters and gradients are views of the master and gradient shards
+  // (FsdpStrategy's alias_master): nothing is gathered or in flight.
+  const bool fsdp = in.strategy == "fsdp" &&
+                    !(ShardGroupSize(in) == 1 && p == 4 && !in.cpu_offload);
+  const bool no_shard = fsdp && in.fsdp_sharding == "no_shard";
+  const bool keep_after_forward =
+      fsdp && (in.fsdp_sharding == "shard_grad_op" ||
+               in.fsdp_sharding == "hybrid_shard_zero2");
+  const int64_t root_gathered = kFsdpRootStaysGathered ? p * root : 0;
+  const std::string root_formula = absl::StrCat(
+      "root gathered ", p, " R + its gradients ", p, " R, R = ", root);
+
+  std::vector<Moment> moments;
+  // The head's backward: every block's activations kept.
+  {
+    Moment mo;
+    mo.name = "head backward";
+    mo.terms = state;
+    if (fsdp) {
+      int64_t gathered = root_gathered + p * root;
+      std::string f = root_formula;
+      if (no_shard || keep_after_forward) {
+        gathered += p * layers * unit;
+        absl::StrAppend(&f, " + all blocks gathered ", p, " L U");
+      }
+      mo.terms.push_back({"units in flight", gathered, f});
+    }
+    mo.terms.push_back(
+        {"activations", layers * block_kept + head_kept,
+         absl::StrCat("L x ", ac ? "BTC a (checkpointed input)" : block_formula,
+                      " + head (last output, norm)")});
+    mo.terms.push_back({"logits", logits, logits_formula});
+    moments.push_back(mo);
+  }
+  // Each block's backward, last to first.
+  for (int64_t i = layers - 1; i >= 0; --i) {
+    Moment mo;
+    mo.name = absl::StrCat("backward of block ", i);
+    mo.terms = state;
+    if (in.strategy == "zero2") {
+      const int64_t buckets = std::min(
+          4 * psi, in.first_bucket_bytes + kZeroBucketsInFlight *
+                                               in.bucket_bytes);
+      mo.terms.push_back(
+          {"communication buffers (gradient buckets)", buckets,
+           "min(4 Psi, first bucket + 2 buckets) fp32 bucket storage"});
+    }
+    if (fsdp) {
+      int64_t gathered = root_gathered + p * root;
+      std::string f = root_formula;
+      if (no_shard || keep_after_forward) {
+        gathered += p * (i + 1) * unit + p * unit;
+        absl::StrAppend(&f, " + blocks 0..i gathered + 1 block's gradients");
+      } else {
+        int64_t units = 2;  // This block's parameters and gradients.
+        if (in.fsdp_backward_prefetch && i > 0) ++units;
+        units += std::min<int64_t>(in.fsdp_reductions_in_flight,
+                                   layers - 1 - i);
+        gathered += p * units * unit;
+        absl::StrAppend(&f, " + ", units, " x ", p,
+                        " U (this block's parameters and gradients, "
+                        "prefetched block, reductions in flight), U = ",
+                        unit);
+      }
+      mo.terms.push_back({"units in flight", gathered, f});
+    }
+    mo.terms.push_back(
+        {"activations",
+         i * block_kept + block_saved + BlockBackwardTransientBytes(s, a),
+         absl::StrCat(i, " x ", ac ? "BTC a" : "block", " + this block's ",
+                      block_formula, " + backward temporaries")});
+    moments.push_back(mo);
+  }
+  const Moment* peak = &moments[0];
+  for (const Moment& mo : moments) {
+    if (mo.Total() > peak->Total()) peak = &mo;
+  }
+  MemoryPlan plan;
+  plan.num_parameters = psi;
+  plan.peak_moment = peak->name;
+  plan.terms = peak->terms;
+  plan.peak_bytes = peak->Total();
+  return plan;
+}
+
+StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
+  CHECK(ValidatePlanInput(in).ok()) << ValidatePlanInput(in);
+  CHECK_GT(hw.flops_per_s, 0);
+  CHECK_GT(hw.bus_bandwidth_bytes_per_s, 0);
+  const models::ModelConfig& m = in.model;
+  const int64_t t = in.seq_len > 0 ? in.seq_len : m.seq_len;
+  const double tokens =
+      static_cast<double>(in.micro_batch) * t * in.grad_accumulation;
+  double flops = models::TrainingFlopsPerToken(m, t) * tokens;
+  // Recompute: one more forward (1/3 of forward + backward) of the blocks.
+  if (in.activation_checkpointing) {
+    const double block_share =
+        static_cast<double>(m.num_layers * BlockParameters(m)) /
+        std::max<int64_t>(1, models::NumMatmulParameters(m));
+    flops += flops / 3 * std::min(1.0, block_share);
+  }
+  StepTimePlan plan;
+  plan.compute_s = flops / hw.flops_per_s;
+  const double psi = static_cast<double>(models::NumParameters(m));
+  const double p = in.precision == "bf16" ? 2 : 4;
+  const double n = static_cast<double>(in.world_size);
+  const double ring = n > 1 ? (n - 1) / n : 0;
+  double payloads = 0;  // In units of P = Psi p, each moved (N-1)/N.
+  double exposed_payloads = 0;
+  double overlappable_s = 0;
+  if (in.strategy == "ddp" || in.strategy == "zero1") {
+    payloads = 2;  // All-reduce.
+    overlappable_s = plan.compute_s * 2 / 3;  // Behind the backward.
+    if (in.strategy == "zero1") {
+      payloads += 1;  // Parameter all-gather after the step, exposed.
+      exposed_payloads = 1;
+    }
+  } else if (in.strategy == "zero2") {
+    payloads = 2;  // Reduce-scatter + parameter all-gather.
+    exposed_payloads = 1;
+    overlappable_s = plan.compute_s * 2 / 3;
+  } else if (in.strategy == "fsdp") {
+    const bool grad_op = in.fsdp_sharding == "shard_grad_op" ||
+                         in.fsdp_sharding == "hybrid_shard_zero2";
+    payloads = in.fsdp_sharding == "no_shard" ? 2 : grad_op ? 2 : 3;
+    overlappable_s = plan.compute_s;  // Forward and backward.
+  }
+  const double payload_bytes = psi * p;
+  plan.communication_bytes = payloads * payload_bytes * ring;
+  plan.communication_s =
+      plan.communication_bytes / hw.bus_bandwidth_bytes_per_s;
+  const double exposed_fixed =
+      exposed_payloads * payload_bytes * ring / hw.bus_bandwidth_bytes_per_s;
+  const double hideable = plan.communication_s - exposed_fixed;
+  plan.exposed_communication_s =
+      exposed_fixed + std::max(0.0, hideable - overlappable_s);
+  plan.step_s = plan.compute_s + plan.exposed_communication_s;
+  plan.formula = absl::StrFormat(
+      "compute = %.3g FLOP / %.3g FLOP/s; communication = %.0f x %.0f Psi "
+      "bytes x (N-1)/N / %.3g B/s; exposed = %.0f payload(s) not "
+      "overlapped + max(0, rest - %.3g s of overlappable compute)",
+      flops, hw.flops_per_s, payloads, p, hw.bus_bandwidth_bytes_per_s,
+      exposed_payloads, overlappable_s);
+  return plan;
+}
+
+std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
+  std::string out = absl::StrFormat(
+      "%s, Psi = %d parameters, %s on %d ranks, micro-batch %d x %d tokens, "
+      "%s%s%s\n",
+      in.model.family, plan.num_parameters, in.strategy, in.world_size,
+      in.micro_batch, in.seq_len > 0 ? in.seq_len : in.model.seq_len,
+      in.precision, in.activation_checkpointing ? ", checkpointed blocks" : "",
+      in.model.loss_chunk_tokens > 0
+          ? absl::StrCat(", loss chunks of ", in.model.loss_chunk_tokens)
+          : "");
+  absl::StrAppend(&out, "per-rank peak at ", plan.peak_moment, ":\n");
+  for (const PlanTerm& t : plan.terms) {
+    absl::StrAppendFormat(&out, "  %-42s %12s MiB  %s\n", t.name, MiB(t.bytes),
+                          t.formula);
+  }
+  absl::StrAppendFormat(&out, "  %-42s %12s MiB\n", "total", MiB(plan.peak_bytes));
+  return out;
+}
+
+}  // namespace strata::launch

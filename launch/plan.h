@@ -1,0 +1,128 @@
+// The memory / step-time planner behind `strata_plan` (plan_main.cc): from a
+// model's shape, a world size and a strategy's options it predicts each
+// rank's peak tensor memory, broken down into parameters, gradients,
+// optimizer state, communication buffers and units in flight, activations
+// and logits, and a step's time (compute at a FLOP rate, communication over a
+// bus bandwidth, the part of it that hides behind compute). Nothing is
+// allocated: a 7B model on 1 024 ranks is planned instantly.
+//
+// The memory model is that of Strata's CPU strategies as they allocate today
+// (strategies/ddp.h, zero.h, fsdp.h; BENCHMARKS.md "Peak per-rank memory"):
+// what the tracking allocator (base/tracking_allocator.h) counts. It is
+// validated against the allocator's measured peak in plan_validation_test.cc
+// (every strategy, N = 1..4, gpt-tiny and llama-tiny, within 10 %).
+//
+// The peak is the largest of a few moments of a training step, each a sum
+// of terms (PlanMoment): the head's backward (all activations saved, the
+// logits and their gradient alive) and each transformer block's backward
+// (activations of the blocks before it, FSDP's units in flight). The moment
+// with the largest total is reported, term by term, with each term's
+// formula.
+#ifndef STRATA_LAUNCH_PLAN_H_
+#define STRATA_LAUNCH_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/config.h"
+
+namespace strata::launch {
+
+// FSDP's root flat parameter (everything outside the wrapped blocks: the
+// token embedding / tied head, GPT's position table, the final norm, an
+// untied output head) stays gathered for the whole run on main today
+// (strategies/fsdp.h "Layout"). When the root is sharded like every unit and
+// gathered only around the units that read it, set this to false: the root
+// then costs its shard (in the state term) plus its gathered size only while
+// the embedding or the head runs. The one place this fact lives.
+inline constexpr bool kFsdpRootStaysGathered = true;
+
+struct PlanInput {
+  models::ModelConfig model;  // Shape; model.loss_chunk_tokens is used.
+  int64_t world_size = 1;
+  // "single", "ddp", "zero1", "zero2" or "fsdp".
+  std::string strategy = "ddp";
+  // FSDP: "full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
+  // "hybrid_shard_zero2"; hybrid_shard_group_size ranks per shard group.
+  std::string fsdp_sharding = "full_shard";
+  int64_t hybrid_shard_group_size = 0;
+  // FSDP: whether the next block is gathered while the current one runs
+  // backward (--fsdp_backward_prefetch pre/post), and how many gradient
+  // reductions stay in flight (--fsdp_reductions_in_flight).
+  bool fsdp_backward_prefetch = true;
+  int64_t fsdp_reductions_in_flight = 1;
+  int64_t micro_batch = 1;  // Sequences per rank per micro-batch.
+  int64_t seq_len = 0;      // Tokens per sequence; 0: model.seq_len.
+  int64_t grad_accumulation = 1;
+  // "fp32" or "bf16" (param_dtype = reduce_dtype = bf16, fp32 masters).
+  std::string precision = "fp32";
+  bool activation_checkpointing = false;  // Every transformer block.
+  // FSDP only: master shards, gradient shards and optimizer state on the
+  // host (device memory excludes them; host memory is not planned).
+  bool cpu_offload = false;
+  // DDP / ZeRO gradient buckets (StrategyOptions defaults).
+  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+};
+
+// Checks `input`; errors name the field as its strata_plan flag (--world_size
+// must be >= 1, --strategy must be one of ..., --fsdp_sharding ...).
+absl::Status ValidatePlanInput(const PlanInput& input);
+
+// One line of the breakdown: bytes per rank and how they were computed.
+struct PlanTerm {
+  std::string name;     // "parameters", "gradients", "optimizer state", ...
+  int64_t bytes = 0;
+  std::string formula;  // One line, e.g. "16 Psi / N = 16 * 124672 / 2".
+};
+
+struct MemoryPlan {
+  int64_t num_parameters = 0;  // Psi.
+  // The moment of the step at which the peak occurs ("head backward",
+  // "backward of block 3").
+  std::string peak_moment;
+  std::vector<PlanTerm> terms;  // At the peak moment.
+  int64_t peak_bytes = 0;       // Sum of terms.
+};
+
+// The per-rank peak memory of one training step under `input`; `input` must
+// be valid (ValidatePlanInput).
+MemoryPlan PlanMemory(const PlanInput& input);
+
+// Hardware for the step-time prediction.
+struct Hardware {
+  double flops_per_s = 0;           // Sustained matmul FLOP/s of one rank.
+  double bus_bandwidth_bytes_per_s = 0;  // Collectives' bus bandwidth.
+};
+
+struct StepTimePlan {
+  double compute_s = 0;        // FLOPs / flops_per_s (with recompute).
+  double communication_s = 0;  // Bus bytes / bus bandwidth.
+  double exposed_communication_s = 0;
+  double step_s = 0;           // compute_s + exposed_communication_s.
+  double communication_bytes = 0;  // Per rank per step, bus bytes.
+  std::string formula;             // How the four were computed.
+};
+
+// The time of one optimizer step (grad_accumulation micro-batches) under
+// `input` on `hardware` (both positive). Compute: TrainingFlopsPerToken x
+// tokens per rank (plus one forward, 1/3 of it, per checkpointed block with
+// activation checkpointing). Communication, in bus bytes per rank
+// ((N-1)/N of the payload per all-gather / reduce-scatter, twice that per
+// all-reduce) with payload P = Psi x bytes per gradient element: DDP and
+// ZeRO-1 all-reduce (2P), ZeRO-2 reduce-scatter + parameter all-gather (2P),
+// FSDP FULL_SHARD two all-gathers and a reduce-scatter (3P), SHARD_GRAD_OP
+// 2P. Overlap: DDP / ZeRO reductions hide behind the backward (2/3 of the
+// compute) except the last bucket, ZeRO's parameter all-gather is exposed,
+// FSDP hides behind all of forward and backward: exposed = max(0, comm -
+// overlappable compute) + the exposed parts.
+StepTimePlan PlanStepTime(const PlanInput& input, const Hardware& hardware);
+
+// The breakdown as an aligned text table (MiB, with formulas).
+std::string FormatMemoryPlan(const PlanInput& input, const MemoryPlan& plan);
+
+}  // namespace strata::launch
+
+#endif  // STRATA_LAUNCH_PLAN_H_

@@ -1,0 +1,164 @@
+#include "launch/plan.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+#include "models/config.h"
+
+namespace strata::launch {
+namespace {
+
+PlanInput Input(const std::string& model, const std::string& strategy,
+                int64_t world_size) {
+  auto config = models::ConfigByName(model);
+  CHECK(config.ok()) << config.status();
+  PlanInput input;
+  input.model = *config;
+  input.strategy = strategy;
+  input.world_size = world_size;
+  input.micro_batch = 2;
+  input.seq_len = 64;
+  return input;
+}
+
+int64_t Term(const MemoryPlan& plan, const std::string& name) {
+  int64_t bytes = 0;
+  for (const PlanTerm& t : plan.terms) {
+    if (t.name == name) bytes += t.bytes;
+  }
+  return bytes;
+}
+
+int64_t State(const MemoryPlan& plan) {
+  return Term(plan, "parameters") + Term(plan, "gradients") +
+         Term(plan, "optimizer state");
+}
+
+TEST(PlanMemoryTest, DdpStateIsSixteenPsi) {
+  const MemoryPlan plan = PlanMemory(Input("gpt-small50m", "ddp", 8));
+  EXPECT_EQ(State(plan), 16 * plan.num_parameters);
+}
+
+TEST(PlanMemoryTest, FsdpStateIsSixteenPsiOverN) {
+  // gpt-small50m's Psi is not a multiple of 8; the shard rounds up.
+  const MemoryPlan plan = PlanMemory(Input("gpt-small50m", "fsdp", 8));
+  EXPECT_EQ(State(plan), 16 * ((plan.num_parameters + 7) / 8));
+}
+
+TEST(PlanMemoryTest, FsdpCpuOffloadKeepsNoStateOnTheDevice) {
+  PlanInput input = Input("gpt-small50m", "fsdp", 8);
+  input.cpu_offload = true;
+  EXPECT_EQ(State(PlanMemory(input)), 0);
+}
+
+TEST(PlanMemoryTest, Zero2StateIsFourPsiPlusTwelvePsiOverN) {
+  // Psi padded to a multiple of N = 4: P; parameters 4 P, gradient shard and
+  // AdamW state 12 P / N, staging 4 P / N.
+  const MemoryPlan plan = PlanMemory(Input("gpt-small50m", "zero2", 4));
+  const int64_t padded = (plan.num_parameters + 3) / 4 * 4;
+  EXPECT_EQ(State(plan), 4 * padded + 12 * padded / 4);
+  EXPECT_EQ(Term(plan, "communication buffers"), 4 * padded / 4);
+}
+
+TEST(PlanMemoryTest, Zero1KeepsFullGradients) {
+  const MemoryPlan plan = PlanMemory(Input("gpt-small50m", "zero1", 4));
+  const int64_t padded = (plan.num_parameters + 3) / 4 * 4;
+  EXPECT_EQ(Term(plan, "gradients"), 4 * padded);
+  EXPECT_EQ(Term(plan, "optimizer state"), 8 * padded / 4);
+}
+
+TEST(PlanMemoryTest, UnchunkedLogitsAreThreeFp32CopiesOfBtv) {
+  // gpt-small50m at B T = 8 x 64 = 512 tokens: 3 B T V = 12.6M elements
+  // exceeds B T V + B T C + V C = 4.2M + 0.3M + 5.2M.
+  PlanInput input = Input("gpt-small50m", "ddp", 1);
+  input.micro_batch = 8;
+  const MemoryPlan plan = PlanMemory(input);
+  EXPECT_EQ(plan.peak_moment, "head backward");
+  EXPECT_EQ(Term(plan, "logits"), int64_t{3} * 512 * 8192 * 4);
+}
+
+TEST(PlanMemoryTest, ChunkingShrinksTheLogits) {
+  PlanInput input = Input("gpt-small50m", "ddp", 1);
+  input.model.loss_chunk_tokens = 16;
+  // Three fp32 chunks of 16 x V plus the head weight's gradient V C.
+  EXPECT_EQ(Term(PlanMemory(input), "logits"),
+            int64_t{3} * 16 * 8192 * 4 + int64_t{4} * 8192 * 640);
+}
+
+TEST(PlanMemoryTest, CheckpointingLowersTheActivations) {
+  PlanInput input = Input("gpt-small50m", "ddp", 1);
+  const int64_t plain = Term(PlanMemory(input), "activations");
+  input.activation_checkpointing = true;
+  EXPECT_LT(Term(PlanMemory(input), "activations"), plain);
+}
+
+TEST(PlanMemoryTest, FsdpOnOneRankGathersNothing) {
+  // One rank, fp32: the full parameters and gradients alias the shards, so
+  // FSDP's peak is DDP's.
+  EXPECT_EQ(PlanMemory(Input("gpt-small50m", "fsdp", 1)).peak_bytes,
+            PlanMemory(Input("gpt-small50m", "ddp", 1)).peak_bytes);
+}
+
+TEST(PlanMemoryTest, PeakIsTheSumOfTerms) {
+  const MemoryPlan plan = PlanMemory(Input("llama-tiny", "fsdp", 2));
+  int64_t sum = 0;
+  for (const PlanTerm& t : plan.terms) sum += t.bytes;
+  EXPECT_EQ(plan.peak_bytes, sum);
+}
+
+TEST(PlanValidateTest, ErrorsNameTheFlag) {
+  PlanInput input = Input("gpt-tiny", "ddp", 0);
+  EXPECT_NE(ValidatePlanInput(input).message().find("--world_size"),
+            std::string::npos);
+  input = Input("gpt-tiny", "zero3", 2);
+  EXPECT_NE(ValidatePlanInput(input).message().find("--strategy"),
+            std::string::npos);
+  input = Input("gpt-tiny", "fsdp", 4);
+  input.fsdp_sharding = "hybrid_shard";
+  input.hybrid_shard_group_size = 3;
+  EXPECT_NE(ValidatePlanInput(input).message().find(
+                "--fsdp_hybrid_shard_group_size"),
+            std::string::npos);
+  input = Input("gpt-tiny", "ddp", 2);
+  input.precision = "fp8";
+  EXPECT_NE(ValidatePlanInput(input).message().find("--precision"),
+            std::string::npos);
+}
+
+TEST(PlanStepTimeTest, DdpComputeBoundHidesItsAllReduce) {
+  // 2 Psi 4 bytes (N-1)/N at a bandwidth far above what the backward needs:
+  // nothing exposed, the step is the compute.
+  PlanInput input = Input("gpt-small50m", "ddp", 4);
+  Hardware hw{1e12, 1e15};
+  const StepTimePlan plan = PlanStepTime(input, hw);
+  const double psi = models::NumParameters(input.model);
+  EXPECT_DOUBLE_EQ(plan.communication_bytes, 2 * 4 * psi * 3 / 4);
+  EXPECT_DOUBLE_EQ(plan.exposed_communication_s, 0);
+  EXPECT_DOUBLE_EQ(plan.step_s, plan.compute_s);
+  EXPECT_DOUBLE_EQ(
+      plan.compute_s,
+      models::TrainingFlopsPerToken(input.model, 64) * 2 * 64 / 1e12);
+}
+
+TEST(PlanStepTimeTest, FsdpMovesThreePsi) {
+  PlanInput input = Input("gpt-small50m", "fsdp", 8);
+  const StepTimePlan plan = PlanStepTime(input, Hardware{1e12, 1e9});
+  const double psi = models::NumParameters(input.model);
+  EXPECT_DOUBLE_EQ(plan.communication_bytes, 3 * 4 * psi * 7 / 8);
+  // Communication-bound: exposed = comm - compute (all of it overlappable).
+  EXPECT_NEAR(plan.exposed_communication_s,
+              plan.communication_s - plan.compute_s, 1e-12);
+}
+
+TEST(PlanStepTimeTest, OneRankCommunicatesNothing) {
+  const StepTimePlan plan =
+      PlanStepTime(Input("gpt-tiny", "ddp", 1), Hardware{1e9, 1e9});
+  EXPECT_EQ(plan.communication_bytes, 0);
+  EXPECT_EQ(plan.step_s, plan.compute_s);
+}
+
+}  // namespace
+}  // namespace strata::launch
