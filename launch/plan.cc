@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -424,6 +425,44 @@ std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
   }
   absl::StrAppendFormat(&out, "  %-42s %12s MiB\n", "total", MiB(plan.peak_bytes));
   return out;
+}
+
+std::vector<RankedPlan> RankConfigurations(const PlanInput& base,
+                                           int64_t memory_per_rank_bytes,
+                                           const Hardware& hardware) {
+  std::vector<std::pair<std::string, std::string>> strategies = {
+      {"ddp", ""},
+      {"zero1", ""},
+      {"zero2", ""},
+      {"fsdp", "full_shard"},
+      {"fsdp", "shard_grad_op"}};
+  if (base.world_size == 1) strategies.insert(strategies.begin(), {"single", ""});
+  std::vector<RankedPlan> fits;
+  for (const auto& [strategy, sharding] : strategies) {
+    for (const bool ac : {false, true}) {
+      for (const int64_t chunk : {int64_t{0}, int64_t{1024}}) {
+        RankedPlan r;
+        r.input = base;
+        r.input.strategy = strategy;
+        if (!sharding.empty()) r.input.fsdp_sharding = sharding;
+        r.input.activation_checkpointing = ac;
+        r.input.model.loss_chunk_tokens = chunk;
+        if (!ValidatePlanInput(r.input).ok()) continue;
+        r.memory = PlanMemory(r.input);
+        if (r.memory.peak_bytes > memory_per_rank_bytes) continue;
+        r.time = PlanStepTime(r.input, hardware);
+        r.label = absl::StrCat(strategy, sharding.empty() ? "" : " ", sharding,
+                               ac ? ", checkpointed" : "",
+                               chunk > 0 ? ", loss chunks 1024" : "");
+        fits.push_back(std::move(r));
+      }
+    }
+  }
+  std::stable_sort(fits.begin(), fits.end(),
+                   [](const RankedPlan& a, const RankedPlan& b) {
+                     return a.time.step_s < b.time.step_s;
+                   });
+  return fits;
 }
 
 }  // namespace strata::launch

@@ -123,6 +123,24 @@ StepTimePlan PlanStepTime(const PlanInput& input, const Hardware& hardware);
 // The breakdown as an aligned text table (MiB, with formulas).
 std::string FormatMemoryPlan(const PlanInput& input, const MemoryPlan& plan);
 
+// One candidate configuration of RankConfigurations.
+struct RankedPlan {
+  std::string label;  // "fsdp full_shard, checkpointed, loss chunks 1024".
+  PlanInput input;
+  MemoryPlan memory;
+  StepTimePlan time;
+};
+
+// Every configuration derived from `base` by varying the strategy (ddp,
+// zero1, zero2, fsdp full_shard, fsdp shard_grad_op; single too on one
+// rank), activation checkpointing (off, on) and loss chunking (off, 1024
+// tokens), keeping base's model, world size, micro-batch, sequence length,
+// precision and offload; those whose predicted peak fits
+// `memory_per_rank_bytes`, fastest predicted step first.
+std::vector<RankedPlan> RankConfigurations(const PlanInput& base,
+                                           int64_t memory_per_rank_bytes,
+                                           const Hardware& hardware);
+
 }  // namespace strata::launch
 
 #endif  // STRATA_LAUNCH_PLAN_H_

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "glog/logging.h"
@@ -158,6 +159,29 @@ TEST(PlanStepTimeTest, OneRankCommunicatesNothing) {
       PlanStepTime(Input("gpt-tiny", "ddp", 1), Hardware{1e9, 1e9});
   EXPECT_EQ(plan.communication_bytes, 0);
   EXPECT_EQ(plan.step_s, plan.compute_s);
+}
+
+TEST(RankConfigurationsTest, KeepsWhatFitsFastestFirst) {
+  // gpt-small50m on 4 ranks with the memory of DDP's peak: DDP itself fits,
+  // and everything listed fits and is sorted by step time.
+  PlanInput base = Input("gpt-small50m", "ddp", 4);
+  const int64_t budget = PlanMemory(base).peak_bytes;
+  const std::vector<RankedPlan> ranked =
+      RankConfigurations(base, budget, Hardware{1e11, 1e9});
+  ASSERT_FALSE(ranked.empty());
+  bool has_ddp = false;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    EXPECT_LE(ranked[i].memory.peak_bytes, budget) << ranked[i].label;
+    if (i > 0) EXPECT_LE(ranked[i - 1].time.step_s, ranked[i].time.step_s);
+    has_ddp |= ranked[i].label == "ddp";
+  }
+  EXPECT_TRUE(has_ddp);
+}
+
+TEST(RankConfigurationsTest, NothingFitsInOneByte) {
+  EXPECT_TRUE(
+      RankConfigurations(Input("gpt-tiny", "ddp", 2), 1, Hardware{1e9, 1e9})
+          .empty());
 }
 
 }  // namespace
