@@ -7,8 +7,11 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "launch/plan.h"
+#include "launch/plan_train.h"
+#include "launch/train_options.h"
 #include "launch/testing/subprocess.h"
 #include "models/config.h"
+#include "strategies/options.h"
 
 namespace strata::launch {
 namespace {
@@ -61,6 +64,27 @@ TEST(StrataPlanTest, BadFlagsNameTheFlag) {
   const RunResult r = RunPlan({"--layers=2"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--hidden"), std::string::npos) << r.err;
+}
+
+TEST(TrainPlanOnlyTest, PrintsThePlanOfItsFlagsAndExits) {
+  // No rendezvous variables and --nproc=4: were a group formed, the run
+  // would start four ranks; --plan_only prints and exits at once.
+  const RunResult r = launch::testing::Run(
+      {RunfilePath("launch/train"), "--plan_only", "--model=gpt-small50m",
+       "--strategy=fsdp", "--nproc=4", "--global_batch=16", "--micro_batch=2",
+       "--seq_len=128", "--checkpoint_units=GPTBlock"},
+      {}, absl::Seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  TrainOptions o;
+  o.model = "gpt-small50m";
+  o.strategy = strategies::StrategyKind::kFsdp;
+  o.global_batch = 16;
+  o.micro_batch = 2;
+  o.seq_len = 128;
+  o.checkpoint_units = {"GPTBlock"};
+  auto input = PlanInputOf(o, 4);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_EQ(r.out, FormatMemoryPlan(*input, PlanMemory(*input)));
 }
 
 }  // namespace

@@ -21,10 +21,18 @@
 #include "comm/group.h"
 #include "comm/rendezvous.h"
 #include "launch/evaluation.h"
+#include "launch/plan.h"
+#include "launch/plan_train.h"
 #include "launch/self_launch.h"
 #include "launch/train_flags.h"
 #include "launch/trainer.h"
 #include "strategies/options.h"
+
+DEFINE_bool(plan_only, false,
+            "Print the planner's per-rank memory breakdown (launch/plan.h) "
+            "for these flags on --nproc ranks (or the launcher's WORLD_SIZE) "
+            "and exit, without joining a process group or building the "
+            "model.");
 
 namespace strata::launch {
 namespace {
@@ -45,6 +53,9 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
   if (world.rank == 0) {
     LOG(INFO) << "flags:" << TrainFlagsSummary();
     for (const std::string& note : notes) LOG(INFO) << note;
+    if (auto plan = PlanInputOf(o, world.world_size); plan.ok()) {
+      LOG(INFO) << PlanLine(*plan, PlanMemory(*plan));
+    }
   }
 
   // Under `launch --heartbeat_timeout_s`: beat until the rank exits.
@@ -85,6 +96,14 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
     if (world.rank == 0) std::cout << EvalLine(result->eval) << std::endl;
     return 0;
   }
+  auto plan = PlanInputOf(o, world.world_size);
+  if (world.rank == 0 && plan.ok() && !result->peak_resident_bytes.empty()) {
+    LOG(INFO) << "plan: predicted " << PlanMemory(*plan).peak_bytes / 1048576
+              << " MiB of tensor storage per rank, measured peak resident set "
+              << result->peak_resident_bytes[0] / 1048576
+              << " MiB on rank 0 (VmHWM: also the process's non-tensor "
+                 "memory; train does not install the tracking allocator)";
+  }
   LOG(INFO) << "done: " << result->steps << " steps, final train loss "
             << result->final_train_loss << ", eval loss "
             << result->final_eval_loss;
@@ -113,6 +132,21 @@ int Main(int argc, char** argv) {
   if (!options.ok()) {
     LOG(ERROR) << options.status().message();
     return 1;
+  }
+  if (FLAGS_plan_only) {
+    int world_size = FLAGS_nproc;
+    auto env_world = comm::RendezvousInfoFromEnv(comm::ProcessEnv());
+    if (env_world.ok() && env_world->world_size > 1) {
+      world_size = env_world->world_size;
+    }
+    absl::StatusOr<PlanInput> plan = PlanInputOf(*options, world_size);
+    if (!plan.ok()) {
+      LOG(ERROR) << plan.status().message();
+      return 1;
+    }
+    // The product of --plan_only, on stdout.
+    std::cout << FormatMemoryPlan(*plan, PlanMemory(*plan)) << std::flush;
+    return 0;
   }
   // The world: one process, or the ranks of the launcher, torchrun, srun or
   // mpirun (read from their environment variables); with --nproc > 1 and no

@@ -1,0 +1,60 @@
+#include "launch/plan_train.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "launch/plan.h"
+#include "launch/train_options.h"
+#include "strategies/options.h"
+
+namespace strata::launch {
+
+absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
+  absl::StatusOr<models::ModelConfig> model = ModelConfigOf(o.model);
+  if (!model.ok()) return model.status();
+  if (world_size < 1 || o.global_batch % world_size != 0) {
+    return FlagError("global_batch",
+                     absl::StrFormat("%d sequences do not split evenly over "
+                                     "%d ranks",
+                                     o.global_batch, world_size));
+  }
+  const int64_t local_batch = o.global_batch / world_size;
+  const int64_t micro = o.micro_batch == 0 ? local_batch : o.micro_batch;
+  if (micro < 1 || local_batch % micro != 0) {
+    return FlagError("micro_batch",
+                     absl::StrFormat("must divide the per-rank batch %d, got %d",
+                                     local_batch, micro));
+  }
+  PlanInput in;
+  in.model = *model;
+  if (o.vocab_size > 0) in.model.vocab_size = o.vocab_size;
+  in.model.loss_chunk_tokens = o.loss_chunk_tokens;
+  in.world_size = world_size;
+  in.strategy = strategies::StrategyKindName(o.strategy);
+  in.fsdp_sharding = o.fsdp_sharding;
+  in.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
+  in.fsdp_backward_prefetch = o.fsdp_backward_prefetch != "none";
+  in.fsdp_reductions_in_flight = o.fsdp_reductions_in_flight;
+  in.micro_batch = micro;
+  in.seq_len = o.seq_len;
+  in.grad_accumulation = local_batch / micro;
+  in.precision = o.param_dtype == "fp32" ? "fp32" : "bf16";
+  in.activation_checkpointing = !o.checkpoint_units.empty();
+  in.cpu_offload = o.fsdp_cpu_offload;
+  in.bucket_bytes = o.bucket_bytes;
+  in.first_bucket_bytes = o.first_bucket_bytes;
+  if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
+  return in;
+}
+
+std::string PlanLine(const PlanInput& in, const MemoryPlan& plan) {
+  return absl::StrFormat(
+      "plan: predicted peak %.1f MiB per rank (tensor storage; %s on %d "
+      "ranks, micro-batch %d x %d, at %s)",
+      plan.peak_bytes / 1048576.0, in.strategy, in.world_size, in.micro_batch,
+      in.seq_len > 0 ? in.seq_len : in.model.seq_len, plan.peak_moment);
+}
+
+}  // namespace strata::launch

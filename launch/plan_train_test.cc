@@ -1,0 +1,57 @@
+#include "launch/plan_train.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "launch/plan.h"
+#include "launch/train_options.h"
+#include "strategies/options.h"
+
+namespace strata::launch {
+namespace {
+
+TEST(PlanInputOfTest, SplitsTheGlobalBatchOverRanksAndMicroBatches) {
+  TrainOptions o;
+  o.model = "gpt-small50m";
+  o.global_batch = 32;
+  o.micro_batch = 2;
+  o.seq_len = 128;
+  o.strategy = strategies::StrategyKind::kFsdp;
+  o.param_dtype = "bf16";
+  o.checkpoint_units = {"GPTBlock"};
+  auto in = PlanInputOf(o, 4);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->micro_batch, 2);
+  EXPECT_EQ(in->grad_accumulation, 32 / 4 / 2);
+  EXPECT_EQ(in->strategy, "fsdp");
+  EXPECT_EQ(in->precision, "bf16");
+  EXPECT_TRUE(in->activation_checkpointing);
+  EXPECT_EQ(in->seq_len, 128);
+}
+
+TEST(PlanInputOfTest, AWorldThatDoesNotDivideTheBatchNamesTheFlag) {
+  TrainOptions o;
+  o.global_batch = 6;
+  auto in = PlanInputOf(o, 4);
+  ASSERT_FALSE(in.ok());
+  EXPECT_NE(in.status().message().find("--global_batch"), std::string::npos);
+}
+
+TEST(PlanLineTest, SaysThePeakInMiB) {
+  TrainOptions o;
+  o.model = "gpt-tiny";
+  o.global_batch = 8;
+  o.seq_len = 64;
+  o.strategy = strategies::StrategyKind::kDdp;
+  auto in = PlanInputOf(o, 2);
+  ASSERT_TRUE(in.ok()) << in.status();
+  MemoryPlan plan = PlanMemory(*in);
+  plan.peak_bytes = 3 * 1048576;
+  EXPECT_EQ(PlanLine(*in, plan).rfind("plan: predicted peak 3.0 MiB per rank",
+                                      0),
+            0u)
+      << PlanLine(*in, plan);
+}
+
+}  // namespace
+}  // namespace strata::launch
