@@ -36,6 +36,7 @@ struct Shape {
   int64_t bt = 0;    // Tokens per rank per micro-batch (B T).
   int64_t btc = 0;   // B T C.
   int64_t btf = 0;   // B T F.
+  int64_t bht = 0;   // B H T: fused attention's log-sum-exp.
   int64_t bhtt = 0;  // B H T T: attention probabilities.
   int64_t btv = 0;   // B T V: logits.
 };
@@ -47,7 +48,8 @@ Shape ShapeOf(const PlanInput& in) {
   s.bt = in.micro_batch * t;
   s.btc = s.bt * m.dim;
   s.btf = s.bt * m.ffn_dim;
-  s.bhtt = in.micro_batch * m.num_heads * t * t;
+  s.bht = in.micro_batch * m.num_heads * t;
+  s.bhtt = in.fused_attention ? 0 : s.bht * t;
   s.btv = s.bt * m.vocab_size;
   return s;
 }
@@ -62,10 +64,12 @@ Shape ShapeOf(const PlanInput& in) {
 //          output copy (4 BTC); w1 out, silu out, w3 out, product (4 BTF);
 //          probs (BHTT); rsqrt (2 BT, fp32).
 // With bf16 the probabilities are kept twice (the fp32 softmax output and
-// its bf16 copy for the bmm): 6 bytes an element.
+// its bf16 copy for the bmm): 6 bytes an element. A fused attention kernel
+// keeps a B H T fp32 log-sum-exp instead of the probabilities.
 int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
-                        int64_t a) {
-  const int64_t probs = s.bhtt * (a == 4 ? 4 : 6);
+                        int64_t a, bool fused_attention) {
+  const int64_t probs =
+      fused_attention ? 4 * s.bht : s.bhtt * (a == 4 ? 4 : 6);
   if (m.family == "gpt") {
     return a * (8 * s.btc + 2 * s.btf) + probs + 4 * 4 * s.bt;
   }
@@ -235,12 +239,13 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   const int64_t a = p;  // Activations in the compute dtype.
   const Shape s = ShapeOf(in);
   const bool ac = in.activation_checkpointing;
-  const int64_t block_saved = BlockSavedBytes(m, s, a);
+  const int64_t block_saved = BlockSavedBytes(m, s, a, in.fused_attention);
   // A checkpointed block keeps only its input (B T C).
   const int64_t block_kept = ac ? a * s.btc : block_saved;
   const std::string block_formula =
-      m.family == "gpt" ? "(8 BTC + 2 BTF) a + BHTT probs + 16 BT"
-                        : "(10 BTC + 4 BTF) a + BHTT probs + 8 BT";
+      absl::StrCat(m.family == "gpt" ? "(8 BTC + 2 BTF) a + 16 BT"
+                                     : "(10 BTC + 4 BTF) a + 8 BT",
+                   in.fused_attention ? " + 4 BHT lse" : " + BHTT probs");
   // The head keeps the last block's output and the final norm's output (and
   // Llama's normed value), plus log-softmax output (B T V) unless chunked.
   const int64_t chunk = m.loss_chunk_tokens;
@@ -458,9 +463,13 @@ std::vector<RankedPlan> RankConfigurations(const PlanInput& base,
       }
     }
   }
+  // Fastest first; at equal time, least memory first.
   std::stable_sort(fits.begin(), fits.end(),
                    [](const RankedPlan& a, const RankedPlan& b) {
-                     return a.time.step_s < b.time.step_s;
+                     if (a.time.step_s != b.time.step_s) {
+                       return a.time.step_s < b.time.step_s;
+                     }
+                     return a.memory.peak_bytes < b.memory.peak_bytes;
                    });
   return fits;
 }

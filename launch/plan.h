@@ -59,6 +59,11 @@ struct PlanInput {
   // "fp32" or "bf16" (param_dtype = reduce_dtype = bf16, fp32 masters).
   std::string precision = "fp32";
   bool activation_checkpointing = false;  // Every transformer block.
+  // Attention as a fused kernel (LibTorch >= 2 on CUDA,
+  // models/layers.cc CausalAttention): the B H T T probabilities never
+  // exist; it keeps a B H T fp32 log-sum-exp instead. false: the explicit
+  // path of CPU builds (what plan_validation_test measures).
+  bool fused_attention = false;
   // FSDP only: master shards, gradient shards and optimizer state on the
   // host (device memory excludes them; host memory is not planned).
   bool cpu_offload = false;

@@ -59,6 +59,9 @@ DEFINE_string(precision, "fp32",
               "fp32 or bf16 (bf16 parameters and gradients, fp32 masters).");
 DEFINE_bool(activation_checkpointing, false,
             "Recompute every transformer block in backward.");
+DEFINE_bool(fused_attention, false,
+            "Attention as a fused kernel (CUDA, LibTorch >= 2): no B H T T "
+            "probabilities kept. Off: the CPU build's explicit attention.");
 DEFINE_int64(loss_chunk_tokens, 0,
              "Fused chunked loss, this many tokens of logits at a time; 0: "
              "full logits.");
@@ -139,6 +142,7 @@ absl::StatusOr<PlanInput> InputFromFlags() {
   in.precision = FLAGS_precision;
   in.activation_checkpointing = FLAGS_activation_checkpointing;
   in.cpu_offload = FLAGS_cpu_offload;
+  in.fused_attention = FLAGS_fused_attention;
   if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
   return in;
 }

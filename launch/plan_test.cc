@@ -103,6 +103,19 @@ TEST(PlanMemoryTest, FsdpOnOneRankGathersNothing) {
             PlanMemory(Input("gpt-small50m", "ddp", 1)).peak_bytes);
 }
 
+TEST(PlanMemoryTest, FusedAttentionKeepsNoProbabilities) {
+  // One block's B H T T probabilities (fp32) replaced by a B H T fp32
+  // log-sum-exp: gpt-small50m, B = 2, H = 10, T = 64, at the head's
+  // backward every one of the 9 blocks' activations counts.
+  PlanInput input = Input("gpt-small50m", "ddp", 1);
+  const int64_t plain = Term(PlanMemory(input), "activations");
+  input.fused_attention = true;
+  const MemoryPlan fused = PlanMemory(input);
+  ASSERT_EQ(fused.peak_moment, "head backward");
+  EXPECT_EQ(plain - Term(fused, "activations"),
+            9 * (int64_t{2} * 10 * 64 * 64 * 4 - int64_t{2} * 10 * 64 * 4));
+}
+
 TEST(PlanMemoryTest, PeakIsTheSumOfTerms) {
   const MemoryPlan plan = PlanMemory(Input("llama-tiny", "fsdp", 2));
   int64_t sum = 0;
