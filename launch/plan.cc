@@ -66,10 +66,9 @@ Shape ShapeOf(const PlanInput& in) {
 // With bf16 the probabilities are kept twice (the fp32 softmax output and
 // its bf16 copy for the bmm): 6 bytes an element. A fused attention kernel
 // keeps a B H T fp32 log-sum-exp instead of the probabilities.
-int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
-                        int64_t a, bool fused_attention) {
-  const int64_t probs =
-      fused_attention ? 4 * s.bht : s.bhtt * (a == 4 ? 4 : 6);
+int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s, int64_t a,
+                        bool fused_attention) {
+  const int64_t probs = fused_attention ? 4 * s.bht : s.bhtt * (a == 4 ? 4 : 6);
   if (m.family == "gpt") {
     return a * (8 * s.btc + 2 * s.btf) + probs + 4 * 4 * s.bt;
   }
@@ -82,6 +81,22 @@ int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
 // gradients flowing in and out of the block (2 BTC).
 int64_t BlockBackwardTransientBytes(const Shape& s, int64_t a) {
   return a * (std::max(2 * s.bhtt, 2 * s.btf) + 2 * s.btc);
+}
+
+// The logits at the head's backward: unchunked, the log-probabilities,
+// their gradient and the logits' gradient (3 BTV, fp32), or the logits'
+// gradient, the head input's gradient and the fresh head-weight gradient;
+// chunked (models/chunked_loss.h), one chunk's logits, softmax and gradient
+// (3 K V) and the head weight's gradient.
+PlanTerm LogitsTerm(const models::ModelConfig& m, const Shape& s, int64_t p) {
+  const int64_t v = m.vocab_size, c = m.dim, chunk = m.loss_chunk_tokens;
+  if (chunk > 0) {
+    const int64_t k = std::min(chunk, s.bt);
+    return {"logits", 3 * k * v * 4 + p * v * c,
+            absl::StrCat("3 K V fp32 + head weight gradient, K = ", k)};
+  }
+  return {"logits", std::max(3 * s.btv * 4, s.btv * 4 + p * s.btc + p * v * c),
+          "max(3 BTV, BTV + BTC + VC) fp32 (log-probs, gradients)"};
 }
 
 int64_t ShardGroupSize(const PlanInput& in) {
@@ -117,12 +132,11 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
   const int64_t s = ShardGroupSize(in);
   std::vector<PlanTerm> terms;
   const std::string ps = absl::StrCat(psi);
-  const std::string masters =
-      bf16 ? " + 4 Psi (fp32 masters) " : " ";
+  const std::string masters = bf16 ? " + 4 Psi (fp32 masters) " : " ";
   if (in.strategy == "single" || in.strategy == "ddp") {
-    terms.push_back({"parameters", p * psi + (bf16 ? 4 * psi : 0),
-                     absl::StrCat(p, " Psi", masters, "(replicated), Psi = ",
-                                  ps)});
+    terms.push_back(
+        {"parameters", p * psi + (bf16 ? 4 * psi : 0),
+         absl::StrCat(p, " Psi", masters, "(replicated), Psi = ", ps)});
     terms.push_back({"gradients", p * psi,
                      absl::StrCat(p, " Psi (flat buffer; buckets are views)")});
     terms.push_back({"optimizer state", 8 * psi, "8 Psi (AdamW m, v fp32)"});
@@ -151,10 +165,11 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
     terms.push_back({"gradients", on_device * 4 * shard,
                      in.cpu_offload ? "0 (gradient shard on the host)"
                                     : "4 Psi/S (fp32 gradient shard)"});
-    terms.push_back({"optimizer state", on_device * 8 * shard,
-                     in.cpu_offload ? "0 (AdamW state on the host)"
-                                    : absl::StrCat("8 Psi/S (AdamW m, v), S = ",
-                                                   s, ", Psi = ", ps)});
+    terms.push_back(
+        {"optimizer state", on_device * 8 * shard,
+         in.cpu_offload
+             ? "0 (AdamW state on the host)"
+             : absl::StrCat("8 Psi/S (AdamW m, v), S = ", s, ", Psi = ", ps)});
   }
   return terms;
 }
@@ -179,9 +194,9 @@ absl::Status ValidatePlanInput(const PlanInput& in) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--strategy single needs --world_size 1, got ", in.world_size));
   }
-  const std::vector<std::string> shardings = {
-      "full_shard", "shard_grad_op", "no_shard", "hybrid_shard",
-      "hybrid_shard_zero2"};
+  const std::vector<std::string> shardings = {"full_shard", "shard_grad_op",
+                                              "no_shard", "hybrid_shard",
+                                              "hybrid_shard_zero2"};
   if (std::find(shardings.begin(), shardings.end(), in.fsdp_sharding) ==
       shardings.end()) {
     return absl::InvalidArgumentError(
@@ -208,10 +223,9 @@ absl::Status ValidatePlanInput(const PlanInput& in) {
         absl::StrCat("--micro_batch must be >= 1, got ", in.micro_batch));
   }
   if (in.seq_len < 0 || in.seq_len > in.model.seq_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--seq_len must be in [1, ", in.model.seq_len,
-                     "] (the model's context; 0: all of it), got ",
-                     in.seq_len));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--seq_len must be in [1, ", in.model.seq_len,
+        "] (the model's context; 0: all of it), got ", in.seq_len));
   }
   if (in.grad_accumulation < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -247,22 +261,9 @@ MemoryPlan PlanMemory(const PlanInput& in) {
                                      : "(10 BTC + 4 BTF) a + 8 BT",
                    in.fused_attention ? " + 4 BHT lse" : " + BHTT probs");
   // The head keeps the last block's output and the final norm's output (and
-  // Llama's normed value), plus log-softmax output (B T V) unless chunked.
-  const int64_t chunk = m.loss_chunk_tokens;
+  // Llama's normed value); the log-probabilities are in LogitsTerm.
   const int64_t head_kept =
       a * s.btc * (m.family == "gpt" ? 2 : 3) + 4 * s.bt * 2;
-  // The logits at the head's backward: unchunked, log-probabilities, their
-  // gradient and the logits' gradient (3 BTV), or the logits' gradient, the
-  // head input's gradient and the fresh head-weight gradient; chunked, one
-  // chunk's logits, softmax and gradient (3 K V).
-  const int64_t v = m.vocab_size, c = m.dim;
-  const int64_t logits =
-      chunk > 0 ? 3 * std::min(chunk, s.bt) * v * 4 + p * v * c
-                : std::max(3 * s.btv * 4, s.btv * 4 + a * s.btc + p * v * c);
-  const std::string logits_formula =
-      chunk > 0 ? absl::StrCat("3 K V fp32 + head weight gradient, K = ",
-                               std::min(chunk, s.bt))
-                : "max(3 BTV, BTV + BTC + VC) fp32 (log-probs, gradients)";
 
   const std::vector<PlanTerm> state = StateTerms(in, psi);
   // What is gathered or in flight, per strategy.
@@ -298,7 +299,7 @@ MemoryPlan PlanMemory(const PlanInput& in) {
         {"activations", layers * block_kept + head_kept,
          absl::StrCat("L x ", ac ? "BTC a (checkpointed input)" : block_formula,
                       " + head (last output, norm)")});
-    mo.terms.push_back({"logits", logits, logits_formula});
+    mo.terms.push_back(LogitsTerm(m, s, p));
     moments.push_back(mo);
   }
   // Each block's backward, last to first.
@@ -307,9 +308,9 @@ MemoryPlan PlanMemory(const PlanInput& in) {
     mo.name = absl::StrCat("backward of block ", i);
     mo.terms = state;
     if (in.strategy == "zero2") {
-      const int64_t buckets = std::min(
-          4 * psi, in.first_bucket_bytes + kZeroBucketsInFlight *
-                                               in.bucket_bytes);
+      const int64_t buckets =
+          std::min(4 * psi, in.first_bucket_bytes +
+                                kZeroBucketsInFlight * in.bucket_bytes);
       mo.terms.push_back(
           {"communication buffers (gradient buckets)", buckets,
            "min(4 Psi, first bucket + 2 buckets) fp32 bucket storage"});
@@ -323,8 +324,8 @@ MemoryPlan PlanMemory(const PlanInput& in) {
       } else {
         int64_t units = 2;  // This block's parameters and gradients.
         if (in.fsdp_backward_prefetch && i > 0) ++units;
-        units += std::min<int64_t>(in.fsdp_reductions_in_flight,
-                                   layers - 1 - i);
+        units +=
+            std::min<int64_t>(in.fsdp_reductions_in_flight, layers - 1 - i);
         gathered += p * units * unit;
         absl::StrAppend(&f, " + ", units, " x ", p,
                         " U (this block's parameters and gradients, "
@@ -378,7 +379,7 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   double exposed_payloads = 0;
   double overlappable_s = 0;
   if (in.strategy == "ddp" || in.strategy == "zero1") {
-    payloads = 2;  // All-reduce.
+    payloads = 2;                             // All-reduce.
     overlappable_s = plan.compute_s * 2 / 3;  // Behind the backward.
     if (in.strategy == "zero1") {
       payloads += 1;  // Parameter all-gather after the step, exposed.
@@ -428,7 +429,8 @@ std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
     absl::StrAppendFormat(&out, "  %-42s %12s MiB  %s\n", t.name, MiB(t.bytes),
                           t.formula);
   }
-  absl::StrAppendFormat(&out, "  %-42s %12s MiB\n", "total", MiB(plan.peak_bytes));
+  absl::StrAppendFormat(&out, "  %-42s %12s MiB\n", "total",
+                        MiB(plan.peak_bytes));
   return out;
 }
 
@@ -441,7 +443,8 @@ std::vector<RankedPlan> RankConfigurations(const PlanInput& base,
       {"zero2", ""},
       {"fsdp", "full_shard"},
       {"fsdp", "shard_grad_op"}};
-  if (base.world_size == 1) strategies.insert(strategies.begin(), {"single", ""});
+  if (base.world_size == 1)
+    strategies.insert(strategies.begin(), {"single", ""});
   std::vector<RankedPlan> fits;
   for (const auto& [strategy, sharding] : strategies) {
     for (const bool ac : {false, true}) {

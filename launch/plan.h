@@ -78,7 +78,7 @@ absl::Status ValidatePlanInput(const PlanInput& input);
 
 // One line of the breakdown: bytes per rank and how they were computed.
 struct PlanTerm {
-  std::string name;     // "parameters", "gradients", "optimizer state", ...
+  std::string name;  // "parameters", "gradients", "optimizer state", ...
   int64_t bytes = 0;
   std::string formula;  // One line, e.g. "16 Psi / N = 16 * 124672 / 2".
 };
@@ -98,7 +98,7 @@ MemoryPlan PlanMemory(const PlanInput& input);
 
 // Hardware for the step-time prediction.
 struct Hardware {
-  double flops_per_s = 0;           // Sustained matmul FLOP/s of one rank.
+  double flops_per_s = 0;                // Sustained matmul FLOP/s of one rank.
   double bus_bandwidth_bytes_per_s = 0;  // Collectives' bus bandwidth.
 };
 
@@ -106,7 +106,7 @@ struct StepTimePlan {
   double compute_s = 0;        // FLOPs / flops_per_s (with recompute).
   double communication_s = 0;  // Bus bytes / bus bandwidth.
   double exposed_communication_s = 0;
-  double step_s = 0;           // compute_s + exposed_communication_s.
+  double step_s = 0;               // compute_s + exposed_communication_s.
   double communication_bytes = 0;  // Per rank per step, bus bytes.
   std::string formula;             // How the four were computed.
 };
@@ -116,13 +116,15 @@ struct StepTimePlan {
 // tokens per rank (plus one forward, 1/3 of it, per checkpointed block with
 // activation checkpointing). Communication, in bus bytes per rank
 // ((N-1)/N of the payload per all-gather / reduce-scatter, twice that per
-// all-reduce) with payload P = Psi x bytes per gradient element: DDP and
-// ZeRO-1 all-reduce (2P), ZeRO-2 reduce-scatter + parameter all-gather (2P),
-// FSDP FULL_SHARD two all-gathers and a reduce-scatter (3P), SHARD_GRAD_OP
-// 2P. Overlap: DDP / ZeRO reductions hide behind the backward (2/3 of the
-// compute) except the last bucket, ZeRO's parameter all-gather is exposed,
-// FSDP hides behind all of forward and backward: exposed = max(0, comm -
-// overlappable compute) + the exposed parts.
+// all-reduce) with payload P = Psi x bytes per element: DDP all-reduce
+// (2P), ZeRO-1 all-reduce + parameter all-gather (3P), ZeRO-2
+// reduce-scatter + parameter all-gather (2P), FSDP FULL_SHARD two
+// all-gathers and a reduce-scatter (3P), SHARD_GRAD_OP and NO_SHARD 2P.
+// Overlap: DDP / ZeRO gradient reductions hide behind the backward (2/3 of
+// the compute), ZeRO's parameter all-gather after the optimizer is exposed,
+// FSDP's collectives hide behind all of forward and backward: exposed =
+// the exposed all-gather + max(0, the rest - overlappable compute). The
+// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives).
 StepTimePlan PlanStepTime(const PlanInput& input, const Hardware& hardware);
 
 // The breakdown as an aligned text table (MiB, with formulas).

@@ -102,9 +102,9 @@ absl::StatusOr<models::ModelConfig> ModelFromFlags() {
         "--ffn must be positive for --family=llama, got ", FLAGS_ffn));
   }
   if (FLAGS_seq_len <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--seq_len must be positive when --model is empty, got ",
-        FLAGS_seq_len));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seq_len must be positive when --model is empty, got ",
+                     FLAGS_seq_len));
   }
   m.num_layers = FLAGS_layers;
   m.dim = FLAGS_hidden;
@@ -130,9 +130,9 @@ absl::StatusOr<PlanInput> InputFromFlags() {
   if (FLAGS_fsdp_backward_prefetch != "pre" &&
       FLAGS_fsdp_backward_prefetch != "post" &&
       FLAGS_fsdp_backward_prefetch != "none") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fsdp_backward_prefetch must be pre, post or none, got '",
-                     FLAGS_fsdp_backward_prefetch, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fsdp_backward_prefetch must be pre, post or none, got '",
+        FLAGS_fsdp_backward_prefetch, "'"));
   }
   in.fsdp_backward_prefetch = FLAGS_fsdp_backward_prefetch != "none";
   in.fsdp_reductions_in_flight = FLAGS_fsdp_reductions_in_flight;
@@ -188,16 +188,16 @@ int Main() {
   const std::vector<RankedPlan> ranked = RankConfigurations(*in, budget, hw);
   std::printf("\nconfigurations that fit %.1f GiB per rank, fastest first:\n",
               FLAGS_memory_per_rank_gib);
-  std::printf("| # | configuration | peak GiB | step s | compute s | exposed "
-              "comm s | tokens/s per rank |\n| --: | --- | --: | --: | --: | "
-              "--: | --: |\n");
+  std::printf(
+      "| # | configuration | peak GiB | step s | compute s | exposed "
+      "comm s | tokens/s per rank |\n| --: | --- | --: | --: | --: | "
+      "--: | --: |\n");
   const int64_t t = in->seq_len > 0 ? in->seq_len : in->model.seq_len;
   for (size_t i = 0; i < ranked.size(); ++i) {
     const RankedPlan& r = ranked[i];
     std::printf("| %zu | %s | %.2f | %.3f | %.3f | %.3f | %.0f |\n", i + 1,
                 r.label.c_str(), r.memory.peak_bytes / 1073741824.0,
-                r.time.step_s, r.time.compute_s,
-                r.time.exposed_communication_s,
+                r.time.step_s, r.time.compute_s, r.time.exposed_communication_s,
                 in->micro_batch * t * in->grad_accumulation / r.time.step_s);
   }
   if (ranked.empty()) std::printf("(none)\n");

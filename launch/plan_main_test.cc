@@ -8,8 +8,8 @@
 #include "gtest/gtest.h"
 #include "launch/plan.h"
 #include "launch/plan_train.h"
-#include "launch/train_options.h"
 #include "launch/testing/subprocess.h"
+#include "launch/train_options.h"
 #include "models/config.h"
 #include "strategies/options.h"
 
@@ -26,9 +26,9 @@ RunResult RunPlan(const std::vector<std::string>& flags) {
 }
 
 TEST(StrataPlanTest, PrintsTheLibrarysBreakdown) {
-  const RunResult r = RunPlan({"--model=gpt-small50m", "--world_size=4",
-                               "--strategy=zero2", "--micro_batch=2",
-                               "--seq_len=128"});
+  const RunResult r =
+      RunPlan({"--model=gpt-small50m", "--world_size=4", "--strategy=zero2",
+               "--micro_batch=2", "--seq_len=128"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   PlanInput input;
   input.model = *models::ConfigByName("gpt-small50m");
@@ -40,10 +40,10 @@ TEST(StrataPlanTest, PrintsTheLibrarysBreakdown) {
 }
 
 TEST(StrataPlanTest, RanksWhatFitsFromShapeFlags) {
-  const RunResult r = RunPlan(
-      {"--layers=4", "--hidden=256", "--heads=4", "--ffn=688", "--vocab=1000",
-       "--seq_len=256", "--world_size=8", "--memory_per_rank_gib=1",
-       "--tflops=1", "--bus_bandwidth_gbps=1"});
+  const RunResult r = RunPlan({"--layers=4", "--hidden=256", "--heads=4",
+                               "--ffn=688", "--vocab=1000", "--seq_len=256",
+                               "--world_size=8", "--memory_per_rank_gib=1",
+                               "--tflops=1", "--bus_bandwidth_gbps=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("configurations that fit 1.0 GiB per rank"),
             std::string::npos)
@@ -52,7 +52,8 @@ TEST(StrataPlanTest, RanksWhatFitsFromShapeFlags) {
 }
 
 TEST(StrataPlanTest, BadFlagsNameTheFlag) {
-  for (const auto& [flag, name] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [flag, name] :
+       std::vector<std::pair<std::string, std::string>>{
            {"--world_size=0", "--world_size"},
            {"--strategy=zero3", "--strategy"},
            {"--precision=fp8", "--precision"},

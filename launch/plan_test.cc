@@ -133,9 +133,9 @@ TEST(PlanValidateTest, ErrorsNameTheFlag) {
   input = Input("gpt-tiny", "fsdp", 4);
   input.fsdp_sharding = "hybrid_shard";
   input.hybrid_shard_group_size = 3;
-  EXPECT_NE(ValidatePlanInput(input).message().find(
-                "--fsdp_hybrid_shard_group_size"),
-            std::string::npos);
+  EXPECT_NE(
+      ValidatePlanInput(input).message().find("--fsdp_hybrid_shard_group_size"),
+      std::string::npos);
   input = Input("gpt-tiny", "ddp", 2);
   input.precision = "fp8";
   EXPECT_NE(ValidatePlanInput(input).message().find("--precision"),

@@ -23,9 +23,10 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   const int64_t local_batch = o.global_batch / world_size;
   const int64_t micro = o.micro_batch == 0 ? local_batch : o.micro_batch;
   if (micro < 1 || local_batch % micro != 0) {
-    return FlagError("micro_batch",
-                     absl::StrFormat("must divide the per-rank batch %d, got %d",
-                                     local_batch, micro));
+    return FlagError(
+        "micro_batch",
+        absl::StrFormat("must divide the per-rank batch %d, got %d",
+                        local_batch, micro));
   }
   PlanInput in;
   in.model = *model;

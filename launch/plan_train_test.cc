@@ -47,9 +47,8 @@ TEST(PlanLineTest, SaysThePeakInMiB) {
   ASSERT_TRUE(in.ok()) << in.status();
   MemoryPlan plan = PlanMemory(*in);
   plan.peak_bytes = 3 * 1048576;
-  EXPECT_EQ(PlanLine(*in, plan).rfind("plan: predicted peak 3.0 MiB per rank",
-                                      0),
-            0u)
+  EXPECT_EQ(
+      PlanLine(*in, plan).rfind("plan: predicted peak 3.0 MiB per rank", 0), 0u)
       << PlanLine(*in, plan);
 }
 

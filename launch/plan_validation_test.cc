@@ -44,8 +44,8 @@ int64_t MeasuredPeakBytes(const std::string& model_name,
   CHECK(config.ok()) << config.status();
   std::mutex mu;
   int64_t peak = 0;
-  const absl::Status formed = comm::testing::RunOnRanks(
-      world_size, [&](comm::Group& group) {
+  const absl::Status formed =
+      comm::testing::RunOnRanks(world_size, [&](comm::Group& group) {
         const std::string tag = absl::StrCat("plan_", strategy, world_size,
                                              model_name, "_r", group.rank());
         MemoryTagScope scope(tag);
@@ -81,7 +81,8 @@ int64_t MeasuredPeakBytes(const std::string& model_name,
           ASSERT_TRUE(s->ForwardBackward(inputs, targets, 1.0, true).ok());
           ASSERT_TRUE(s->Step(step).ok());
         }
-        const int64_t rank_peak = TrackingAllocator::Stats(tag).peak_bytes - base;
+        const int64_t rank_peak =
+            TrackingAllocator::Stats(tag).peak_bytes - base;
         std::lock_guard<std::mutex> lock(mu);
         peak = std::max(peak, rank_peak);
       });
@@ -116,8 +117,7 @@ TEST_P(PlanValidationTest, PredictedPeakWithinTenPercentOfMeasured) {
         static_cast<double>(plan.peak_bytes - measured) / measured;
     std::printf("| %s | %s | %d | %.3f | %.3f | %+.1f%% |\n",
                 model_name.c_str(), strategy.c_str(), n,
-                plan.peak_bytes / 1048576.0, measured / 1048576.0,
-                100 * error);
+                plan.peak_bytes / 1048576.0, measured / 1048576.0, 100 * error);
     std::printf("%s", FormatMemoryPlan(input, plan).c_str());
     EXPECT_LE(std::abs(error), 0.10)
         << model_name << " " << strategy << " N=" << n << ": predicted "
