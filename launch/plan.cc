@@ -60,9 +60,11 @@ Shape ShapeOf(const PlanInput& in) {
 //   GPT:   x, ln_1 out, q k v reshaped copies, attention output copy, h,
 //          ln_2 out (8 BTC); fc out, gelu out (2 BTF); softmax probs
 //          (BHTT); LayerNorm mean and rstd (4 BT, fp32).
-//   Llama: x, normed, norm out (x2 norms: 6 BTC), q k v copies, attention
-//          output copy (4 BTC); w1 out, silu out, w3 out, product (4 BTF);
-//          probs (BHTT); rsqrt (2 BT, fp32).
+//   Llama: x, h (2 BTC); per RMSNorm three B T C tensors (6 BTC: measured
+//          with the tracking allocator, one more than the normalised value
+//          and its product with the gain); q k v copies, attention output
+//          copy (4 BTC); w1 out, silu out, w3 out, product (4 BTF); probs
+//          (BHTT); rsqrt (2 BT, fp32).
 // With bf16 the probabilities are kept twice (the fp32 softmax output and
 // its bf16 copy for the bmm): 6 bytes an element. A fused attention kernel
 // keeps a B H T fp32 log-sum-exp instead of the probabilities.
@@ -72,7 +74,7 @@ int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s, int64_t a,
   if (m.family == "gpt") {
     return a * (8 * s.btc + 2 * s.btf) + probs + 4 * 4 * s.bt;
   }
-  return a * (10 * s.btc + 4 * s.btf) + probs + 4 * 2 * s.bt;
+  return a * (12 * s.btc + 4 * s.btf) + probs + 4 * 2 * s.bt;
 }
 
 // Transient bytes while one block's backward runs (besides what it saved):
@@ -258,12 +260,13 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   const int64_t block_kept = ac ? a * s.btc : block_saved;
   const std::string block_formula =
       absl::StrCat(m.family == "gpt" ? "(8 BTC + 2 BTF) a + 16 BT"
-                                     : "(10 BTC + 4 BTF) a + 8 BT",
+                                     : "(12 BTC + 4 BTF) a + 8 BT",
                    in.fused_attention ? " + 4 BHT lse" : " + BHTT probs");
-  // The head keeps the last block's output and the final norm's output (and
-  // Llama's normed value); the log-probabilities are in LogitsTerm.
+  // The head keeps the last block's output and the final norm's output
+  // (Llama's RMSNorm: three B T C tensors, as in the blocks); the
+  // log-probabilities are in LogitsTerm.
   const int64_t head_kept =
-      a * s.btc * (m.family == "gpt" ? 2 : 3) + 4 * s.bt * 2;
+      a * s.btc * (m.family == "gpt" ? 2 : 4) + 4 * s.bt * 2;
 
   const std::vector<PlanTerm> state = StateTerms(in, psi);
   // What is gathered or in flight, per strategy.
