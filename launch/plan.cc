@@ -405,6 +405,7 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   const double exposed_fixed =
       exposed_payloads * payload_bytes * ring / hw.bus_bandwidth_bytes_per_s;
   const double hideable = plan.communication_s - exposed_fixed;
+  if (!hw.overlap_communication) overlappable_s = 0;
   plan.exposed_communication_s =
       exposed_fixed + std::max(0.0, hideable - overlappable_s);
   plan.step_s = plan.compute_s + plan.exposed_communication_s;

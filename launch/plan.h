@@ -100,6 +100,10 @@ MemoryPlan PlanMemory(const PlanInput& input);
 struct Hardware {
   double flops_per_s = 0;                // Sustained matmul FLOP/s of one rank.
   double bus_bandwidth_bytes_per_s = 0;  // Collectives' bus bandwidth.
+  // Whether communication runs beside compute (GPUs: NCCL on its own
+  // stream). false: it takes the compute's time (CPU-only ranks, where
+  // Gloo's rings run on the cores that do the matmuls): all of it exposed.
+  bool overlap_communication = true;
 };
 
 struct StepTimePlan {

@@ -72,6 +72,10 @@ DEFINE_double(memory_per_rank_gib, 0,
               "With it: list the configurations that fit this many GiB per "
               "rank, fastest first (needs --tflops, --bus_bandwidth_gbps).");
 DEFINE_double(tflops, 0, "Sustained matmul TFLOP/s of one rank.");
+DEFINE_bool(overlap_communication, true,
+            "Communication runs beside compute (GPUs). false: CPU-only "
+            "ranks, where collectives take the compute's cores: all of it "
+            "exposed.");
 DEFINE_double(bus_bandwidth_gbps, 0,
               "Collectives' bus bandwidth in GB/s (10^9 bytes/s), as "
               "//benchmarks:collectives reports it.");
@@ -175,7 +179,8 @@ int Main() {
   const MemoryPlan plan = PlanMemory(*in);
   std::printf("%s", FormatMemoryPlan(*in, plan).c_str());
   if (!timed) return 0;
-  const Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9};
+  const Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9,
+                    FLAGS_overlap_communication};
   const StepTimePlan time = PlanStepTime(*in, hw);
   std::printf(
       "step time: %.3f s = compute %.3f s + exposed communication %.3f s "

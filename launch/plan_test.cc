@@ -167,6 +167,15 @@ TEST(PlanStepTimeTest, FsdpMovesThreePsi) {
               plan.communication_s - plan.compute_s, 1e-12);
 }
 
+TEST(PlanStepTimeTest, WithoutOverlapAllCommunicationIsExposed) {
+  PlanInput input = Input("gpt-small50m", "fsdp", 4);
+  Hardware hw{1e12, 1e9};
+  hw.overlap_communication = false;
+  const StepTimePlan plan = PlanStepTime(input, hw);
+  EXPECT_DOUBLE_EQ(plan.exposed_communication_s, plan.communication_s);
+  EXPECT_DOUBLE_EQ(plan.step_s, plan.compute_s + plan.communication_s);
+}
+
 TEST(PlanStepTimeTest, OneRankCommunicatesNothing) {
   const StepTimePlan plan =
       PlanStepTime(Input("gpt-tiny", "ddp", 1), Hardware{1e9, 1e9});
