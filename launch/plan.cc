@@ -176,6 +176,55 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
   return terms;
 }
 
+// FSDP's terms beyond its shards while the head (block < 0) or block
+// `block` runs backward. The root (kFsdpRootStaysGathered) is its own term:
+// full parameters and gradients (p R each) at the head, and at the blocks
+// too while it stays gathered (none once it is gathered only around the
+// embedding and the head). Units in flight: FULL_SHARD, this block's
+// parameters and gradients, a prefetched block and reductions in flight;
+// SHARD_GRAD_OP and NO_SHARD, every block gathered since its forward.
+std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
+                                int64_t unit, int64_t block) {
+  const int64_t layers = in.model.num_layers;
+  const bool keep = in.fsdp_sharding == "no_shard" ||
+                    in.fsdp_sharding == "shard_grad_op" ||
+                    in.fsdp_sharding == "hybrid_shard_zero2";
+  const bool root_gathered = block < 0 || kFsdpRootStaysGathered;
+  std::vector<PlanTerm> terms;
+  terms.push_back(
+      {"FSDP root (gathered)", root_gathered ? 2 * p * root : 0,
+       root_gathered
+           ? absl::StrCat(p, " R parameters + ", p, " R gradients, R = ", root,
+                          kFsdpRootStaysGathered ? " (kept gathered)"
+                                                 : " (gathered for the head)")
+           : "0 (sharded; gathered only around the embedding and head)"});
+  if (block < 0) {
+    if (keep) {
+      terms.push_back(
+          {"units in flight", p * layers * unit,
+           absl::StrCat("all blocks gathered ", p, " L U, U = ", unit)});
+    }
+    return terms;
+  }
+  if (keep) {
+    terms.push_back({"units in flight", p * (block + 2) * unit,
+                     absl::StrCat("blocks 0..i gathered + this block's "
+                                  "gradients, (i + 2) ",
+                                  p, " U, U = ", unit)});
+    return terms;
+  }
+  int64_t units = 2;  // This block's parameters and gradients.
+  if (in.fsdp_backward_prefetch && block > 0) ++units;
+  units += std::min<int64_t>(in.fsdp_reductions_in_flight, layers - 1 - block);
+  terms.push_back({"units in flight", p * units * unit,
+                   absl::StrCat(units, " x ", p,
+                                " U (this block's parameters and gradients, "
+                                "prefetched block, reductions in flight), "
+                                "U = ",
+                                unit)});
+  return terms;
+}
+
 }  // namespace
 
 absl::Status ValidatePlanInput(const PlanInput& in) {
@@ -275,13 +324,6 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   // (FsdpStrategy's alias_master): nothing is gathered or in flight.
   const bool fsdp = in.strategy == "fsdp" &&
                     !(ShardGroupSize(in) == 1 && p == 4 && !in.cpu_offload);
-  const bool no_shard = fsdp && in.fsdp_sharding == "no_shard";
-  const bool keep_after_forward =
-      fsdp && (in.fsdp_sharding == "shard_grad_op" ||
-               in.fsdp_sharding == "hybrid_shard_zero2");
-  const int64_t root_gathered = kFsdpRootStaysGathered ? p * root : 0;
-  const std::string root_formula = absl::StrCat(
-      "root gathered ", p, " R + its gradients ", p, " R, R = ", root);
 
   std::vector<Moment> moments;
   // The head's backward: every block's activations kept.
@@ -290,13 +332,9 @@ MemoryPlan PlanMemory(const PlanInput& in) {
     mo.name = "head backward";
     mo.terms = state;
     if (fsdp) {
-      int64_t gathered = root_gathered + p * root;
-      std::string f = root_formula;
-      if (no_shard || keep_after_forward) {
-        gathered += p * layers * unit;
-        absl::StrAppend(&f, " + all blocks gathered ", p, " L U");
+      for (PlanTerm& t : FsdpTerms(in, p, root, unit, -1)) {
+        mo.terms.push_back(std::move(t));
       }
-      mo.terms.push_back({"units in flight", gathered, f});
     }
     mo.terms.push_back(
         {"activations", layers * block_kept + head_kept,
@@ -319,23 +357,9 @@ MemoryPlan PlanMemory(const PlanInput& in) {
            "min(4 Psi, first bucket + 2 buckets) fp32 bucket storage"});
     }
     if (fsdp) {
-      int64_t gathered = root_gathered + p * root;
-      std::string f = root_formula;
-      if (no_shard || keep_after_forward) {
-        gathered += p * (i + 1) * unit + p * unit;
-        absl::StrAppend(&f, " + blocks 0..i gathered + 1 block's gradients");
-      } else {
-        int64_t units = 2;  // This block's parameters and gradients.
-        if (in.fsdp_backward_prefetch && i > 0) ++units;
-        units +=
-            std::min<int64_t>(in.fsdp_reductions_in_flight, layers - 1 - i);
-        gathered += p * units * unit;
-        absl::StrAppend(&f, " + ", units, " x ", p,
-                        " U (this block's parameters and gradients, "
-                        "prefetched block, reductions in flight), U = ",
-                        unit);
+      for (PlanTerm& t : FsdpTerms(in, p, root, unit, i)) {
+        mo.terms.push_back(std::move(t));
       }
-      mo.terms.push_back({"units in flight", gathered, f});
     }
     mo.terms.push_back(
         {"activations",

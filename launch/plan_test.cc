@@ -96,6 +96,16 @@ TEST(PlanMemoryTest, CheckpointingLowersTheActivations) {
   EXPECT_LT(Term(PlanMemory(input), "activations"), plain);
 }
 
+TEST(PlanMemoryTest, FsdpRootIsItsOwnTerm) {
+  // gpt-small50m's root: the tied embedding V C, positions T C and ln_f
+  // 2 C, kept gathered (kFsdpRootStaysGathered) with its gradients, fp32.
+  static_assert(kFsdpRootStaysGathered);
+  const int64_t root = int64_t{8192} * 640 + 256 * 640 + 2 * 640;
+  EXPECT_EQ(Term(PlanMemory(Input("gpt-small50m", "fsdp", 4)),
+                 "FSDP root (gathered)"),
+            2 * 4 * root);
+}
+
 TEST(PlanMemoryTest, FsdpOnOneRankGathersNothing) {
   // One rank, fp32: the full parameters and gradients alias the shards, so
   // FSDP's peak is DDP's.
