@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "launch/option_kinds.h"
 #include "launch/plan.h"
 #include "launch/train_options.h"
 #include "strategies/options.h"
@@ -41,7 +42,11 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   in.micro_batch = micro;
   in.seq_len = o.seq_len;
   in.grad_accumulation = local_batch / micro;
-  in.precision = o.param_dtype == "fp32" ? "fp32" : "bf16";
+  // 2-byte parameters: --param_dtype bf16 / fp16, or --precision=fp16
+  // (which keeps the model in fp16).
+  in.precision = o.param_dtype == "fp32" && o.precision != Precision::kFp16
+                     ? "fp32"
+                     : "bf16";
   in.activation_checkpointing = !o.checkpoint_units.empty();
   in.cpu_offload = o.fsdp_cpu_offload;
   in.bucket_bytes = o.bucket_bytes;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "launch/option_kinds.h"
 #include "launch/plan.h"
 #include "launch/train_options.h"
 #include "strategies/options.h"
@@ -27,6 +28,15 @@ TEST(PlanInputOfTest, SplitsTheGlobalBatchOverRanksAndMicroBatches) {
   EXPECT_EQ(in->precision, "bf16");
   EXPECT_TRUE(in->activation_checkpointing);
   EXPECT_EQ(in->seq_len, 128);
+}
+
+TEST(PlanInputOfTest, Fp16PrecisionPlansTwoByteParameters) {
+  TrainOptions o;
+  o.global_batch = 4;
+  o.precision = Precision::kFp16;
+  auto in = PlanInputOf(o, 1);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->precision, "bf16");
 }
 
 TEST(PlanInputOfTest, AWorldThatDoesNotDivideTheBatchNamesTheFlag) {
