@@ -12,10 +12,8 @@ struct SiteName {
 };
 
 constexpr SiteName kSiteNames[] = {
-    {FaultSite::kForward, "forward"},
-    {FaultSite::kBackward, "backward"},
-    {FaultSite::kCollective, "collective"},
-    {FaultSite::kSave, "save"},
+    {FaultSite::kForward, "forward"},       {FaultSite::kBackward, "backward"},
+    {FaultSite::kCollective, "collective"}, {FaultSite::kSave, "save"},
     {FaultSite::kAsyncSave, "async_save"},
 };
 

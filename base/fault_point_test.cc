@@ -18,9 +18,9 @@ class Recorder final : public FaultInjector {
 };
 
 TEST(FaultPointTest, NamesRoundTrip) {
-  for (FaultSite site : {FaultSite::kForward, FaultSite::kBackward,
-                         FaultSite::kCollective, FaultSite::kSave,
-                         FaultSite::kAsyncSave}) {
+  for (FaultSite site :
+       {FaultSite::kForward, FaultSite::kBackward, FaultSite::kCollective,
+        FaultSite::kSave, FaultSite::kAsyncSave}) {
     FaultSite parsed = FaultSite::kForward;
     ASSERT_TRUE(ParseFaultSite(FaultSiteName(site), &parsed))
         << FaultSiteName(site);

@@ -49,8 +49,8 @@ absl::Status CheckSave(const KillPoint& point,
   if (async != options.async_save) {
     return KillFlagError(
         "test_kill_at",
-        absl::StrCat(FaultSiteName(point.site), " needs --async_save=",
-                     async ? "true" : "false"));
+        absl::StrCat(FaultSiteName(point.site),
+                     " needs --async_save=", async ? "true" : "false"));
   }
   if (options.ckpt_format != "sharded") {
     return KillFlagError("test_kill_at",
@@ -62,12 +62,12 @@ absl::Status CheckSave(const KillPoint& point,
       point.nth != 1) {
     return KillFlagError(
         "test_kill_at",
-        absl::StrCat(FaultSiteName(point.site), ":", point.step, ":",
-                     point.nth, " names no save: step ", point.step,
-                     " is followed by one with --save_every=",
-                     options.save_every,
-                     " only if (STEP + 1) is a multiple of it, and NTH "
-                     "must be 1"));
+        absl::StrCat(
+            FaultSiteName(point.site), ":", point.step, ":", point.nth,
+            " names no save: step ", point.step,
+            " is followed by one with --save_every=", options.save_every,
+            " only if (STEP + 1) is a multiple of it, and NTH "
+            "must be 1"));
   }
   return absl::OkStatus();
 }
@@ -114,9 +114,9 @@ RankKiller::~RankKiller() { SetFaultInjector(nullptr); }
 void RankKiller::Reach(FaultSite site, int64_t step) {
   if (site != point_.site || step != point_.step) return;
   if (reached_.fetch_add(1) + 1 != point_.nth) return;
-  LOG(ERROR) << "rank " << point_.rank << ": test hook --test_kill_at="
-             << FaultSiteName(site) << ":" << step << ":" << point_.nth
-             << ": killing this rank with SIGKILL";
+  LOG(ERROR) << "rank " << point_.rank
+             << ": test hook --test_kill_at=" << FaultSiteName(site) << ":"
+             << step << ":" << point_.nth << ": killing this rank with SIGKILL";
   google::FlushLogFiles(google::GLOG_INFO);
   CHECK_EQ(raise(SIGKILL), 0);
 }
@@ -152,8 +152,8 @@ absl::StatusOr<std::unique_ptr<RankKiller>> InstallKillSchedule(
   if (point.rank != options.rank) return nullptr;
   LOG(WARNING) << "rank " << options.rank << ": test hook --test_kill_at: "
                << "SIGKILL at " << FaultSiteName(point.site) << " #"
-               << point.nth << " of step " << point.step
-               << " in restart round " << options.restart_round;
+               << point.nth << " of step " << point.step << " in restart round "
+               << options.restart_round;
   if (!IsSave(point.site) && point.site != FaultSite::kCollective) {
     model.AddInterceptor(std::make_shared<FaultPointInterceptor>());
   }

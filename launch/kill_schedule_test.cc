@@ -104,9 +104,9 @@ TEST(KillScheduleTest, SaveEntriesMustNameASaveOfTheRun) {
   } model;
   // The save after step 3 (4 steps done) is due with --save_every=2.
   EXPECT_THAT(InstallKillSchedule(Options("save:3"), model).status(), IsOk());
-  EXPECT_THAT(InstallKillSchedule(Options("save:2"), model).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("names no save")));
+  EXPECT_THAT(
+      InstallKillSchedule(Options("save:2"), model).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names no save")));
   EXPECT_THAT(InstallKillSchedule(Options("async_save:3"), model).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("needs --async_save=true")));

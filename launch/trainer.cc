@@ -271,9 +271,9 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
       run->strategy,
       strategies::CreateStrategy(strategy_options, run->model, run->group,
                                  OptimizerConfigOf(o), schedule_options));
-  STRATA_ASSIGN_OR_RETURN(run->killer,
-                          InstallKillSchedule(KillScheduleOptionsOf(o, *run),
-                                              *run->model));
+  STRATA_ASSIGN_OR_RETURN(
+      run->killer,
+      InstallKillSchedule(KillScheduleOptionsOf(o, *run), *run->model));
 
   run->sampler_options.seq_len = o.seq_len;
   run->sampler_options.global_batch_size = o.global_batch;
