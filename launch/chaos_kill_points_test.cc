@@ -82,8 +82,8 @@ std::vector<Kill> Schedule(const PointConfig& config) {
       kill.step = first + 1 + 2 * static_cast<int>(random() % (span / 2));
     } else {
       kill.step = first + static_cast<int>(random() % span);
-      kill.nth = 1 + static_cast<int>(random() %
-                                      (kill.phase == "collective" ? 2 : 3));
+      kill.nth =
+          1 + static_cast<int>(random() % (kill.phase == "collective" ? 2 : 3));
     }
     kill.rank = static_cast<int>(random() % config.nproc);
     kills.push_back(kill);
@@ -130,18 +130,17 @@ TEST_P(ChaosKillPointTest, KillsInEveryPhaseStillEndBitwiseExact) {
   const std::string out = TempDir("chaos_points_" + config.Name());
   const RunResult result = testing::Run(
       PointArgs(out, config,
-                {"--resume=auto",
-                 absl::StrCat("--max_restarts=", kills.size()),
+                {"--resume=auto", absl::StrCat("--max_restarts=", kills.size()),
                  "--test_kill_at=" + absl::StrJoin(at, ","),
                  "--test_kill_rank=" + absl::StrJoin(ranks, ",")}),
       {}, absl::Seconds(240));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   // Every kill happened where the schedule put it, and cost one restart.
   for (size_t k = 0; k < kills.size(); ++k) {
-    EXPECT_THAT(result.err,
-                HasSubstr(absl::StrCat("rank ", kills[k].rank,
-                                       ": test hook --test_kill_at=",
-                                       kills[k].At(), ": killing this rank")));
+    EXPECT_THAT(result.err, HasSubstr(absl::StrCat(
+                                "rank ", kills[k].rank,
+                                ": test hook --test_kill_at=", kills[k].At(),
+                                ": killing this rank")));
     EXPECT_THAT(result.err, HasSubstr(absl::StrCat("restart ", k + 1, "/",
                                                    kills.size(), ": rank ")));
   }

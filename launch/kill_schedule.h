@@ -11,7 +11,10 @@
 // R_k dies at the NTH (default 1) time it reaches PHASE during training step
 // STEP (0-based). For save and async_save, STEP is the step whose checkpoint
 // is being saved (its save follows that step) and NTH must be 1; the kill
-// comes after the rank's data is written, before the commit.
+// comes after the rank's data is written, before the commit. Collectives
+// count on every group, the background saver's (--async_save) too, so with
+// async saves which collective is the NTH may depend on timing; that it
+// is inside a collective does not.
 #ifndef STRATA_LAUNCH_KILL_SCHEDULE_H_
 #define STRATA_LAUNCH_KILL_SCHEDULE_H_
 
