@@ -42,18 +42,20 @@ TEST(KillScheduleTest, OneRankAppliesToEveryEntry) {
   EXPECT_EQ(points[1].rank, 2);
 }
 
+// (Matching .status(): a StatusOr of KillPoints has no printer.)
 TEST(KillScheduleTest, BadEntriesNameTheFlag) {
   for (const char* at : {"optimizer:3", "forward", "forward:-1", "forward:2:0",
                          "forward:x", "save:1:1:1"}) {
-    EXPECT_THAT(ParseKillSchedule(at, "0"),
+    EXPECT_THAT(ParseKillSchedule(at, "0").status(),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("--test_kill_at: entry")))
         << at;
   }
-  EXPECT_THAT(ParseKillSchedule("forward:1,forward:2,forward:3", "0,1"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--test_kill_rank: names 2 ranks")));
-  EXPECT_THAT(ParseKillSchedule("forward:1", "-1"),
+  EXPECT_THAT(
+      ParseKillSchedule("forward:1,forward:2,forward:3", "0,1").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--test_kill_rank: names 2 ranks")));
+  EXPECT_THAT(ParseKillSchedule("forward:1", "-1").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--test_kill_rank")));
 }
