@@ -291,6 +291,7 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
                 << file << "; pausing before the commit (test hook)";
       absl::SleepFor(options.pause_before_commit);
     }
+    if (options.before_commit) options.before_commit();
     return absl::OkStatus();
   }();
   const double write_s = absl::ToDoubleSeconds(absl::Now() - start);

@@ -17,6 +17,7 @@
 #define STRATA_CHECKPOINT_SHARDED_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -39,6 +40,9 @@ struct WriteOptions {
   // Test hook (crash tests): after this rank's data file is synced and before
   // the checkpoint is committed, sleep this long.
   absl::Duration pause_before_commit = absl::ZeroDuration();
+  // Test hook (chaos tests): when set, called at the same moment (after the
+  // pause), on the thread that saves; it may kill the process.
+  std::function<void()> before_commit;
 };
 
 // A collective over `group` (null: one process): every rank calls it with

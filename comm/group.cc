@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/fault_point.h"
 #include "base/status.h"
 #include "comm/collective_checks.h"
 #include "comm/group_internal.h"
@@ -325,6 +326,7 @@ absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
       std::max(descriptor.input_numel, descriptor.output_numel);
   progress_->Enter(OpKindName(descriptor.kind), options_.name, num_calls_,
                    numel, numel * c10::elementSize(descriptor.dtype));
+  ReachFaultPoint(FaultSite::kCollective);  // Chaos tests (base/fault_point.h).
   if (!options_.check_collectives) return local;
 
   // Every rank contributes its descriptor, valid or not, so that one rank's

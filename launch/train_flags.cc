@@ -359,6 +359,13 @@ DEFINE_int64(ckpt_test_pause_ms, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 DEFINE_int64(test_exit_at_step, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 DEFINE_int32(test_exit_rank, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 
+// PHASE:STEP[:NTH],... and R[,R...]: in restart round k, rank R_k SIGKILLs
+// itself at the NTH time it reaches PHASE (forward, backward, collective,
+// save, async_save) in step STEP (TrainOptions::test_kill_at,
+// launch/kill_schedule.h).
+DEFINE_string(test_kill_at, "", GFLAGS_NAMESPACE::kStrippedFlagHelp);
+DEFINE_string(test_kill_rank, "0", GFLAGS_NAMESPACE::kStrippedFlagHelp);
+
 // Dropout draws its masks from each rank's default CPU generator
 // (at::dropout) instead of the world-size-invariant DropoutContext
 // (TrainOptions::dropout_test_default_generator): a run whose future depends
@@ -539,6 +546,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
   o.test_exit_at_step = FLAGS_test_exit_at_step;
   o.test_exit_rank = FLAGS_test_exit_rank;
+  o.test_kill_at = FLAGS_test_kill_at;
+  o.test_kill_rank = FLAGS_test_kill_rank;
   o.dropout_test_default_generator = FLAGS_dropout_test_default_generator;
   if (o.threads == 0) o.threads = DefaultThreads(env);
   o.output_dir = FLAGS_output_dir;

@@ -135,6 +135,11 @@ struct TrainOptions {
   // test restarts at a reproducible moment.
   int64_t test_exit_at_step = 0;
   int test_exit_rank = 0;
+  // Test hook (--test_kill_at, --test_kill_rank): a schedule of SIGKILLs
+  // inside a forward, backward, collective or save, one entry per restart
+  // round (launch/kill_schedule.h). "": none.
+  std::string test_kill_at;
+  std::string test_kill_rank = "0";
   // The job's restart round (TORCHELASTIC_RESTART_COUNT, from the
   // rendezvous, not a flag): 0 for the first start.
   int restart_count = 0;

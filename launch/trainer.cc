@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/fault_point.h"
 #include "base/matmul_peak.h"
 #include "base/process_memory.h"
 #include "base/status.h"
@@ -33,6 +34,7 @@
 #include "data/sampler.h"
 #include "data/token_source.h"
 #include "launch/evaluation.h"
+#include "launch/kill_schedule.h"
 #include "launch/progress_logger.h"
 #include "launch/tensorboard.h"
 #include "launch/tensorboard_scalars.h"
@@ -184,6 +186,7 @@ struct Run {
   std::unique_ptr<TensorBoardWriter> tensorboard;
   std::shared_ptr<models::UnitModel> model;
   std::unique_ptr<strategies::Strategy> strategy;
+  std::unique_ptr<RankKiller> killer;  // --test_kill_at; usually null.
   data::SamplerOptions sampler_options;
   std::unique_ptr<data::DistributedSampler> sampler;
   std::unique_ptr<TrainingCheckpoints> checkpoints;
@@ -228,6 +231,21 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
   return absl::OkStatus();
 }
 
+// The chaos hook's options (launch/kill_schedule.h).
+KillScheduleOptions KillScheduleOptionsOf(const TrainOptions& o,
+                                          const Run& run) {
+  KillScheduleOptions k;
+  k.at = o.test_kill_at;
+  k.ranks = o.test_kill_rank;
+  k.restart_round = o.restart_count;
+  k.rank = run.rank;
+  k.world_size = run.world_size;
+  k.save_every = o.save_every;
+  k.async_save = o.async_save;
+  k.ckpt_format = std::string(CheckpointFormatName(o.ckpt_format));
+  return k;
+}
+
 // The model (with bf16 autocast for --precision=bf16), the strategy over
 // it, the training sampler and the checkpoint manager.
 absl::Status BuildTraining(const TrainOptions& o, Run* run) {
@@ -253,6 +271,9 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
       run->strategy,
       strategies::CreateStrategy(strategy_options, run->model, run->group,
                                  OptimizerConfigOf(o), schedule_options));
+  STRATA_ASSIGN_OR_RETURN(
+      run->killer,
+      InstallKillSchedule(KillScheduleOptionsOf(o, *run), *run->model));
 
   run->sampler_options.seq_len = o.seq_len;
   run->sampler_options.global_batch_size = o.global_batch;
@@ -456,6 +477,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
   for (int64_t step = first_step; step < o.steps; ++step) {
     // For the progress records a failed collective's error quotes.
     if (run.group != nullptr) run.group->SetTrainingStep(step);
+    SetFaultStep(step);
     strategies::StepResult stepped;
     STRATA_ASSIGN_OR_RETURN(
         const double step_loss,

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/fault_point.h"
 #include "base/status.h"
 #include "checkpoint/hf_layout.h"
 #include "comm/exchange.h"
@@ -352,6 +353,12 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   save.format = format_;
   save.optimizer_lr = NextLr(steps_done);
   save.write.pause_before_commit = options_.test_pause_before_commit;
+  // Chaos tests kill a rank here (base/fault_point.h); the save follows
+  // step steps_done - 1.
+  save.write.before_commit = [async = async_ != nullptr, steps_done] {
+    ReachFaultPoint(async ? FaultSite::kAsyncSave : FaultSite::kSave,
+                    steps_done - 1);
+  };
   const auto start = std::chrono::steady_clock::now();
   absl::Status s;
   absl::StatusOr<Contents> contents = Collect(steps_done);

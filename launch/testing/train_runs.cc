@@ -79,4 +79,26 @@ bool KillRankOneDuringStep8Save(const std::vector<std::string>& args,
   return began;
 }
 
+void ExpectSameEnd(const std::string& whole, const std::string& out,
+                   int num_steps) {
+  const std::vector<double> steps =
+      MetricsColumn(out + "/metrics.jsonl", "step");
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.back(), num_steps);
+  const size_t first = num_steps - steps.size();
+  for (const std::string key : {"loss", "lr", "grad_norm"}) {
+    const std::vector<double> want =
+        MetricsColumn(whole + "/metrics.jsonl", key);
+    const std::vector<double> got = MetricsColumn(out + "/metrics.jsonl", key);
+    ASSERT_EQ(want.size(), static_cast<size_t>(num_steps)) << key;
+    ASSERT_EQ(got.size(), steps.size()) << key;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], want[first + i]) << key << " step " << steps[i];
+    }
+  }
+  const std::string model = ReadFile(whole + "/model.pt");
+  EXPECT_FALSE(model.empty());
+  EXPECT_EQ(ReadFile(out + "/model.pt"), model);
+}
+
 }  // namespace strata::launch::testing

@@ -40,6 +40,13 @@ bool KillRankOneDuringStep8Save(const std::vector<std::string>& args,
                                 const std::string& ckpt_dir,
                                 absl::Duration timeout);
 
+// For a run under `out` restarted after failures: its metrics lines (those
+// of its last round) equal, bitwise (loss, lr, grad_norm), the uninterrupted
+// run's under `whole` of the same steps and end at step `num_steps`, and the
+// two model.pt files are the same bytes. Mismatches are test failures.
+void ExpectSameEnd(const std::string& whole, const std::string& out,
+                   int num_steps);
+
 }  // namespace strata::launch::testing
 
 #endif  // STRATA_LAUNCH_TESTING_TRAIN_RUNS_H_
