@@ -59,9 +59,10 @@ TEST(TraceInterceptorTest, EveryUnitGetsAForwardAndABackwardSpan) {
   }
 }
 
-// Backward runs the units in reverse: unit i's backward span ends no later
-// than unit i-1's begins (the same gradient tensor ends one and starts the
-// other), and each starts after the forward of the last unit ended.
+// Backward runs the units in reverse: unit i's backward span ends where unit
+// i-1's begins (GPT calls its units in sequence, so one gradient tensor ends
+// one span and starts the other, in one hook: equal timestamps), and each
+// starts after the forward of the last unit ended.
 TEST(TraceInterceptorTest, BackwardSpansRunInReverseUnitOrder) {
   auto model = TracedTinyGpt();
   trace::Start();
@@ -74,7 +75,7 @@ TEST(TraceInterceptorTest, BackwardSpansRunInReverseUnitOrder) {
   for (size_t i = units.size() - 1; i >= 1; --i) {
     const trace::Event& later = spans["backward " + units[i].name];
     const trace::Event& earlier = spans["backward " + units[i - 1].name];
-    EXPECT_LE(later.start_us + later.duration_us, earlier.start_us)
+    EXPECT_EQ(later.start_us + later.duration_us, earlier.start_us)
         << units[i].name << " then " << units[i - 1].name;
     EXPECT_GE(later.start_us,
               last_forward.start_us + last_forward.duration_us);
