@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/trace.h"
 #include "comm/environment.h"
@@ -111,6 +112,53 @@ double TimeSteps(strategies::Strategy& strategy, int steps,
   return t.item<double>();
 }
 
+// Nanoseconds per instrumentation point: a scoped span with tracing off,
+// and with it on a span named and argued as the unit spans are (StrCat'ed
+// name, two arguments), and a collective's span on a lane track.
+struct SpanCost {
+  double off_ns = 0, on_ns = 0, track_ns = 0;
+};
+
+SpanCost MeasureSpanCost() {
+  constexpr int kOff = 10000000, kOn = 200000;
+  SpanCost cost;
+  trace::Stop();
+  auto start = Clock::now();
+  for (int i = 0; i < kOff; ++i) {
+    trace::Span span("off", "benchmark");
+  }
+  cost.off_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+      kOff;
+  trace::Start();
+  start = Clock::now();
+  for (int i = 0; i < kOn; ++i) {
+    const int64_t begin = trace::NowMicros();
+    trace::Record(absl::StrCat("forward blocks.", i % 12), "unit", begin,
+                  trace::NowMicros(),
+                  {trace::StringArg("unit", "blocks.0"),
+                   trace::IntArg("index", i % 12)});
+  }
+  cost.on_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+      kOn;
+  start = Clock::now();
+  for (int i = 0; i < kOn; ++i) {
+    const int64_t begin = trace::NowMicros();
+    trace::RecordOnTrack("world collectives", "all_gather", "comm", begin,
+                         trace::NowMicros(),
+                         {trace::IntArg("bytes", i), trace::IntArg("seq", i),
+                          trace::StringArg("group", "world")});
+  }
+  cost.track_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+      kOn;
+  trace::Stop();
+  trace::Start();  // Drops the events.
+  trace::Stop();
+  return cost;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -119,13 +167,20 @@ double Median(std::vector<double> v) {
 void Measure(comm::Group& group) {
   auto config = models::ConfigByName(FLAGS_model);
   CHECK(config.ok()) << config.status();
+  SpanCost cost;
   if (group.rank() == 0) {
+    cost = MeasureSpanCost();
+    std::printf(
+        "\nper instrumentation point: off %.2f ns (a scoped span), on %.0f "
+        "ns (a unit span), %.0f ns (a collective span on a lane track)\n",
+        cost.off_ns, cost.on_ns, cost.track_ns);
     std::printf(
         "\n%s, %d ranks x %lld sequences x %lld tokens, %d steps per run, "
         "%d off/on pairs\n\n"
         "| strategy | step off (ms) | step on (ms) | on/off (median of "
-        "pairs) | spans per step (rank 0) |\n"
-        "| --- | --- | --- | --- | --- |\n",
+        "pairs) | spans per step (rank 0) | spans x cost per span / step "
+        "off |\n"
+        "| --- | --- | --- | --- | --- | --- |\n",
         FLAGS_model.c_str(), group.size(),
         static_cast<long long>(FLAGS_batch),
         static_cast<long long>(FLAGS_seq_len), FLAGS_steps,
@@ -155,10 +210,12 @@ void Measure(comm::Group& group) {
       ratios.push_back(pair[1] / pair[0]);
     }
     if (group.rank() == 0) {
-      std::printf("| %s | %.2f | %.2f | %.4f | %.0f |\n",
+      const double per_step = static_cast<double>(spans) / FLAGS_steps;
+      std::printf("| %s | %.2f | %.2f | %.4f | %.0f | %.3f %% |\n",
                   std::string(kind).c_str(), Median(off) * 1e3,
-                  Median(on) * 1e3, Median(ratios),
-                  static_cast<double>(spans) / FLAGS_steps);
+                  Median(on) * 1e3, Median(ratios), per_step,
+                  100 * per_step * std::max(cost.on_ns, cost.track_ns) * 1e-9 /
+                      Median(off));
       std::fflush(stdout);
     }
   }
