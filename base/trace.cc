@@ -137,15 +137,15 @@ void Record(absl::string_view name, absl::string_view category,
             int64_t start_us, int64_t end_us, std::vector<Arg> args) {
   if (!Enabled()) return;
   Buffer& buffer = ThisThread();
-  Event e = MakeEvent(name, category, start_us, end_us, buffer.tid,
-                      std::move(args));
+  Event e =
+      MakeEvent(name, category, start_us, end_us, buffer.tid, std::move(args));
   absl::MutexLock lock(&buffer.mu);
   buffer.events.push_back(std::move(e));
 }
 
 void RecordOnTrack(absl::string_view track, absl::string_view name,
-                   absl::string_view category, int64_t start_us,
-                   int64_t end_us, std::vector<Arg> args) {
+                   absl::string_view category, int64_t start_us, int64_t end_us,
+                   std::vector<Arg> args) {
   if (!Enabled()) return;
   Registry& r = TheRegistry();
   std::shared_ptr<Buffer> lane_buffer;

@@ -82,8 +82,8 @@ void Record(absl::string_view name, absl::string_view category,
 // Records [start_us, end_us) on a lane of the virtual track `track`: the
 // first lane whose spans all ended by start_us. No-op when off.
 void RecordOnTrack(absl::string_view track, absl::string_view name,
-                   absl::string_view category, int64_t start_us,
-                   int64_t end_us, std::vector<Arg> args = {});
+                   absl::string_view category, int64_t start_us, int64_t end_us,
+                   std::vector<Arg> args = {});
 
 // A scoped span on the calling thread. `name` and `category` must outlive it
 // (string literals); use the string overload for a computed name, built only
@@ -91,7 +91,9 @@ void RecordOnTrack(absl::string_view track, absl::string_view name,
 class Span {
  public:
   Span(const char* name, const char* category)
-      : name_(name), category_(category), start_us_(Enabled() ? NowMicros() : -1) {}
+      : name_(name),
+        category_(category),
+        start_us_(Enabled() ? NowMicros() : -1) {}
   ~Span() {
     if (start_us_ >= 0) Record(name_, category_, start_us_, NowMicros());
   }

@@ -26,9 +26,7 @@ TEST(TraceTest, OffRecordsNothing) {
   Stop();
   Start();  // Clears earlier tests' events.
   Stop();
-  {
-    Span span("off", "test");
-  }
+  { Span span("off", "test"); }
   Record("off", "test", 1, 2);
   RecordOnTrack("track", "off", "test", 1, 2);
   EXPECT_TRUE(Collect().events.empty());
@@ -38,9 +36,7 @@ TEST(TraceTest, SpansOnOneThreadNest) {
   Start();
   {
     Span outer("outer", "test");
-    {
-      Span inner("inner", "test");
-    }
+    { Span inner("inner", "test"); }
   }
   Stop();
   const Recording r = Collect();
@@ -111,8 +107,9 @@ TEST(TraceTest, OverlappingSpansOnATrackGoToSeparateLanes) {
 TEST(TraceTest, JsonEscapesNamesAndKeepsArguments) {
   Start();
   const std::string name = "quote \" backslash \\ newline \n tab \t \x01";
-  Record(name, "test", 1000, 1250,
-         {IntArg("bytes", int64_t{1} << 40), StringArg("unit", "blocks.\"0\"")});
+  Record(
+      name, "test", 1000, 1250,
+      {IntArg("bytes", int64_t{1} << 40), StringArg("unit", "blocks.\"0\"")});
   Stop();
   const std::string text = ChromeTraceEvents(Collect(), 3, "rank 3", 1000);
   auto parsed = ParseJson(text, "trace");

@@ -134,10 +134,10 @@ SpanCost MeasureSpanCost() {
   start = Clock::now();
   for (int i = 0; i < kOn; ++i) {
     const int64_t begin = trace::NowMicros();
-    trace::Record(absl::StrCat("forward blocks.", i % 12), "unit", begin,
-                  trace::NowMicros(),
-                  {trace::StringArg("unit", "blocks.0"),
-                   trace::IntArg("index", i % 12)});
+    trace::Record(
+        absl::StrCat("forward blocks.", i % 12), "unit", begin,
+        trace::NowMicros(),
+        {trace::StringArg("unit", "blocks.0"), trace::IntArg("index", i % 12)});
   }
   cost.on_ns =
       std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
@@ -181,10 +181,8 @@ void Measure(comm::Group& group) {
         "pairs) | spans per step (rank 0) | spans x cost per span / step "
         "off |\n"
         "| --- | --- | --- | --- | --- | --- |\n",
-        FLAGS_model.c_str(), group.size(),
-        static_cast<long long>(FLAGS_batch),
-        static_cast<long long>(FLAGS_seq_len), FLAGS_steps,
-        FLAGS_repetitions);
+        FLAGS_model.c_str(), group.size(), static_cast<long long>(FLAGS_batch),
+        static_cast<long long>(FLAGS_seq_len), FLAGS_steps, FLAGS_repetitions);
   }
   for (absl::string_view kind : absl::StrSplit(FLAGS_strategies, ',')) {
     std::unique_ptr<strategies::Strategy> strategy =
@@ -199,7 +197,8 @@ void Measure(comm::Group& group) {
       for (int i = 0; i < 2; ++i) {
         const bool tracing = (i + rep) % 2 == 1;
         if (tracing) trace::Start();
-        pair[tracing] = TimeSteps(*strategy, FLAGS_steps, *config, group, &step);
+        pair[tracing] =
+            TimeSteps(*strategy, FLAGS_steps, *config, group, &step);
         if (tracing) {
           trace::Stop();
           spans = trace::Collect().events.size();

@@ -78,9 +78,8 @@ absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Create(
     std::error_code ec;
     std::filesystem::create_directories(options.dir, ec);
     if (ec) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--trace_dir: cannot create '", options.dir,
-                       "': ", ec.message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace_dir: cannot create '", options.dir, "': ", ec.message()));
     }
   }
   model.AddInterceptor(std::make_shared<strategies::TraceInterceptor>());
@@ -148,8 +147,8 @@ absl::Status TraceSession::Write() {
   json += "]}\n";
   absl::Status written = WriteFileAtomic(path_, json);
   if (!written.ok()) {
-    return absl::Status(written.code(), absl::StrCat("--trace_dir: ",
-                                                     written.message()));
+    return absl::Status(written.code(),
+                        absl::StrCat("--trace_dir: ", written.message()));
   }
   LOG(INFO) << absl::StrFormat(
       "timeline trace of steps %d..%d (%d ranks, %d events on rank 0): %s; "

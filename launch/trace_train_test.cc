@@ -132,7 +132,8 @@ TEST_F(TraceTrainTest, SpansNestOnEveryTrack) {
     });
     std::vector<const Span*> open;
     for (const Span& s : spans) {
-      while (!open.empty() && open.back()->end_us <= s.start_us) open.pop_back();
+      while (!open.empty() && open.back()->end_us <= s.start_us)
+        open.pop_back();
       if (!open.empty()) {
         EXPECT_LE(s.end_us, open.back()->end_us)
             << s.name << " crosses " << open.back()->name << " on rank "
@@ -196,8 +197,8 @@ bool AllGatherOverlapsAForward(const Trace& t) {
   for (int pid : {0, 1}) {
     for (const Span& f : Named(t, pid, "forward blocks.")) {
       for (const Span& g : t.spans) {
-        if (g.pid == pid && g.name == "all_gather" &&
-            g.start_us < f.end_us && f.start_us < g.end_us) {
+        if (g.pid == pid && g.name == "all_gather" && g.start_us < f.end_us &&
+            f.start_us < g.end_us) {
           return true;
         }
       }
@@ -207,8 +208,8 @@ bool AllGatherOverlapsAForward(const Trace& t) {
 }
 
 TEST(TraceFsdpTest, PrefetchedAllGatherOverlapsTheForward) {
-  const Trace t = TraceRun("fsdp_prefetch",
-                           {"--strategy=fsdp", "--fsdp_forward_prefetch"});
+  const Trace t =
+      TraceRun("fsdp_prefetch", {"--strategy=fsdp", "--fsdp_forward_prefetch"});
   EXPECT_TRUE(AllGatherOverlapsAForward(t));
 }
 

@@ -189,7 +189,8 @@ struct Run {
   data::SamplerOptions sampler_options;
   std::unique_ptr<data::DistributedSampler> sampler;
   std::unique_ptr<TrainingCheckpoints> checkpoints;
-  std::unique_ptr<TraceSession> trace;  // --trace_steps; null: none.
+  // --trace_steps (launch/trace_session.h); null: none.
+  std::unique_ptr<TraceSession> trace;
   int64_t local_batch = 0;  // Sequences per rank and step.
   int64_t micro = 0;        // Sequences per forward.
   int64_t tokens_per_step = 0;
@@ -237,8 +238,8 @@ absl::Status MaybeCreateTrace(const TrainOptions& o, Run* run) {
                           ParseTraceSteps(o.trace_steps));
   if (!window.has_value() || o.eval_only) return absl::OkStatus();
   STRATA_ASSIGN_OR_RETURN(
-      run->trace, TraceSession::Create({*window, o.trace_dir}, run->group,
-                                       *run->model));
+      run->trace,
+      TraceSession::Create({*window, o.trace_dir}, run->group, *run->model));
   return absl::OkStatus();
 }
 

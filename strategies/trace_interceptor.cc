@@ -1,8 +1,9 @@
 #include "strategies/trace_interceptor.h"
 
+#include <torch/csrc/autograd/engine.h>
+
 #include <memory>
 #include <string>
-#include <torch/csrc/autograd/engine.h>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

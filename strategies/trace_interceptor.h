@@ -55,10 +55,12 @@ class TraceInterceptor final : public models::UnitInterceptor {
                  const models::UnitForward& forward) override;
 
  private:
-  using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  using Weak =
+      c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   // The last unit output with backward hooks, and its span (not owned: a
   // freed activation is not kept alive).
-  Weak last_output_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  Weak last_output_{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   std::weak_ptr<internal::BackwardSpan> last_span_;
 };
 

@@ -77,8 +77,7 @@ TEST(TraceInterceptorTest, BackwardSpansRunInReverseUnitOrder) {
     const trace::Event& earlier = spans["backward " + units[i - 1].name];
     EXPECT_EQ(later.start_us + later.duration_us, earlier.start_us)
         << units[i].name << " then " << units[i - 1].name;
-    EXPECT_GE(later.start_us,
-              last_forward.start_us + last_forward.duration_us);
+    EXPECT_GE(later.start_us, last_forward.start_us + last_forward.duration_us);
   }
 }
 
