@@ -190,6 +190,23 @@ TEST_F(TraceTrainTest, CollectivesCarryTheirBytes) {
   }
 }
 
+// With --async_save every step: the training thread's snapshot copy and the
+// writer thread's write, on a track named "checkpoint writer". The save of
+// step 2 is waited for when step 3 saves, so its write is inside the window.
+TEST(TraceCheckpointTest, AsyncSaveCopyAndWriteAreTraced) {
+  const Trace t =
+      TraceRun("ddp_ckpt", {"--strategy=ddp", "--save_every=1", "--async_save",
+                            "--ckpt_dir=" + TempDir("ddp_ckpt") + "/ckpt"});
+  for (int pid : {0, 1}) {
+    EXPECT_EQ(Named(t, pid, "checkpoint copy").size(), 2u) << "rank " << pid;
+    const std::vector<Span> writes = Named(t, pid, "checkpoint write");
+    ASSERT_FALSE(writes.empty()) << "rank " << pid;
+    for (const Span& w : writes) {
+      EXPECT_EQ(t.threads.at({pid, w.tid}), "checkpoint writer");
+    }
+  }
+}
+
 // Whether, on some rank, an all-gather in flight overlaps a unit's forward.
 // The unit's own gather completes before its forward starts (FSDP waits for
 // it), so an overlapping all-gather is one issued for a later unit.
