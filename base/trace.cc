@@ -114,6 +114,13 @@ void Start() {
   Registry& r = TheRegistry();
   {
     absl::MutexLock lock(&r.mu);
+    // Buffers of threads that exited (only the registry holds them: a new
+    // thread per asynchronous checkpoint save) go; lanes stay.
+    r.buffers.erase(std::remove_if(r.buffers.begin(), r.buffers.end(),
+                                   [](const std::shared_ptr<Buffer>& b) {
+                                     return b.use_count() == 1;
+                                   }),
+                    r.buffers.end());
     for (const auto& buffer : r.buffers) {
       absl::MutexLock buffer_lock(&buffer->mu);
       buffer->events.clear();
@@ -192,7 +199,7 @@ Recording Collect() {
     absl::MutexLock buffer_lock(&buffer->mu);
     out.events.insert(out.events.end(), buffer->events.begin(),
                       buffer->events.end());
-    if (!buffer->name.empty()) {
+    if (!buffer->name.empty() && !buffer->events.empty()) {
       out.thread_names.emplace_back(buffer->tid, buffer->name);
     }
   }

@@ -66,7 +66,8 @@ struct Event {
   std::vector<Arg> args;
 };
 
-// Clears every buffer and starts recording.
+// Clears every buffer (dropping those of threads that exited) and starts
+// recording.
 void Start();
 // Stops recording; the events stay until the next Start.
 void Stop();
@@ -108,7 +109,7 @@ class Span {
 
 struct Recording {
   std::vector<Event> events;
-  // (tid, name) of every thread and lane that has a name.
+  // (tid, name) of every named thread and lane with events.
   std::vector<std::pair<int, std::string>> thread_names;
 };
 
