@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
 #include "base/status.h"
+#include "base/trace.h"
 #include "checkpoint/full.h"
 #include "checkpoint/hf_layout.h"
 #include "checkpoint/io.h"
@@ -204,6 +205,7 @@ absl::Status SaveState(const std::string& path, const TensorState& state,
                        const ModelParameters& parameters,
                        const OptimizerHyperparameters& hyperparameters,
                        comm::Group* group, const SaveOptions& options) {
+  trace::Span span("checkpoint write", "checkpoint");
   switch (options.format) {
     case Format::kFull: {
       FullOptions full;
@@ -458,6 +460,7 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
   absl::Status previous = Wait();
   status_ = absl::OkStatus();
   const auto start = std::chrono::steady_clock::now();
+  const int64_t copy_start_us = trace::Enabled() ? trace::NowMicros() : -1;
   const TensorState live = CollectState(strategy, options);
   // Staging buffers, reused while the layout stays the same.
   auto stage = [](const std::vector<ShardedTensor>& from,
@@ -479,6 +482,10 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
   };
   stage(live.model, staging_.model);
   stage(live.optimizer, staging_.optimizer);
+  if (copy_start_us >= 0) {
+    trace::Record("checkpoint copy", "checkpoint", copy_start_us,
+                  trace::NowMicros());
+  }
   last_stage_s_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -491,6 +498,7 @@ absl::Status AsyncCheckpointer::SaveToRoot(const std::string& root,
        name = strategy.name(), parameters = ParametersOf(strategy),
        hyperparameters = HyperparametersOf(strategy.optimizer_config(),
                                            options.optimizer_lr)]() {
+        trace::SetThreadName("checkpoint writer");
         absl::Status s = SaveState(path, staging_, prepared, name, parameters,
                                    hyperparameters, group_, options);
         if (s.ok()) {

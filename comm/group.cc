@@ -24,6 +24,7 @@
 #include "base/fault_point.h"
 #include "base/status.h"
 #include "comm/collective_checks.h"
+#include "comm/collective_trace.h"
 #include "comm/group_internal.h"
 #include "comm/progress.h"
 #include "comm/ring.h"
@@ -120,6 +121,7 @@ class C10dWork final : public Work {
       }
       if (finish_) finish_();
     });
+    trace_.Complete();
     if (!status_.ok()) {
       broken_->store(true);
       if (explain_) status_ = explain_(std::move(status_));
@@ -140,6 +142,7 @@ class C10dWork final : public Work {
   std::function<absl::Status(absl::Status)> explain_;
   bool waited_ = false;
   absl::Status status_;
+  internal::CollectiveTrace trace_ = internal::TakeIssuedCollective();
 };
 
 // A collective run on the group's worker thread.
@@ -167,7 +170,11 @@ class TaskWork final : public Work {
 // Runs posted closures one at a time in posting order.
 class Group::Worker {
  public:
-  Worker() : thread_([this] { Run(); }) {}
+  explicit Worker(std::string name)
+      : thread_([this, name] {
+          trace::SetThreadName(name);
+          Run();
+        }) {}
   ~Worker() {
     {
       absl::MutexLock lock(&mu_);
@@ -206,7 +213,7 @@ class Group::Worker {
 Group::Group(c10::intrusive_ptr<c10d::Store> store, const GroupOptions& options)
     : options_(options),
       store_(std::move(store)),
-      worker_(std::make_unique<Worker>()),
+      worker_(std::make_unique<Worker>("comm " + options.name)),
       broken_(std::make_shared<std::atomic<bool>>(false)) {}
 
 Group::~Group() {
@@ -317,6 +324,7 @@ std::function<absl::Status(absl::Status)> Group::Explainer(
 
 absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
   ++num_calls_;
+  internal::NoteIssue(descriptor, options_.name, num_calls_);
   if (broken_->load()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("group '%s' (rank %d of %d): %s", options_.name,
@@ -391,7 +399,9 @@ std::unique_ptr<Work> Group::Enqueue(
   auto state = std::make_shared<TaskWork::State>();
   worker_->Post([state, description = std::move(description),
                  body = std::move(body), broken = broken_,
-                 explain = std::move(explain)]() {
+                 explain = std::move(explain),
+                 trace = internal::TakeIssuedCollective()]() {
+    const int64_t run_start_us = trace.RunStartMicros();
     if (broken->load()) {
       state->status = absl::FailedPreconditionError(
           absl::StrCat(description, ": ", kBrokenMessage));
@@ -403,6 +413,7 @@ std::unique_ptr<Work> Group::Enqueue(
         LOG(ERROR) << state->status.message();
       }
     }
+    trace.Complete(run_start_us);
     state->done.Notify();
   });
   return std::make_unique<TaskWork>(std::move(state));
@@ -670,10 +681,12 @@ absl::Status Group::Barrier() {
       !s.ok()) {
     return s;
   }
+  const internal::CollectiveTrace trace = internal::TakeIssuedCollective();
   absl::Status status = StatusFromCall(description, [&] {
     CollectiveWaitTimer timer;
     process_group_->barrier()->wait();
   });
+  trace.Complete();
   if (!status.ok()) {
     broken_->store(true);
     status = Explainer(num_calls_, "barrier", description)(std::move(status));

@@ -304,6 +304,14 @@ DEFINE_string(tensorboard_dir, "",
               "TensorBoard event file in this directory, flushed at every "
               "progress line; view with `tensorboard --logdir <dir>`. "
               "Empty: none.");
+DEFINE_string(trace_steps, "",
+              "FIRST:LAST: record a timeline trace of steps FIRST..LAST "
+              "(from 1, inclusive) into --trace_dir/trace.json (every "
+              "rank's unit forward/backward, collectives, optimizer, "
+              "checkpoints; open in ui.perfetto.dev). Empty: none.");
+DEFINE_string(trace_dir, "",
+              "Directory of the --trace_steps timeline trace (rank 0 "
+              "writes trace.json there).");
 DEFINE_string(device, kDefaults.device,
               "auto, cpu or cuda (cuda:LOCAL_RANK modulo the visible GPUs): "
               "where parameters, gradients, optimizer state and activations "
@@ -553,6 +561,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.output_dir = FLAGS_output_dir;
   if (o.output_dir.empty()) o.output_dir = DefaultOutputDir(env);
   o.tensorboard_dir = FLAGS_tensorboard_dir;
+  o.trace_steps = FLAGS_trace_steps;
+  o.trace_dir = FLAGS_trace_dir;
   if (!FLAGS_deepspeed_config.empty()) {
     STRATA_RETURN_IF_ERROR(
         Annotate(ApplyDeepSpeedFlag(env, &o, notes),

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "base/status.h"
 #include "checkpoint/hf_layout.h"
+#include "launch/trace_window.h"
 #include "models/config.h"
 #include "optim/loss_scaler.h"
 #include "strategies/mixed_precision.h"
@@ -395,6 +396,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   // options from them.
   STRATA_RETURN_IF_ERROR(ValidatePrecisionFlags(o));
   STRATA_RETURN_IF_ERROR(ValidateOptimizerFlags(o));
+  STRATA_RETURN_IF_ERROR(ValidateTraceFlags(o.trace_steps, o.trace_dir));
   if (o.dropout < 0 || o.dropout >= 1)
     return FlagError("dropout", "must be in [0, 1)");
   if (o.loss_chunk_tokens < 0) {

@@ -179,6 +179,10 @@ struct TrainOptions {
   // in this directory (launch/tensorboard_scalars.h), flushed at every
   // progress line.
   std::string tensorboard_dir;
+  // The timeline trace (launch/trace_session.h): "FIRST:LAST" steps (from
+  // 1, inclusive) and the directory of trace.json; both empty: none.
+  std::string trace_steps;
+  std::string trace_dir;
   int threads = 1;  // LibTorch intra-op threads; 0: leave LibTorch's setting.
 };
 

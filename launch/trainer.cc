@@ -38,6 +38,8 @@
 #include "launch/progress_logger.h"
 #include "launch/tensorboard.h"
 #include "launch/tensorboard_scalars.h"
+#include "launch/trace_session.h"
+#include "launch/trace_window.h"
 #include "launch/train_options.h"
 #include "launch/training_checkpoint.h"
 #include "models/config.h"
@@ -190,6 +192,8 @@ struct Run {
   data::SamplerOptions sampler_options;
   std::unique_ptr<data::DistributedSampler> sampler;
   std::unique_ptr<TrainingCheckpoints> checkpoints;
+  // --trace_steps (launch/trace_session.h); null: none.
+  std::unique_ptr<TraceSession> trace;
   int64_t local_batch = 0;  // Sequences per rank and step.
   int64_t micro = 0;        // Sequences per forward.
   int64_t tokens_per_step = 0;
@@ -246,6 +250,17 @@ KillScheduleOptions KillScheduleOptionsOf(const TrainOptions& o,
   return k;
 }
 
+// --trace_steps: after the strategy's interceptors (trace_session.h).
+absl::Status MaybeCreateTrace(const TrainOptions& o, Run* run) {
+  STRATA_ASSIGN_OR_RETURN(const std::optional<TraceWindow> window,
+                          ParseTraceSteps(o.trace_steps));
+  if (!window.has_value() || o.eval_only) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(
+      run->trace,
+      TraceSession::Create({*window, o.trace_dir}, run->group, *run->model));
+  return absl::OkStatus();
+}
+
 // The model (with bf16 autocast for --precision=bf16), the strategy over
 // it, the training sampler and the checkpoint manager.
 absl::Status BuildTraining(const TrainOptions& o, Run* run) {
@@ -287,7 +302,7 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
       run->checkpoints,
       TrainingCheckpoints::Create(ckpt_options, run->strategy.get(),
                                   run->sampler.get(), run->group));
-  return absl::OkStatus();
+  return MaybeCreateTrace(o, run);
 }
 
 // Builds a run for this rank of `group` (borrowed; null: one process).
@@ -478,6 +493,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     // For the progress records a failed collective's error quotes.
     if (run.group != nullptr) run.group->SetTrainingStep(step);
     SetFaultStep(step);
+    if (run.trace) STRATA_RETURN_IF_ERROR(run.trace->BeforeStep(step + 1));
     strategies::StepResult stepped;
     STRATA_ASSIGN_OR_RETURN(
         const double step_loss,
@@ -485,6 +501,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     const auto checkpoint_start = std::chrono::steady_clock::now();
     STRATA_RETURN_IF_ERROR(run.checkpoints->AfterStep(step + 1));
     interval_phases.checkpoint_s += SecondsSince(checkpoint_start);
+    if (run.trace) STRATA_RETURN_IF_ERROR(run.trace->AfterStep(step + 1));
     if (stepped.skipped) ++result->skipped_steps;
     ++interval_steps;
     // A skipped fp16 step's non-finite loss stays out of the mean.
@@ -604,6 +621,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
                           run.checkpoints->MaybeResume());
   STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));
+  if (run.trace) STRATA_RETURN_IF_ERROR(run.trace->Finish());
   STRATA_RETURN_IF_ERROR(run.checkpoints->Finish());
   // What `top` showed at its highest, per rank (one all-gather).
   STRATA_ASSIGN_OR_RETURN(result.peak_resident_bytes, WorldPeakResident(run));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/trace.h"
 
 namespace strata::optim {
 namespace {
@@ -94,6 +95,7 @@ class Adam final : public Optimizer {
         exp_avg_sq_(at::zeros_like(this->params())) {}
 
   void Step(double lr) override {
+    trace::Span span("optimizer step", "optim");
     CHECK(std::isfinite(lr) && lr >= 0) << name() << " learning rate " << lr;
     const int64_t step = IncrementStep();
     const double bias_correction1 =

@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/trace.h"
+
 namespace strata::optim {
 namespace {
 
@@ -87,6 +89,7 @@ double ClipGradNorm(
     at::Tensor grads, double max_norm,
     const std::function<double(double)>& sum_squares_across_shards) {
   CHECK_GT(max_norm, 0) << "ClipGradNorm max_norm";
+  trace::Span span("clip gradients", "optim");
   double sum_squares = SumOfSquares(grads);
   if (sum_squares_across_shards) {
     sum_squares = sum_squares_across_shards(sum_squares);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/trace.h"
 
 namespace strata::optim {
 namespace {
@@ -97,6 +98,7 @@ class Sgd final : public Optimizer {
   }
 
   void Step(double lr) override {
+    trace::Span span("optimizer step", "optim");
     CHECK(std::isfinite(lr) && lr >= 0) << "SGD learning rate " << lr;
     const bool first_step = IncrementStep() == 1;
     const bool momentum = options_.momentum != 0;
