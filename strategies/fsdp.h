@@ -116,8 +116,9 @@ class FsdpStrategy : public Strategy {
 
   // Counters since creation.
   struct Counters {
-    int64_t all_gathers = 0;  // Of wrapped units (not the root).
-    int64_t prefetches = 0;   // All-gathers started ahead of need.
+    int64_t all_gathers = 0;       // Of wrapped units (not the root).
+    int64_t root_all_gathers = 0;  // Of the root (at creation too).
+    int64_t prefetches = 0;        // All-gathers started ahead of need.
     int64_t prefetches_skipped_by_limit = 0;
     int64_t max_all_gathers_in_flight = 0;
     int64_t reductions = 0;          // Gradient reductions of flat parameters.
@@ -213,7 +214,8 @@ class FsdpStrategy : public Strategy {
     return options_.mixed_precision.param_dtype;
   }
 
-  // Runs a wrapped unit (the interceptor's work).
+  // Runs a wrapped unit or one reading the sharded root (the interceptor's
+  // work).
   at::Tensor RunUnit(int model_unit, const at::Tensor& input,
                      const models::UnitForward& forward);
   void PreBackward(FlatUnit& unit);
@@ -258,7 +260,13 @@ class FsdpStrategy : public Strategy {
   // The root's flat parameter (if any parameter is left to it) first, then
   // the wrapped units' in forward order. Owns them.
   std::vector<std::unique_ptr<FlatUnit>> flat_units_;
-  FlatUnit* root_ = nullptr;        // In flat_units_; null: no root.
+  FlatUnit* root_ = nullptr;  // In flat_units_; null: no root.
+  // The root is gathered only around the units that read it (FULL_SHARD,
+  // HYBRID_SHARD); otherwise it stays gathered.
+  bool root_sharded_ = false;
+  // Per model unit: whether it reads the root; all false unless
+  // root_sharded_ (fsdp_root.h).
+  std::vector<bool> unit_reads_root_;
   std::vector<FlatUnit*> wrapped_;  // In flat_units_, in forward order.
   // Per model unit: its index in wrapped_, or -1 (covered by the root).
   std::vector<int> flat_of_model_unit_;
