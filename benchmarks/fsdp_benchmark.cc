@@ -13,7 +13,9 @@
 //
 // Memory (--mode=memory): peak per-rank bytes of tensor storage during two
 // training steps of --memory_model (default gpt-100m, 91.5M parameters) for
-// DDP, ZeRO-2 and FSDP FULL_SHARD, counted by base/tracking_allocator.h
+// the --memory_cases (DDP, ZeRO-1, ZeRO-2 and FSDP FULL_SHARD: with the
+// train binary's defaults, every unit wrapped, and with blocks wrapped and
+// throughput or lean settings), counted by base/tracking_allocator.h
 // (every CPU tensor allocation of the rank's process: parameters, gradients,
 // optimizer state, communication buffers, activations), and the peak while
 // the strategy is created (FSDP with deferred initialisation).
@@ -36,6 +38,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/tracking_allocator.h"
 #include "comm/environment.h"
 #include "comm/group.h"
@@ -56,6 +60,13 @@ DEFINE_int64(seq_len, 256, "Tokens per sequence.");
 DEFINE_int32(warmup_steps, 1, "Untimed steps before each timed run.");
 DEFINE_int32(steps, 4, "Timed steps per run.");
 DEFINE_int32(repetitions, 3, "Alternating DDP / FSDP runs (medians).");
+DEFINE_string(memory_cases,
+              "ddp,zero1,zero2,fsdp_default,fsdp,fsdp_lean,ddp+ckpt,"
+              "zero2+ckpt,fsdp_lean+ckpt",
+              "--mode=memory: comma-separated ddp, zero1, zero2, "
+              "fsdp_default (FsdpOptions' defaults, as the train binary's "
+              "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
+              "+ckpt checkpoints the blocks.");
 
 namespace strata {
 namespace {
@@ -86,11 +97,13 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
   CHECK(model.ok()) << model.status();
   strategies::StrategyOptions options;
   absl::StatusOr<strategies::StrategyKind> parsed =
-      strategies::ParseStrategyKind(kind == "fsdp_lean" ? "fsdp" : kind);
+      strategies::ParseStrategyKind(kind.rfind("fsdp", 0) == 0 ? "fsdp" : kind);
   CHECK(parsed.ok()) << parsed.status();
   options.kind = *parsed;
   if (checkpoint_blocks) options.checkpoint_units = {"GPTBlock"};
-  if (options.kind == strategies::StrategyKind::kFsdp) {
+  if (kind == "fsdp_default") {
+    options.fsdp.init_seed = 1;  // Every other FSDP option at its default.
+  } else if (options.kind == strategies::StrategyKind::kFsdp) {
     const bool lean = kind == "fsdp_lean";
     options.fsdp.sharding = strategies::ShardingStrategy::kFullShard;
     options.fsdp.wrap_policy.unit_types = {"GPTBlock"};
@@ -204,10 +217,11 @@ void Memory(comm::Group& group) {
   std::vector<Row> rows;
   const std::string tag = absl::StrCat("rank", group.rank());
   MemoryTagScope scope(tag);
-  const std::vector<std::pair<std::string, bool>> cases = {
-      {"ddp", false},       {"zero2", false}, {"fsdp", false},
-      {"fsdp_lean", false}, {"ddp", true},    {"zero2", true},
-      {"fsdp_lean", true}};
+  std::vector<std::pair<std::string, bool>> cases;
+  for (absl::string_view item : absl::StrSplit(FLAGS_memory_cases, ',')) {
+    const bool checkpoint = absl::ConsumeSuffix(&item, "+ckpt");
+    cases.emplace_back(std::string(item), checkpoint);
+  }
   for (const auto& [kind, checkpoint] : cases) {
     const int64_t base = TrackingAllocator::Stats(tag).live_bytes;
     TrackingAllocator::ResetPeak(tag);
@@ -246,13 +260,15 @@ void Memory(comm::Group& group) {
     if (row.name == "ddp") ddp_peak[row.checkpoint] = row.train_peak_mb;
   }
   for (const Row& row : rows) {
-    const std::string name = row.name == "fsdp"
-                                 ? "FSDP FULL_SHARD, prefetch (deferred init)"
-                             : row.name == "fsdp_lean"
-                                 ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
-                                   "and no reduction in flight (deferred "
-                                   "init)"
-                                 : row.name;
+    const std::string name =
+        row.name == "fsdp_default" ? "FSDP FULL_SHARD, defaults (every unit "
+                                     "wrapped, deferred init)"
+        : row.name == "fsdp"       ? "FSDP FULL_SHARD, prefetch (deferred init)"
+        : row.name == "fsdp_lean"
+            ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
+              "and no reduction in flight (deferred "
+              "init)"
+            : row.name;
     std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f |\n", name.c_str(),
                 row.checkpoint ? ", checkpointed blocks" : "",
                 row.train_peak_mb, row.train_peak_mb / ddp_peak[row.checkpoint],

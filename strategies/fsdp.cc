@@ -61,10 +61,9 @@ class FsdpStrategy::Interceptor : public models::UnitInterceptor {
 
   at::Tensor Run(const models::UnitInfo& unit, const at::Tensor& input,
                  const models::UnitForward& forward) override {
-    const bool known =
-        unit.index >= 0 && unit.index < static_cast<int>(reads_root_.size());
-    if (!known ||
-        (flat_of_model_unit_[unit.index] < 0 && !reads_root_[unit.index])) {
+    const size_t i = static_cast<size_t>(unit.index);  // Bad: huge.
+    if (i >= reads_root_.size() ||
+        (flat_of_model_unit_[i] < 0 && !reads_root_[i])) {
       return forward(input);
     }
     if (strategy_ == nullptr) {
@@ -262,11 +261,14 @@ absl::StatusOr<int64_t> FsdpStrategy::PlanUnits() {
     // would disagree in size (a Gloo abort): compare before using them.
     STRATA_RETURN_IF_ERROR(CheckSamePlanOnAllRanks(*world_, plan));
   }
-  unit_reads_root_.assign(plan.flat_of_model_unit.size(), false);
-  if (root_sharded_) {  // Before the plan's units move into flat_units_.
-    unit_reads_root_ = UnitsReadingRoot(plan, PlanInputOf(model(), {}, 1).units,
-                                        model().SharedParameters());
-  }
+  RootReaders root = FindRootReaders(plan, PlanInputOf(model(), {}, 1).units,
+                                     model().SharedParameters());
+  LOG_IF(INFO, rank0 && root_sharded_ && !root.outside_units.empty())
+      << "fsdp: the root stays gathered: code between units may read "
+      << absl::StrJoin(root.outside_units, ", ") << " (in no unit)";
+  root_sharded_ = root_sharded_ && root.outside_units.empty();
+  unit_reads_root_ = root_sharded_ ? std::move(root.reads)
+                                   : std::vector<bool>(root.reads.size());
   std::map<std::string, at::Tensor> params;
   for (const auto& item : model().named_parameters()) {
     params[item.key()] = item.value();
@@ -680,10 +682,7 @@ MemoryReport FsdpStrategy::Memory() const {
   for (const auto& unit : flat_units_) {
     report.parameter_bytes += unit->held_parameter_bytes();
     report.gradient_bytes += unit->held_gradient_bytes();
-    if (unit->gather_input.defined() &&
-        unit->gather_input.scalar_type() != at::kFloat) {
-      report.communication_bytes += unit->gather_input.nbytes();
-    }
+    report.communication_bytes += unit->held_staging_bytes();
   }
   for (const auto& r : reductions_) {
     if (r->out.defined() && !r->into_shard && !r->out.is_same(r->src) &&

@@ -9,7 +9,9 @@
 // tied wte.weight even when the head is wrapped). Code between units never
 // reads parameters (models/README.md: a unit's forward reads only its input,
 // its parameters and its declared shared parameters), so these units are
-// the only readers.
+// the only readers. A root parameter that no unit owns or declares reading
+// (a parameter outside every unit) may be read by code between units: then
+// the root cannot be sharded, and FsdpStrategy keeps it gathered.
 #ifndef STRATA_STRATEGIES_FSDP_ROOT_H_
 #define STRATA_STRATEGIES_FSDP_ROOT_H_
 
@@ -26,11 +28,18 @@ namespace strata::strategies {
 using SharedReaders =
     std::vector<std::pair<std::string, std::vector<std::string>>>;
 
-// Per unit of `units` (forward order): whether its forward reads a
-// parameter of `plan`'s root. All false when the plan has no root.
-std::vector<bool> UnitsReadingRoot(const FsdpPlan& plan,
-                                   const std::vector<PlanUnit>& units,
-                                   const SharedReaders& shared);
+struct RootReaders {
+  // Per unit of the model (forward order): whether its forward reads a
+  // parameter of the root. All false when the plan has no root.
+  std::vector<bool> reads;
+  // Root parameters that no unit owns or declares reading, in root order.
+  std::vector<std::string> outside_units;
+};
+
+// The readers of `plan`'s root among `units` (the model's, forward order).
+RootReaders FindRootReaders(const FsdpPlan& plan,
+                            const std::vector<PlanUnit>& units,
+                            const SharedReaders& shared);
 
 }  // namespace strata::strategies
 

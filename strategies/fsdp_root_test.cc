@@ -37,39 +37,56 @@ PlanInput Gpt(std::vector<int> wrapped) {
 
 const SharedReaders kTied = {{"wte.weight", {"head"}}};
 
-std::vector<bool> Reads(const std::vector<int>& wrapped,
-                        const SharedReaders& shared) {
+RootReaders Find(const std::vector<int>& wrapped, const SharedReaders& shared,
+                 bool ln_f_in_head = true) {
   PlanInput input = Gpt(wrapped);
+  if (!ln_f_in_head) input.units.back().parameters.clear();
   for (const auto& [name, readers] : shared) input.shared.insert(name);
   absl::StatusOr<FsdpPlan> plan = PlanFlatUnits(input);
   EXPECT_THAT(plan, IsOk());
   if (!plan.ok()) return {};
-  return UnitsReadingRoot(*plan, input.units, shared);
+  return FindRootReaders(*plan, input.units, shared);
 }
 
-TEST(UnitsReadingRootTest, UnwrappedEmbedAndHeadOwnRootParameters) {
+std::vector<bool> Reads(const std::vector<int>& wrapped,
+                        const SharedReaders& shared) {
+  RootReaders found = Find(wrapped, shared);
+  EXPECT_THAT(found.outside_units, ElementsAre()) << "every root parameter "
+                                                     "has a reader";
+  return found.reads;
+}
+
+TEST(FindRootReadersTest, UnwrappedEmbedAndHeadOwnRootParameters) {
   // Blocks wrapped: embed (wte, wpe) and head (ln_f) are the root's.
   EXPECT_THAT(Reads({1, 2}, kTied), ElementsAre(true, false, false, true));
 }
 
-TEST(UnitsReadingRootTest, WrappedHeadReadsTheTiedEmbeddingInTheRoot) {
+TEST(FindRootReadersTest, WrappedHeadReadsTheTiedEmbeddingInTheRoot) {
   // Every unit wrapped: only the tied wte.weight is left to the root; the
   // embed unit owns it and the head is its declared reader.
   EXPECT_THAT(Reads({0, 1, 2, 3}, kTied),
               ElementsAre(true, false, false, true));
 }
 
-TEST(UnitsReadingRootTest, UntiedWrappedModelHasNoRootReaders) {
+TEST(FindRootReadersTest, UntiedWrappedModelHasNoRootReaders) {
   // Nothing shared and every unit wrapped: no root at all.
   EXPECT_THAT(Reads({0, 1, 2, 3}, {}), ElementsAre(false, false, false, false));
 }
 
-TEST(UnitsReadingRootTest, OwnerAndReadersOfASharedParameterReadTheRoot) {
+TEST(FindRootReadersTest, OwnerAndReadersOfASharedParameterReadTheRoot) {
   // blocks.1 reads blocks.0's fc.weight: the plan moves it to the root, so
   // its owner blocks.0 and its reader blocks.1 read the root, as does the
   // unwrapped embed; the untied head does not.
   EXPECT_THAT(Reads({1, 2, 3}, {{"blocks.0.fc.weight", {"blocks.1"}}}),
               ElementsAre(true, true, true, false));
+}
+
+TEST(FindRootReadersTest, ParametersOutsideEveryUnitAreListed) {
+  // ln_f.weight owned by no unit (the head lists none): it is in the root,
+  // and no unit reads it.
+  const RootReaders found = Find({1, 2}, kTied, /*ln_f_in_head=*/false);
+  EXPECT_THAT(found.outside_units, ElementsAre("ln_f.weight"));
+  EXPECT_THAT(found.reads, ElementsAre(true, false, false, true));
 }
 
 }  // namespace

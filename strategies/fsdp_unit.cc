@@ -83,6 +83,12 @@ int64_t FlatUnit::held_gradient_bytes() const {
          (grad_accum.defined() ? grad_accum.nbytes() : 0);
 }
 
+int64_t FlatUnit::held_staging_bytes() const {
+  return gather_input.defined() && gather_input.scalar_type() != at::kFloat
+             ? gather_input.nbytes()
+             : 0;
+}
+
 void AppendShardRuns(const FlatUnit& unit, int shard_rank,
                      const at::Tensor& flat, const std::string& suffix,
                      std::vector<ShardedTensor>* out) {

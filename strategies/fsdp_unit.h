@@ -61,6 +61,9 @@ struct FlatUnit : FlatUnitPlan {
   // now (0 for what aliases the shards).
   int64_t held_parameter_bytes() const { return full_storage.held_bytes(); }
   int64_t held_gradient_bytes() const;
+  // Bytes of the all-gather's input cast below fp32 (a copy of the master
+  // shard) while the gather runs.
+  int64_t held_staging_bytes() const;
 
   // Calls fn(entry, offset in the parameter, run) for each run of this unit's
   // parameters inside shard `shard_rank`, `run` being the matching narrow of
