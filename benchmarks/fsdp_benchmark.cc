@@ -18,7 +18,11 @@
 // throughput or lean settings), counted by base/tracking_allocator.h
 // (every CPU tensor allocation of the rank's process: parameters, gradients,
 // optimizer state, communication buffers, activations), and the peak while
-// the strategy is created (FSDP with deferred initialisation).
+// the strategy is created (FSDP with deferred initialisation); beside them
+// the peak resident set (VmHWM, reset before each case; with
+// --malloc_mmap_threshold_bytes as the train binary's default, so freed
+// buffers return to the kernel and it follows what is held; later cases
+// run in a heap earlier ones used).
 //
 // With no rank environment the binary re-launches itself as --nproc ranks
 // (1 thread each) through strata::launch; rank 0 prints the tables.
@@ -40,6 +44,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/process_memory.h"
 #include "base/tracking_allocator.h"
 #include "comm/environment.h"
 #include "comm/group.h"
@@ -67,6 +72,9 @@ DEFINE_string(memory_cases,
               "fsdp_default (FsdpOptions' defaults, as the train binary's "
               "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
               "+ckpt checkpoints the blocks.");
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{1} << 20,
+             "As train's flag: allocations of at least this size are mmapped "
+             "(returned to the kernel when freed); -1: glibc's default.");
 
 namespace strata {
 namespace {
@@ -213,6 +221,7 @@ void Memory(comm::Group& group) {
     double create_peak_mb = 0;
     double train_peak_mb = 0;
     double steady_mb = 0;
+    double resident_peak_mib = 0;  // VmHWM during creation and training.
   };
   std::vector<Row> rows;
   const std::string tag = absl::StrCat("rank", group.rank());
@@ -225,6 +234,7 @@ void Memory(comm::Group& group) {
   for (const auto& [kind, checkpoint] : cases) {
     const int64_t base = TrackingAllocator::Stats(tag).live_bytes;
     TrackingAllocator::ResetPeak(tag);
+    CheckOk(ResetPeakResident());
     std::unique_ptr<strategies::Strategy> strategy =
         Make(kind, config, &group, /*deferred=*/kind.rfind("fsdp", 0) == 0,
              checkpoint);
@@ -239,6 +249,9 @@ void Memory(comm::Group& group) {
         group, (TrackingAllocator::Stats(tag).peak_bytes - base) / 1e6);
     row.steady_mb = WorldMax(
         group, (TrackingAllocator::Stats(tag).live_bytes - base) / 1e6);
+    const absl::StatusOr<int64_t> resident = PeakResidentBytes();
+    CheckOk(resident.status());
+    row.resident_peak_mib = WorldMax(group, *resident / 1048576.0);
     rows.push_back(row);
     strategy.reset();
     CheckOk(group.Barrier());
@@ -250,8 +263,9 @@ void Memory(comm::Group& group) {
       "(%.1fM parameters, 16 Psi = %.0f MB), %d ranks x %lld sequences x "
       "%lld tokens, fp32 AdamW:\n\n"
       "| strategy | peak in training (MB) | ratio to DDP (same "
-      "checkpointing) | between steps (MB) | peak at creation (MB) |\n"
-      "| --- | --- | --- | --- | --- |\n",
+      "checkpointing) | between steps (MB) | peak at creation (MB) | "
+      "VmHWM (MiB) |\n"
+      "| --- | --- | --- | --- | --- | --- |\n",
       FLAGS_memory_model.c_str(), psi / 1e6, 16 * psi / 1e6, group.size(),
       static_cast<long long>(FLAGS_batch),
       static_cast<long long>(FLAGS_seq_len));
@@ -269,16 +283,19 @@ void Memory(comm::Group& group) {
               "and no reduction in flight (deferred "
               "init)"
             : row.name;
-    std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f |\n", name.c_str(),
+    std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f | %.0f |\n", name.c_str(),
                 row.checkpoint ? ", checkpointed blocks" : "",
                 row.train_peak_mb, row.train_peak_mb / ddp_peak[row.checkpoint],
-                row.steady_mb, row.create_peak_mb);
+                row.steady_mb, row.create_peak_mb, row.resident_peak_mib);
   }
   std::fflush(stdout);
 }
 
 int RunRank(const comm::RendezvousInfo& info) {
   CheckOk(TrackingAllocator::Install());
+  if (FLAGS_malloc_mmap_threshold_bytes != -1) {
+    CheckOk(SetMallocMmapThreshold(FLAGS_malloc_mmap_threshold_bytes));
+  }
   at::set_num_threads(1);
   comm::GroupOptions options;
   options.timeout = absl::Minutes(10);

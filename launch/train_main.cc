@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "base/heartbeat.h"
+#include "base/process_memory.h"
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
@@ -25,6 +26,14 @@
 #include "launch/train_flags.h"
 #include "launch/trainer.h"
 #include "strategies/options.h"
+
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{1} << 20,
+             "Every allocation of at least this many bytes gets its own mmap, "
+             "returned to the kernel when freed (glibc's M_MMAP_THRESHOLD; "
+             "at most 32 MiB), so that freed units' and activations' buffers "
+             "do not stay in a fragmented heap: FSDP's peak resident set "
+             "follows what it holds (BENCHMARKS.md). -1: glibc's dynamic "
+             "threshold.");
 
 namespace strata::launch {
 namespace {
@@ -106,6 +115,14 @@ int Main(int argc, char** argv) {
   if (FLAGS_nproc < 1) {
     LOG(ERROR) << "--nproc must be >= 1, got " << FLAGS_nproc;
     return 1;
+  }
+  if (FLAGS_malloc_mmap_threshold_bytes != -1) {
+    const absl::Status set =
+        SetMallocMmapThreshold(FLAGS_malloc_mmap_threshold_bytes);
+    if (!set.ok()) {
+      LOG(ERROR) << "--malloc_mmap_threshold_bytes: " << set.message();
+      return 1;
+    }
   }
   std::vector<std::string> notes;
   absl::StatusOr<TrainOptions> options =
