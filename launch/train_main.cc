@@ -27,13 +27,14 @@
 #include "launch/trainer.h"
 #include "strategies/options.h"
 
-DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{1} << 20,
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{128} << 10,
              "Every allocation of at least this many bytes gets its own mmap, "
-             "returned to the kernel when freed (glibc's M_MMAP_THRESHOLD; "
-             "at most 32 MiB), so that freed units' and activations' buffers "
-             "do not stay in a fragmented heap: FSDP's peak resident set "
-             "follows what it holds (BENCHMARKS.md). -1: glibc's dynamic "
-             "threshold.");
+             "returned to the kernel when freed (glibc's M_MMAP_THRESHOLD, "
+             "at most 32 MiB; the default is glibc's initial threshold, kept "
+             "fixed instead of rising to each freed block's size), so that "
+             "freed units' and activations' buffers do not stay in a "
+             "fragmented heap: FSDP's peak resident set follows what it "
+             "holds (BENCHMARKS.md). -1: glibc's dynamic threshold.");
 
 namespace strata::launch {
 namespace {
