@@ -61,7 +61,7 @@ class FsdpStrategy::Interceptor : public models::UnitInterceptor {
 
   at::Tensor Run(const models::UnitInfo& unit, const at::Tensor& input,
                  const models::UnitForward& forward) override {
-    const size_t i = static_cast<size_t>(unit.index);  // Bad: huge.
+    const size_t i = static_cast<size_t>(unit.index);  // < 0: out of range.
     if (i >= reads_root_.size() ||
         (flat_of_model_unit_[i] < 0 && !reads_root_[i])) {
       return forward(input);
@@ -454,8 +454,9 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
     });
     // The unit's backward has run when its input's gradient is ready (its
     // input reaches every node of its forward): the root can go until the
-    // backward of the next unit that reads it gathers it again.
-    if (root && input.requires_grad()) {
+    // next backward that reads it, unless that is the unit before's.
+    const bool before = model_unit > 0 && unit_reads_root_[model_unit - 1];
+    if (root && !before && input.requires_grad()) {
       input.register_hook([this](const at::Tensor&) { Reshard(*root_); });
     }
   }

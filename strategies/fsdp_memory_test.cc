@@ -18,6 +18,7 @@
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/init.h"
+#include "models/unit.h"
 #include "strategies/factory.h"
 #include "strategies/fsdp.h"
 #include "strategies/strategy.h"
@@ -86,6 +87,30 @@ TEST(FsdpRootTest, GatheredForEachUnitThatReadsItAndFreedBetweenSteps) {
           EXPECT_EQ(fsdp.Memory().gradient_bytes, 4 * PaddedNumel(fsdp) / 2);
         }).ok());
   }
+}
+
+TEST(FsdpRootTest, AdjacentReadersKeepItGatheredBetweenThem) {
+  // Only blocks.0 wrapped: blocks.1 and the head, adjacent, both read the
+  // root. Forward gathers it for the embed and once for blocks.1 and the
+  // head; backward once for the head and blocks.1 (freeing it between them
+  // would leave blocks.1's backward without parameters: an error) and once
+  // for the embed: 4 per micro-batch.
+  ASSERT_TRUE(
+      RunOnRanks(2, [&](Group& group) {
+        StrategyOptions options = FullShard({});
+        options.fsdp.wrap_policy.predicate = [](const models::UnitInfo& unit) {
+          return unit.name == "blocks.0";
+        };
+        auto created = CreateStrategy(options, Build(Config("gpt-tiny"), 7),
+                                      &group, Optimizer(), Schedule());
+        ASSERT_THAT(created, IsOk());
+        FsdpStrategy& fsdp = FsdpOf(**created);
+        ASSERT_THAT(Train(fsdp, group.rank(), 2, /*micro_batches=*/2, nullptr,
+                          /*steps=*/1),
+                    IsOk());
+        EXPECT_EQ(fsdp.counters().root_all_gathers, 2 * 4);
+        EXPECT_EQ(fsdp.Memory().parameter_bytes, 4 * PaddedNumel(fsdp) / 2);
+      }).ok());
 }
 
 TEST(FsdpRootTest, ShardGradOpKeepsTheRootGathered) {
