@@ -452,9 +452,8 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
       if (root) PreBackward(*root_);  // Also allocates the root's gradients.
       if (unit != nullptr) PreBackward(*unit);
     });
-    // The unit's backward has run when its input's gradient is ready (its
-    // input reaches every node of its forward): the root can go until the
-    // next backward that reads it, unless that is the unit before's.
+    // The unit's backward has run when its input's gradient is ready: the
+    // root can go until the next backward reading it (not the unit before).
     const bool before = model_unit > 0 && unit_reads_root_[model_unit - 1];
     if (root && !before && input.requires_grad()) {
       input.register_hook([this](const at::Tensor&) { Reshard(*root_); });
@@ -619,8 +618,7 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   }
   communicate_ =
       last_micro_batch || options_.fsdp.reduce_scatter_every_micro_step;
-  // A sharded root's gradients are allocated by the first backward that
-  // reads it (PreBackward).
+  // A sharded root's: by the first backward reading it (PreBackward).
   if (root_ != nullptr && !root_sharded_) root_->AllocateGrads();
   readiness_->Arm();
   in_micro_batch_ = true;

@@ -20,11 +20,12 @@
 // state is sharded. GPT's tied wte is gathered for the embed unit's forward,
 // again for the head's, again for the head's backward (from the head's
 // output hook; freed when the head's input gradient is ready, i.e. its
-// backward has run) and for the embed's backward (until the end of
-// backward). The root's full gradients are allocated by the first backward
-// that reads it and reduce-scattered once, after the whole backward. With
-// SHARD_GRAD_OP and NO_SHARD the root stays gathered (re-gathered after
-// every optimizer step).
+// backward has run: a unit's input reaches every node of its forward, as in
+// GPT's and Llama's units; kept when the unit before reads it too) and for
+// the embed's backward (until the end of backward). The root's full gradients
+// are allocated by the first backward that reads it and reduce-scattered once,
+// after the whole backward. With SHARD_GRAD_OP and NO_SHARD the root stays
+// gathered (re-gathered after every optimizer step).
 //
 // State. Every rank keeps, for each flat parameter, its fp32 master shard
 // (all shards are views of one buffer, so one fused optimizer updates them)
