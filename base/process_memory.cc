@@ -1,6 +1,9 @@
 #include "base/process_memory.h"
 
 #include <cstdlib>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <fstream>
 #include <string>
 
@@ -36,6 +39,37 @@ absl::StatusOr<int64_t> ProcStatusBytes(absl::string_view field) {
   }
   return absl::NotFoundError(
       absl::StrCat("/proc/self/status has no ", field, " line"));
+}
+
+absl::Status ResetPeakResident() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  if (!out) {
+    return absl::InternalError(
+        "cannot write 5 to /proc/self/clear_refs to reset the peak resident "
+        "set (VmHWM): no procfs, or a kernel before 4.0?");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetMallocMmapThreshold(int64_t bytes) {
+  constexpr int64_t kMax = int64_t{32} << 20;  // glibc's HEAP_MAX / 2.
+  if (bytes < 0 || bytes > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malloc mmap threshold: must be in [0, ", kMax,
+                     "] bytes, got ", bytes));
+  }
+#if defined(__GLIBC__)
+  if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes)) != 1) {
+    return absl::InternalError(
+        absl::StrCat("mallopt(M_MMAP_THRESHOLD, ", bytes, ") failed"));
+  }
+  return absl::OkStatus();
+#else
+  return absl::UnimplementedError(
+      "malloc mmap threshold: only glibc's malloc is tuned");
+#endif
 }
 
 }  // namespace strata

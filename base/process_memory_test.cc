@@ -38,6 +38,34 @@ TEST(ProcessMemoryTest, ResidentIsAtMostThePeak) {
   EXPECT_LE(*rss, *peak);
 }
 
+TEST(ProcessMemoryTest, ResetPeakBringsThePeakDownToTheResidentSet) {
+  // 64 MiB touched and freed (with an mmap threshold of 1 MiB: unmapped at
+  // once), then the reset: the peak is the resident set again, below the
+  // peak that included the block by at least half of it (other threads of
+  // the test binary allocate little).
+  ASSERT_THAT(SetMallocMmapThreshold(1 << 20), IsOk());
+  constexpr size_t kBytes = size_t{64} << 20;
+  {
+    std::unique_ptr<char[]> block(new char[kBytes]);
+    std::memset(block.get(), 1, kBytes);
+    EXPECT_EQ(block[kBytes - 1], 1);
+  }
+  const absl::StatusOr<int64_t> with_block = PeakResidentBytes();
+  ASSERT_THAT(with_block, IsOk());
+  ASSERT_THAT(ResetPeakResident(), IsOk());
+  const absl::StatusOr<int64_t> peak = PeakResidentBytes();
+  ASSERT_THAT(peak, IsOk());
+  EXPECT_LE(*peak, *with_block - static_cast<int64_t>(kBytes) / 2);
+}
+
+TEST(ProcessMemoryTest, MmapThresholdOutsideGlibcsRangeIsRefused) {
+  EXPECT_THAT(SetMallocMmapThreshold(-1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-1")));
+  EXPECT_THAT(
+      SetMallocMmapThreshold(int64_t{64} << 20),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("67108864")));
+}
+
 TEST(ProcessMemoryTest, UnknownFieldIsNotFoundNamingIt) {
   EXPECT_THAT(
       ProcStatusBytes("VmNoSuchField"),

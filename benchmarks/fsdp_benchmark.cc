@@ -13,10 +13,16 @@
 //
 // Memory (--mode=memory): peak per-rank bytes of tensor storage during two
 // training steps of --memory_model (default gpt-100m, 91.5M parameters) for
-// DDP, ZeRO-2 and FSDP FULL_SHARD, counted by base/tracking_allocator.h
+// the --memory_cases (DDP, ZeRO-1, ZeRO-2 and FSDP FULL_SHARD: with the
+// train binary's defaults, every unit wrapped, and with blocks wrapped and
+// throughput or lean settings), counted by base/tracking_allocator.h
 // (every CPU tensor allocation of the rank's process: parameters, gradients,
 // optimizer state, communication buffers, activations), and the peak while
-// the strategy is created (FSDP with deferred initialisation).
+// the strategy is created (FSDP with deferred initialisation); beside them
+// the peak resident set (VmHWM, reset before each case; with
+// --malloc_mmap_threshold_bytes as the train binary's default, so freed
+// buffers return to the kernel and it follows what is held; later cases
+// run in a heap earlier ones used).
 //
 // With no rank environment the binary re-launches itself as --nproc ranks
 // (1 thread each) through strata::launch; rank 0 prints the tables.
@@ -36,6 +42,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/process_memory.h"
 #include "base/tracking_allocator.h"
 #include "comm/environment.h"
 #include "comm/group.h"
@@ -56,6 +65,16 @@ DEFINE_int64(seq_len, 256, "Tokens per sequence.");
 DEFINE_int32(warmup_steps, 1, "Untimed steps before each timed run.");
 DEFINE_int32(steps, 4, "Timed steps per run.");
 DEFINE_int32(repetitions, 3, "Alternating DDP / FSDP runs (medians).");
+DEFINE_string(memory_cases,
+              "ddp,zero1,zero2,fsdp_default,fsdp,fsdp_lean,ddp+ckpt,"
+              "zero2+ckpt,fsdp_lean+ckpt",
+              "--mode=memory: comma-separated ddp, zero1, zero2, "
+              "fsdp_default (FsdpOptions' defaults, as the train binary's "
+              "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
+              "+ckpt checkpoints the blocks.");
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{128} << 10,
+             "As train's flag: allocations of at least this size are mmapped "
+             "(returned to the kernel when freed); -1: glibc's default.");
 
 namespace strata {
 namespace {
@@ -86,11 +105,13 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
   CHECK(model.ok()) << model.status();
   strategies::StrategyOptions options;
   absl::StatusOr<strategies::StrategyKind> parsed =
-      strategies::ParseStrategyKind(kind == "fsdp_lean" ? "fsdp" : kind);
+      strategies::ParseStrategyKind(kind.rfind("fsdp", 0) == 0 ? "fsdp" : kind);
   CHECK(parsed.ok()) << parsed.status();
   options.kind = *parsed;
   if (checkpoint_blocks) options.checkpoint_units = {"GPTBlock"};
-  if (options.kind == strategies::StrategyKind::kFsdp) {
+  if (kind == "fsdp_default") {
+    options.fsdp.init_seed = 1;  // Every other FSDP option at its default.
+  } else if (options.kind == strategies::StrategyKind::kFsdp) {
     const bool lean = kind == "fsdp_lean";
     options.fsdp.sharding = strategies::ShardingStrategy::kFullShard;
     options.fsdp.wrap_policy.unit_types = {"GPTBlock"};
@@ -200,17 +221,20 @@ void Memory(comm::Group& group) {
     double create_peak_mb = 0;
     double train_peak_mb = 0;
     double steady_mb = 0;
+    double resident_peak_mib = 0;  // VmHWM during creation and training.
   };
   std::vector<Row> rows;
   const std::string tag = absl::StrCat("rank", group.rank());
   MemoryTagScope scope(tag);
-  const std::vector<std::pair<std::string, bool>> cases = {
-      {"ddp", false},       {"zero2", false}, {"fsdp", false},
-      {"fsdp_lean", false}, {"ddp", true},    {"zero2", true},
-      {"fsdp_lean", true}};
+  std::vector<std::pair<std::string, bool>> cases;
+  for (absl::string_view item : absl::StrSplit(FLAGS_memory_cases, ',')) {
+    const bool checkpoint = absl::ConsumeSuffix(&item, "+ckpt");
+    cases.emplace_back(std::string(item), checkpoint);
+  }
   for (const auto& [kind, checkpoint] : cases) {
     const int64_t base = TrackingAllocator::Stats(tag).live_bytes;
     TrackingAllocator::ResetPeak(tag);
+    CheckOk(ResetPeakResident());
     std::unique_ptr<strategies::Strategy> strategy =
         Make(kind, config, &group, /*deferred=*/kind.rfind("fsdp", 0) == 0,
              checkpoint);
@@ -225,6 +249,9 @@ void Memory(comm::Group& group) {
         group, (TrackingAllocator::Stats(tag).peak_bytes - base) / 1e6);
     row.steady_mb = WorldMax(
         group, (TrackingAllocator::Stats(tag).live_bytes - base) / 1e6);
+    const absl::StatusOr<int64_t> resident = PeakResidentBytes();
+    CheckOk(resident.status());
+    row.resident_peak_mib = WorldMax(group, *resident / 1048576.0);
     rows.push_back(row);
     strategy.reset();
     CheckOk(group.Barrier());
@@ -236,8 +263,9 @@ void Memory(comm::Group& group) {
       "(%.1fM parameters, 16 Psi = %.0f MB), %d ranks x %lld sequences x "
       "%lld tokens, fp32 AdamW:\n\n"
       "| strategy | peak in training (MB) | ratio to DDP (same "
-      "checkpointing) | between steps (MB) | peak at creation (MB) |\n"
-      "| --- | --- | --- | --- | --- |\n",
+      "checkpointing) | between steps (MB) | peak at creation (MB) | "
+      "VmHWM (MiB) |\n"
+      "| --- | --- | --- | --- | --- | --- |\n",
       FLAGS_memory_model.c_str(), psi / 1e6, 16 * psi / 1e6, group.size(),
       static_cast<long long>(FLAGS_batch),
       static_cast<long long>(FLAGS_seq_len));
@@ -246,23 +274,28 @@ void Memory(comm::Group& group) {
     if (row.name == "ddp") ddp_peak[row.checkpoint] = row.train_peak_mb;
   }
   for (const Row& row : rows) {
-    const std::string name = row.name == "fsdp"
-                                 ? "FSDP FULL_SHARD, prefetch (deferred init)"
-                             : row.name == "fsdp_lean"
-                                 ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
-                                   "and no reduction in flight (deferred "
-                                   "init)"
-                                 : row.name;
-    std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f |\n", name.c_str(),
+    const std::string name =
+        row.name == "fsdp_default" ? "FSDP FULL_SHARD, defaults (every unit "
+                                     "wrapped, deferred init)"
+        : row.name == "fsdp"       ? "FSDP FULL_SHARD, prefetch (deferred init)"
+        : row.name == "fsdp_lean"
+            ? "FSDP FULL_SHARD, no prefetch, 1 all-gather "
+              "and no reduction in flight (deferred "
+              "init)"
+            : row.name;
+    std::printf("| %s%s | %.0f | %.2f | %.0f | %.0f | %.0f |\n", name.c_str(),
                 row.checkpoint ? ", checkpointed blocks" : "",
                 row.train_peak_mb, row.train_peak_mb / ddp_peak[row.checkpoint],
-                row.steady_mb, row.create_peak_mb);
+                row.steady_mb, row.create_peak_mb, row.resident_peak_mib);
   }
   std::fflush(stdout);
 }
 
 int RunRank(const comm::RendezvousInfo& info) {
   CheckOk(TrackingAllocator::Install());
+  if (FLAGS_malloc_mmap_threshold_bytes != -1) {
+    CheckOk(SetMallocMmapThreshold(FLAGS_malloc_mmap_threshold_bytes));
+  }
   at::set_num_threads(1);
   comm::GroupOptions options;
   options.timeout = absl::Minutes(10);

@@ -199,7 +199,9 @@ DEFINE_bool(fsdp_reduce_scatter_every_micro_step,
 DEFINE_bool(fsdp_deferred_init, kDefaults.fsdp_deferred_init,
             "--strategy=fsdp: build the model without allocating its "
             "parameters and materialise only each rank's shards (values "
-            "identical to a full build), for models too large for one rank.");
+            "identical to a full build), so a full model never exists on a "
+            "rank. Default on; ignored by other strategies and on CUDA "
+            "(which builds the full model, logged).");
 DEFINE_string(
     ckpt_format,
     std::string(strata::launch::CheckpointFormatName(kDefaults.ckpt_format)),
@@ -317,8 +319,7 @@ DEFINE_string(device, kDefaults.device,
               "where parameters, gradients, optimizer state and activations "
               "live. auto: cuda where this LibTorch has CUDA, a GPU is "
               "visible and the run can use it (fp32 or bf16; no "
-              "checkpoints, --fsdp_deferred_init or --fsdp_cpu_offload so "
-              "far), else cpu");
+              "checkpoints or --fsdp_cpu_offload so far), else cpu");
 DEFINE_int32(threads, 1,
              "LibTorch intra-op threads (element-wise ops, softmax, ...); 0: "
              "OMP_NUM_THREADS when set (the launcher sets it per rank), else "

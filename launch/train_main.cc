@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "base/heartbeat.h"
+#include "base/process_memory.h"
 #include "comm/environment.h"
 #include "comm/group.h"
 #include "comm/rendezvous.h"
@@ -33,6 +34,15 @@ DEFINE_bool(plan_only, false,
             "for these flags on --nproc ranks (or the launcher's WORLD_SIZE) "
             "and exit, without joining a process group or building the "
             "model.");
+
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{128} << 10,
+             "Every allocation of at least this many bytes gets its own mmap, "
+             "returned to the kernel when freed (glibc's M_MMAP_THRESHOLD, "
+             "at most 32 MiB; the default is glibc's initial threshold, kept "
+             "fixed instead of rising to each freed block's size), so that "
+             "freed units' and activations' buffers do not stay in a "
+             "fragmented heap: FSDP's peak resident set follows what it "
+             "holds (BENCHMARKS.md). -1: glibc's dynamic threshold.");
 
 namespace strata::launch {
 namespace {
@@ -125,6 +135,14 @@ int Main(int argc, char** argv) {
   if (FLAGS_nproc < 1) {
     LOG(ERROR) << "--nproc must be >= 1, got " << FLAGS_nproc;
     return 1;
+  }
+  if (FLAGS_malloc_mmap_threshold_bytes != -1) {
+    const absl::Status set =
+        SetMallocMmapThreshold(FLAGS_malloc_mmap_threshold_bytes);
+    if (!set.ok()) {
+      LOG(ERROR) << "--malloc_mmap_threshold_bytes: " << set.message();
+      return 1;
+    }
   }
   std::vector<std::string> notes;
   absl::StatusOr<TrainOptions> options =

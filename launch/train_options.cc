@@ -345,9 +345,6 @@ absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
   std::string why_not;
   if (gpus == 0) {
     why_not = "this LibTorch has no CUDA or no GPU is visible";
-  } else if (o.fsdp_deferred_init) {
-    why_not =
-        "--fsdp_deferred_init materialises shards on the host only so far";
   } else if (o.fsdp_cpu_offload) {
     why_not = "--fsdp_cpu_offload with CUDA compute is not built yet";
   } else if (o.precision == Precision::kFp16) {
@@ -366,6 +363,11 @@ absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
                      absl::StrCat("cuda: ", why_not, "; use --device=cpu"));
   }
   return at::Device(at::kCPU);
+}
+
+bool DeferredInit(const TrainOptions& o, const at::Device& device) {
+  return o.fsdp_deferred_init &&
+         o.strategy == strategies::StrategyKind::kFsdp && device.is_cpu();
 }
 
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
@@ -455,13 +457,6 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
                           StrategyOptionsFromFlags(o));
   STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
-  if (o.fsdp_deferred_init && o.strategy != strategies::StrategyKind::kFsdp) {
-    return FlagError("fsdp_deferred_init",
-                     absl::StrCat("needs --strategy=fsdp (each rank then "
-                                  "materialises only its shards), got "
-                                  "--strategy=",
-                                  strategies::StrategyKindName(o.strategy)));
-  }
   auto config = ModelConfigOf(o.model);
   if (!config.ok()) return config.status();
   if (o.vocab_size < 0)

@@ -109,7 +109,10 @@ struct TrainOptions {
   bool fsdp_cpu_offload = false;
   int fsdp_hybrid_shard_group_size = 0;
   bool fsdp_reduce_scatter_every_micro_step = false;
-  bool fsdp_deferred_init = false;
+  // FSDP builds the model without allocating its parameters and each rank
+  // materialises only its shards (DeferredInit). Ignored by the other
+  // strategies, and on CUDA (the full model is built there; logged).
+  bool fsdp_deferred_init = true;
   // Checkpoints (launch/training_checkpoint.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
   CheckpointFormat ckpt_format = CheckpointFormat::kSharded;
@@ -192,10 +195,16 @@ struct TrainOptions {
 absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model);
 
 // The device --device names. "auto": cuda where this LibTorch has CUDA, a GPU
-// is visible and the run can use it (fp32 or bf16; no checkpoints, FSDP
-// deferred init or CPU offload: what runs on CUDA so far), else cpu. "cuda"
+// is visible and the run can use it (fp32 or bf16; no checkpoints or FSDP
+// CPU offload: what runs on CUDA so far), else cpu. "cuda"
 // where that is not so is an error naming the flag.
 absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o);
+
+// Whether the model is built deferred: --fsdp_deferred_init with
+// --strategy=fsdp on the CPU (deferred init materialises shards on the host
+// only so far; on CUDA the full model is built instead, which the trainer
+// logs).
+bool DeferredInit(const TrainOptions& o, const at::Device& device);
 
 // Checks every option before any work starts; errors name the flag
 // ("--global_batch: must be >= 1, got 0"). Flags of another optimizer or

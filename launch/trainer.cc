@@ -264,12 +264,17 @@ absl::Status MaybeCreateTrace(const TrainOptions& o, Run* run) {
 // The model (with bf16 autocast for --precision=bf16), the strategy over
 // it, the training sampler and the checkpoint manager.
 absl::Status BuildTraining(const TrainOptions& o, Run* run) {
+  STRATA_ASSIGN_OR_RETURN(run->device, ResolveDevice(o));
   models::BuildOptions build;
   build.seed = o.seed;
-  build.deferred = o.fsdp_deferred_init;
+  build.deferred = DeferredInit(o, run->device);
+  LOG_IF(INFO, run->rank == 0 && !build.deferred && o.fsdp_deferred_init &&
+                   o.strategy == strategies::StrategyKind::kFsdp)
+      << "--fsdp_deferred_init: shards are materialised on the host only so "
+         "far; building the full model on "
+      << run->device.str();
   STRATA_ASSIGN_OR_RETURN(run->model, models::BuildModel(run->config, build));
   run->model->train();
-  STRATA_ASSIGN_OR_RETURN(run->device, ResolveDevice(o));
   if (run->device.is_cuda()) {
     run->model->to(run->device);
     LOG_IF(INFO, run->rank == 0) << "training on " << run->device.str();

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "strategies/fsdp_init.h"
 #include "strategies/fsdp_plan.h"
+#include "strategies/fsdp_root.h"
 #include "strategies/fsdp_unit.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/optimizer_factory.h"
@@ -50,19 +51,21 @@ struct FsdpStrategy::Reduction {
 
 class FsdpStrategy::Interceptor : public models::UnitInterceptor {
  public:
-  Interceptor(FsdpStrategy* strategy, std::vector<int> flat_of_model_unit)
+  Interceptor(FsdpStrategy* strategy, std::vector<int> flat_of_model_unit,
+              std::vector<bool> reads_root)
       : strategy_(strategy),
-        flat_of_model_unit_(std::move(flat_of_model_unit)) {}
+        flat_of_model_unit_(std::move(flat_of_model_unit)),
+        reads_root_(std::move(reads_root)) {}
 
   void Detach() { strategy_ = nullptr; }
 
   at::Tensor Run(const models::UnitInfo& unit, const at::Tensor& input,
                  const models::UnitForward& forward) override {
-    const bool wrapped =
-        unit.index >= 0 &&
-        unit.index < static_cast<int>(flat_of_model_unit_.size()) &&
-        flat_of_model_unit_[unit.index] >= 0;
-    if (!wrapped) return forward(input);
+    const size_t i = static_cast<size_t>(unit.index);  // < 0: out of range.
+    if (i >= reads_root_.size() ||
+        (flat_of_model_unit_[i] < 0 && !reads_root_[i])) {
+      return forward(input);
+    }
     if (strategy_ == nullptr) {
       throw std::runtime_error(absl::StrCat(
           "unit '", unit.name,
@@ -77,6 +80,7 @@ class FsdpStrategy::Interceptor : public models::UnitInterceptor {
  private:
   FsdpStrategy* strategy_;
   const std::vector<int> flat_of_model_unit_;
+  const std::vector<bool> reads_root_;
 };
 
 // --- Creation --------------------------------------------------------------
@@ -138,6 +142,7 @@ bool FsdpStrategy::reshard_after_forward() const {
 absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
   const int rank = world_ == nullptr ? 0 : world_->rank();
   STRATA_RETURN_IF_ERROR(SetUpGroups());
+  root_sharded_ = sharded() && reshard_after_forward();
   if (options_.fsdp.cpu_offload) {
     LOG_IF(INFO, rank == 0)
         << "fsdp: --fsdp_cpu_offload: parameter shards, gradient shards and "
@@ -185,7 +190,7 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
             !options_.fsdp.reduce_scatter_every_micro_step,
         param_dtype(), compute_device_);
     if (!unit->full_aliases_master) {
-      if (unit->root || shard_size_ == 1) {
+      if ((unit->root && !root_sharded_) || shard_size_ == 1) {
         Gather(*unit);  // Stays gathered.
       } else {
         unit->ReleaseFull();
@@ -203,9 +208,11 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
     LOG(INFO) << "fsdp: " << ShardingStrategyName(options_.fsdp.sharding)
               << ", " << wrapped_.size() << " wrapped units (" << wrapped_numel
               << " parameters) + root (" << (root_ ? root_->numel : 0)
-              << " parameters, kept gathered), shard group " << shard_size_
-              << " x replicas " << replicate_size_ << ", param "
-              << c10::toString(param_dtype()) << " / reduce "
+              << " parameters, "
+              << (root_sharded_ ? "sharded" : "kept gathered")
+              << "), shard group " << shard_size_ << " x replicas "
+              << replicate_size_ << ", param " << c10::toString(param_dtype())
+              << " / reduce "
               << c10::toString(options_.mixed_precision.reduce_dtype)
               << (deferred ? ", deferred init" : "");
   }
@@ -246,7 +253,7 @@ absl::StatusOr<int64_t> FsdpStrategy::PlanUnits() {
   if (!plan.moved_to_root.empty()) {
     LOG_IF(INFO, rank0)
         << "fsdp: parameters shared between units (tied weights) go to the "
-           "root flat parameter, which stays gathered: "
+           "root flat parameter, gathered for each unit that reads them: "
         << absl::StrJoin(plan.moved_to_root, ", ");
   }
   if (world_ != nullptr && world_->size() > 1) {
@@ -254,6 +261,14 @@ absl::StatusOr<int64_t> FsdpStrategy::PlanUnits() {
     // would disagree in size (a Gloo abort): compare before using them.
     STRATA_RETURN_IF_ERROR(CheckSamePlanOnAllRanks(*world_, plan));
   }
+  RootReaders root = FindRootReaders(plan, PlanInputOf(model(), {}, 1).units,
+                                     model().SharedParameters());
+  LOG_IF(INFO, rank0 && root_sharded_ && !root.outside_units.empty())
+      << "fsdp: the root stays gathered: code between units may read "
+      << absl::StrJoin(root.outside_units, ", ") << " (in no unit)";
+  root_sharded_ = root_sharded_ && root.outside_units.empty();
+  unit_reads_root_ = root_sharded_ ? std::move(root.reads)
+                                   : std::vector<bool>(root.reads.size());
   std::map<std::string, at::Tensor> params;
   for (const auto& item : model().named_parameters()) {
     params[item.key()] = item.value();
@@ -312,7 +327,8 @@ void FsdpStrategy::AddHooks() {
                                                  std::move(requires_grad));
   readiness_->AddHooks(hook_params,
                        [this](size_t bucket) { PostBackward(bucket); });
-  interceptor_ = std::make_shared<Interceptor>(this, flat_of_model_unit_);
+  interceptor_ = std::make_shared<Interceptor>(this, flat_of_model_unit_,
+                                               unit_reads_root_);
   model().AddInterceptor(interceptor_);
 }
 
@@ -351,7 +367,9 @@ void FsdpStrategy::StartGather(FlatUnit& unit, bool prefetch) {
   if (input.scalar_type() != param_dtype()) input = input.to(param_dtype());
   if (input.device() != unit.full.device())
     input = input.to(unit.full.device());
-  if (!unit.root) {
+  if (unit.root) {
+    ++counters_.root_all_gathers;
+  } else {
     ++counters_.all_gathers;
     if (prefetch) ++counters_.prefetches;
   }
@@ -407,7 +425,8 @@ void FsdpStrategy::Prefetch(FlatUnit* unit) {
 }
 
 void FsdpStrategy::Reshard(FlatUnit& unit) {
-  if (unit.root || unit.full_aliases_master || shard_size_ == 1 || summoned_) {
+  if ((unit.root && !root_sharded_) || unit.full_aliases_master ||
+      shard_size_ == 1 || summoned_) {
     return;
   }
   WaitGather(unit);
@@ -418,17 +437,35 @@ void FsdpStrategy::Reshard(FlatUnit& unit) {
 
 at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
                                  const models::UnitForward& forward) {
-  FlatUnit& unit = *wrapped_[flat_of_model_unit_[model_unit]];
-  Gather(unit);
+  FlatUnit* unit = WrappedAt(flat_of_model_unit_[model_unit]);
+  const bool root = unit_reads_root_[model_unit];  // Only a sharded root.
+  if (root) Gather(*root_);
+  if (unit != nullptr) Gather(*unit);
   ThrowIfFailed(latched_error());  // Its parameters hold no data.
   const bool grad_mode = at::GradMode::is_enabled();
-  if (options_.fsdp.forward_prefetch) Prefetch(WrappedAt(unit.position + 1));
+  if (unit != nullptr && options_.fsdp.forward_prefetch) {
+    Prefetch(WrappedAt(unit->position + 1));
+  }
   at::Tensor output = forward(input);
   if (grad_mode && output.requires_grad()) {
-    FlatUnit* u = &unit;
-    output.register_hook([this, u](const at::Tensor&) { PreBackward(*u); });
+    output.register_hook([this, unit, root](const at::Tensor&) {
+      if (root) PreBackward(*root_);  // Also allocates the root's gradients.
+      if (unit != nullptr) PreBackward(*unit);
+    });
+    // The unit's backward has run when its input's gradient is ready: the
+    // root can go until the next backward reading it (not the unit before).
+    const bool before = model_unit > 0 && unit_reads_root_[model_unit - 1];
+    if (root && !before && input.requires_grad()) {
+      input.register_hook([this](const at::Tensor&) { Reshard(*root_); });
+    }
   }
-  if (reshard_after_forward() || !grad_mode) Reshard(unit);
+  if (unit != nullptr && (reshard_after_forward() || !grad_mode)) {
+    Reshard(*unit);
+  }
+  const size_t next = static_cast<size_t>(model_unit) + 1;
+  if (root && (next >= unit_reads_root_.size() || !unit_reads_root_[next])) {
+    Reshard(*root_);
+  }
   return output;
 }
 
@@ -556,7 +593,7 @@ absl::Status FsdpStrategy::FinishBackward() {
         [this](size_t bucket) { PostBackward(bucket); });
   }
   readiness_->Disarm();
-  for (FlatUnit* unit : wrapped_) Reshard(*unit);
+  for (auto& unit : flat_units_) Reshard(*unit);
   if (root_ != nullptr && latched_error().ok()) CompleteGradients(*root_);
   DrainReductions(0);
   return latched_error();
@@ -581,7 +618,8 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   }
   communicate_ =
       last_micro_batch || options_.fsdp.reduce_scatter_every_micro_step;
-  if (root_ != nullptr) root_->AllocateGrads();
+  // A sharded root's: by the first backward reading it (PreBackward).
+  if (root_ != nullptr && !root_sharded_) root_->AllocateGrads();
   readiness_->Arm();
   in_micro_batch_ = true;
   return absl::OkStatus();
@@ -618,7 +656,7 @@ absl::StatusOr<StepResult> FsdpStrategy::DoStep(int64_t step) {
 absl::Status FsdpStrategy::RefreshFullParameters() {
   for (auto& unit : flat_units_) {
     if (unit->full_aliases_master) continue;
-    if (unit->root || shard_size_ == 1 || summoned_) {
+    if ((unit->root && !root_sharded_) || shard_size_ == 1 || summoned_) {
       WaitGather(*unit);
       unit->gathered = false;
       Gather(*unit);
@@ -643,10 +681,7 @@ MemoryReport FsdpStrategy::Memory() const {
   for (const auto& unit : flat_units_) {
     report.parameter_bytes += unit->held_parameter_bytes();
     report.gradient_bytes += unit->held_gradient_bytes();
-    if (unit->gather_input.defined() &&
-        unit->gather_input.scalar_type() != at::kFloat) {
-      report.communication_bytes += unit->gather_input.nbytes();
-    }
+    report.communication_bytes += unit->held_staging_bytes();
   }
   for (const auto& r : reductions_) {
     if (r->out.defined() && !r->into_shard && !r->out.is_same(r->src) &&
@@ -663,11 +698,7 @@ MemoryReport FsdpStrategy::Memory() const {
 std::vector<ShardedTensor> FsdpStrategy::ModelState() const {
   std::vector<ShardedTensor> out;
   for (const auto& unit : flat_units_) {
-    unit->ForEachRun(
-        shard_rank_, master_,
-        [&](const FlatUnitPlan::Entry& e, int64_t offset, at::Tensor run) {
-          out.push_back({e.name, e.shape, offset, std::move(run)});
-        });
+    AppendShardRuns(*unit, shard_rank_, master_, "", &out);
   }
   return out;
 }
@@ -677,13 +708,7 @@ std::vector<ShardedTensor> FsdpStrategy::OptimizerState() const {
   optim::NamedTensors state = optimizer_->State();
   for (const auto& unit : flat_units_) {
     for (const auto& [key, tensor] : state) {
-      if (key == "step") continue;
-      unit->ForEachRun(
-          shard_rank_, tensor,
-          [&](const FlatUnitPlan::Entry& e, int64_t offset, at::Tensor run) {
-            out.push_back({absl::StrCat(e.name, ".", key), e.shape, offset,
-                           std::move(run)});
-          });
+      if (key != "step") AppendShardRuns(*unit, shard_rank_, tensor, key, &out);
     }
   }
   for (const auto& [key, tensor] : state) {
@@ -754,7 +779,7 @@ absl::Status FsdpStrategy::ReleaseFullParams(bool writeback) {
           .copy_(unit->full.narrow(0, shard_rank_ * unit->shard_numel,
                                    unit->shard_numel));
     }
-    if (!unit->root) Reshard(*unit);
+    Reshard(*unit);  // Not a root that stays gathered.
   }
   return latched_error();
 }
@@ -762,13 +787,10 @@ absl::Status FsdpStrategy::ReleaseFullParams(bool writeback) {
 std::vector<FsdpStrategy::FlatUnitInfo> FsdpStrategy::flat_units() const {
   std::vector<FlatUnitInfo> out;
   for (const auto& unit : flat_units_) {
-    FlatUnitInfo info;
-    info.name = unit->name;
-    info.root = unit->root;
-    for (const auto& e : unit->entries) info.parameters.push_back(e.name);
-    info.numel = unit->numel;
-    info.padded_numel = unit->padded_numel;
-    out.push_back(std::move(info));
+    std::vector<std::string> names;
+    for (const auto& e : unit->entries) names.push_back(e.name);
+    out.push_back({unit->name, unit->root, std::move(names), unit->numel,
+                   unit->padded_numel});
   }
   return out;
 }

@@ -12,8 +12,20 @@
 // a parameter may straddle shard boundaries. Everything else (unwrapped
 // units, parameters outside every unit, and parameters shared between units
 // such as GPT's tied embedding/head) forms the root flat parameter, sharded
-// the same way but kept gathered for the whole run (re-gathered after every
-// optimizer step): it is read by several units and by code between them.
+// the same way. With FULL_SHARD and HYBRID_SHARD the root is treated like a
+// unit (FSDP2's sharded root): it is gathered around each unit that reads it
+// (fsdp_root.h: units owning root parameters, and declared readers of shared
+// parameters in the root; code between units reads no parameter) and freed
+// when the next unit does not read it, so between steps every byte of model
+// state is sharded. GPT's tied wte is gathered for the embed unit's forward,
+// again for the head's, again for the head's backward (from the head's
+// output hook; freed when the head's input gradient is ready, i.e. its
+// backward has run: a unit's input reaches every node of its forward, as in
+// GPT's and Llama's units; kept when the unit before reads it too) and for
+// the embed's backward (until the end of backward). The root's full gradients
+// are allocated by the first backward that reads it and reduce-scattered once,
+// after the whole backward. With SHARD_GRAD_OP and NO_SHARD the root stays
+// gathered (re-gathered after every optimizer step).
 //
 // State. Every rank keeps, for each flat parameter, its fp32 master shard
 // (all shards are views of one buffer, so one fused optimizer updates them)
@@ -51,8 +63,9 @@
 //
 // Step: global gradient-norm clipping over the shards (sum of squares
 // all-reduced over the shard group), the optimizer (OptimizerConfig: AdamW,
-// Adam or SGD) on the fp32 shards, then the root is re-gathered; wrapped
-// units are gathered again by the next forward.
+// Adam or SGD) on the fp32 shards, then a root that stays gathered
+// (SHARD_GRAD_OP, NO_SHARD) is re-gathered; wrapped units and a sharded root
+// are gathered again by the next forward.
 //
 // Frozen parameters (requires_grad false) may sit in any flat parameter:
 // their optimizer ranges are frozen (never updated, no weight decay). A unit
@@ -65,7 +78,8 @@
 // layout (replicas.h's CheckSameOnAllRanks), then
 // builds the shards from rank 0's values (sync_module_states), or, for a
 // deferred model, materialises only this rank's shard of each parameter
-// (peak memory: the shards plus one parameter's full value).
+// (peak memory: the shards plus one parameter's full value; the train
+// binary defers by default, --fsdp_deferred_init).
 //
 // CPU offload: master shards, gradient shards and optimizer state live on
 // the host and move to the compute device for gathering; on this CPU-only
@@ -116,8 +130,9 @@ class FsdpStrategy : public Strategy {
 
   // Counters since creation.
   struct Counters {
-    int64_t all_gathers = 0;  // Of wrapped units (not the root).
-    int64_t prefetches = 0;   // All-gathers started ahead of need.
+    int64_t all_gathers = 0;       // Of wrapped units (not the root).
+    int64_t root_all_gathers = 0;  // Of the root (at creation too).
+    int64_t prefetches = 0;        // All-gathers started ahead of need.
     int64_t prefetches_skipped_by_limit = 0;
     int64_t max_all_gathers_in_flight = 0;
     int64_t reductions = 0;          // Gradient reductions of flat parameters.
@@ -153,8 +168,9 @@ class FsdpStrategy : public Strategy {
   std::vector<ShardedTensor> ModelState() const override;
   // "<param>.exp_avg", "<param>.exp_avg_sq" runs as ModelState, then "step".
   std::vector<ShardedTensor> OptimizerState() const override;
-  // Re-gathers the root and frees gathered units (they gather the new values
-  // at their next forward). A collective.
+  // Re-gathers a root that stays gathered and frees gathered units and a
+  // sharded root (they gather the new values at their next forward). A
+  // collective.
   absl::Status AfterStateLoaded() override;
 
   // Gathered flat parameter by flat parameter (extra memory: one flat
@@ -213,7 +229,8 @@ class FsdpStrategy : public Strategy {
     return options_.mixed_precision.param_dtype;
   }
 
-  // Runs a wrapped unit (the interceptor's work).
+  // Runs a wrapped unit or one reading the sharded root (the interceptor's
+  // work).
   at::Tensor RunUnit(int model_unit, const at::Tensor& input,
                      const models::UnitForward& forward);
   void PreBackward(FlatUnit& unit);
@@ -258,7 +275,13 @@ class FsdpStrategy : public Strategy {
   // The root's flat parameter (if any parameter is left to it) first, then
   // the wrapped units' in forward order. Owns them.
   std::vector<std::unique_ptr<FlatUnit>> flat_units_;
-  FlatUnit* root_ = nullptr;        // In flat_units_; null: no root.
+  FlatUnit* root_ = nullptr;  // In flat_units_; null: no root.
+  // The root is gathered only around the units that read it (FULL_SHARD,
+  // HYBRID_SHARD); otherwise it stays gathered.
+  bool root_sharded_ = false;
+  // Per model unit: whether it reads the root; all false unless
+  // root_sharded_ (fsdp_root.h).
+  std::vector<bool> unit_reads_root_;
   std::vector<FlatUnit*> wrapped_;  // In flat_units_, in forward order.
   // Per model unit: its index in wrapped_, or -1 (covered by the root).
   std::vector<int> flat_of_model_unit_;

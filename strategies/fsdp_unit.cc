@@ -1,11 +1,12 @@
 #include "strategies/fsdp_unit.h"
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/empty_like.h>
 #include <glog/logging.h>
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "models/init.h"  // ReplaceParameterData
 
 namespace strata::strategies {
@@ -32,7 +33,8 @@ void FlatUnit::CreateViews(const at::Tensor& master,
     full_grad = grad_shard;
     grad_aliases_shard = true;
   } else {
-    full_grad = at::zeros_like(full);
+    // Released below; AllocateGrads zeroes it when it is needed.
+    full_grad = at::empty_like(full);
     grad_storage = ReleasableBuffer(full_grad);
   }
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -79,6 +81,24 @@ void FlatUnit::AccumulateGradsInFp32() {
 int64_t FlatUnit::held_gradient_bytes() const {
   return grad_storage.held_bytes() +
          (grad_accum.defined() ? grad_accum.nbytes() : 0);
+}
+
+int64_t FlatUnit::held_staging_bytes() const {
+  return gather_input.defined() && gather_input.scalar_type() != at::kFloat
+             ? gather_input.nbytes()
+             : 0;
+}
+
+void AppendShardRuns(const FlatUnit& unit, int shard_rank,
+                     const at::Tensor& flat, const std::string& suffix,
+                     std::vector<ShardedTensor>* out) {
+  unit.ForEachRun(
+      shard_rank, flat,
+      [&](const FlatUnitPlan::Entry& e, int64_t offset, at::Tensor run) {
+        out->push_back(
+            {suffix.empty() ? e.name : absl::StrCat(e.name, ".", suffix),
+             e.shape, offset, std::move(run)});
+      });
 }
 
 }  // namespace strata::strategies

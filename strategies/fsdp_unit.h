@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "base/sharded_tensor.h"
 #include "comm/group.h"
 #include "strategies/fsdp_plan.h"
 #include "strategies/mixed_precision.h"
@@ -59,6 +61,9 @@ struct FlatUnit : FlatUnitPlan {
   // now (0 for what aliases the shards).
   int64_t held_parameter_bytes() const { return full_storage.held_bytes(); }
   int64_t held_gradient_bytes() const;
+  // Bytes of the all-gather's input cast below fp32 (a copy of the master
+  // shard) while the gather runs.
+  int64_t held_staging_bytes() const;
 
   // Calls fn(entry, offset in the parameter, run) for each run of this unit's
   // parameters inside shard `shard_rank`, `run` being the matching narrow of
@@ -94,6 +99,14 @@ struct FlatUnit : FlatUnitPlan {
   // reductions of the step add to it).
   bool shard_written = false;
 };
+
+// Appends to `out`, for each run of `unit`'s parameters inside shard
+// `shard_rank` (FlatUnit::ForEachRun), the run of `flat` (laid out as the
+// master buffer) named after its parameter, plus "." + `suffix` when
+// `suffix` is not empty ("exp_avg": optimizer state).
+void AppendShardRuns(const FlatUnit& unit, int shard_rank,
+                     const at::Tensor& flat, const std::string& suffix,
+                     std::vector<ShardedTensor>* out);
 
 }  // namespace strata::strategies
 

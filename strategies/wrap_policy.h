@@ -3,7 +3,7 @@
 // (PyTorch FSDP's auto_wrap_policy: by module type, by parameter count, or a
 // user predicate). The parameters of the units left out, and parameters
 // shared between units (tied weights), belong to the root flat parameter,
-// which stays gathered (see fsdp.h).
+// gathered around the units that read it (see fsdp.h).
 #ifndef STRATA_STRATEGIES_WRAP_POLICY_H_
 #define STRATA_STRATEGIES_WRAP_POLICY_H_
 
