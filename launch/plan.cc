@@ -177,10 +177,9 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
 }
 
 // FSDP's terms beyond its shards while the head (block < 0) or block
-// `block` runs backward. The root (kFsdpRootStaysGathered) is its own term:
-// full parameters and gradients (p R each) at the head, and at the blocks
-// too while it stays gathered (none once it is gathered only around the
-// embedding and the head). Units in flight: FULL_SHARD, this block's
+// `block` runs backward. The root (FsdpRootStaysGathered) is its own term:
+// full gradients (p R) from the head's backward on, full parameters (p R) at
+// the head, and at the blocks too where it stays gathered. Units in flight: FULL_SHARD, this block's
 // parameters and gradients, a prefetched block and reductions in flight;
 // SHARD_GRAD_OP and NO_SHARD, every block gathered since its forward.
 std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
@@ -189,15 +188,18 @@ std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
   const bool keep = in.fsdp_sharding == "no_shard" ||
                     in.fsdp_sharding == "shard_grad_op" ||
                     in.fsdp_sharding == "hybrid_shard_zero2";
-  const bool root_gathered = block < 0 || kFsdpRootStaysGathered;
+  const bool stays = FsdpRootStaysGathered(in.fsdp_sharding);
+  const bool root_gathered = block < 0 || stays;
   std::vector<PlanTerm> terms;
   terms.push_back(
-      {"FSDP root (gathered)", root_gathered ? 2 * p * root : 0,
-       root_gathered
-           ? absl::StrCat(p, " R parameters + ", p, " R gradients, R = ", root,
-                          kFsdpRootStaysGathered ? " (kept gathered)"
-                                                 : " (gathered for the head)")
-           : "0 (sharded; gathered only around the embedding and head)"});
+      {"FSDP root (gathered)", (root_gathered ? 2 : 1) * p * root,
+       absl::StrCat(root_gathered ? absl::StrCat(p, " R parameters + ") : "",
+                    p, " R gradients, R = ", root,
+                    stays ? " (kept gathered)"
+                          : root_gathered
+                                ? " (gathered for the head)"
+                                : " (parameters sharded between the "
+                                  "embedding and the head)")});
   if (block < 0) {
     if (keep) {
       terms.push_back(
@@ -226,6 +228,10 @@ std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
 }
 
 }  // namespace
+
+bool FsdpRootStaysGathered(const std::string& fsdp_sharding) {
+  return fsdp_sharding != "full_shard" && fsdp_sharding != "hybrid_shard";
+}
 
 absl::Status ValidatePlanInput(const PlanInput& in) {
   if (absl::Status s = models::ValidateConfig(in.model); !s.ok()) return s;

@@ -32,12 +32,13 @@ namespace strata::launch {
 
 // FSDP's root flat parameter (everything outside the wrapped blocks: the
 // token embedding / tied head, GPT's position table, the final norm, an
-// untied output head) stays gathered for the whole run on main today
-// (strategies/fsdp.h "Layout"). When the root is sharded like every unit and
-// gathered only around the units that read it, set this to false: the root
-// then costs its shard (in the state term) plus its gathered size only while
-// the embedding or the head runs. The one place this fact lives.
-inline constexpr bool kFsdpRootStaysGathered = true;
+// untied output head). With FULL_SHARD and HYBRID_SHARD it is sharded like
+// every unit and gathered only around the units that read it (the embedding
+// and the head; strategies/fsdp.h "Layout"); its full gradient buffer lives
+// from the head's backward to the end of backward. SHARD_GRAD_OP, NO_SHARD
+// and HYBRID_SHARD_ZERO2 keep it gathered for the whole run. The one place
+// this fact lives.
+bool FsdpRootStaysGathered(const std::string& fsdp_sharding);
 
 struct PlanInput {
   models::ModelConfig model;  // Shape; model.loss_chunk_tokens is used.

@@ -98,12 +98,25 @@ TEST(PlanMemoryTest, CheckpointingLowersTheActivations) {
 
 TEST(PlanMemoryTest, FsdpRootIsItsOwnTerm) {
   // gpt-small50m's root: the tied embedding V C, positions T C and ln_f
-  // 2 C, kept gathered (kFsdpRootStaysGathered) with its gradients, fp32.
-  static_assert(kFsdpRootStaysGathered);
+  // 2 C, fp32. FULL_SHARD gathers its parameters only for the embedding
+  // and the head; its full gradients live from the head's backward on, so
+  // at a block's backward (the peak moment here) the term is R gradients.
   const int64_t root = int64_t{8192} * 640 + 256 * 640 + 2 * 640;
-  EXPECT_EQ(Term(PlanMemory(Input("gpt-small50m", "fsdp", 4)),
-                 "FSDP root (gathered)"),
-            2 * 4 * root);
+  const MemoryPlan plan = PlanMemory(Input("gpt-small50m", "fsdp", 4));
+  ASSERT_EQ(plan.peak_moment, "backward of block 7");
+  EXPECT_EQ(Term(plan, "FSDP root (gathered)"), 4 * root);
+  PlanInput grad_op = Input("gpt-small50m", "fsdp", 4);
+  grad_op.fsdp_sharding = "shard_grad_op";
+  const MemoryPlan kept = PlanMemory(grad_op);
+  EXPECT_EQ(Term(kept, "FSDP root (gathered)"), 2 * 4 * root);
+}
+
+TEST(PlanMemoryTest, FsdpRootIsShardedOnlyUnderFullAndHybridShard) {
+  EXPECT_FALSE(FsdpRootStaysGathered("full_shard"));
+  EXPECT_FALSE(FsdpRootStaysGathered("hybrid_shard"));
+  EXPECT_TRUE(FsdpRootStaysGathered("shard_grad_op"));
+  EXPECT_TRUE(FsdpRootStaysGathered("hybrid_shard_zero2"));
+  EXPECT_TRUE(FsdpRootStaysGathered("no_shard"));
 }
 
 TEST(PlanMemoryTest, FsdpOnOneRankGathersNothing) {
