@@ -179,9 +179,10 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
 // FSDP's terms beyond its shards while the head (block < 0) or block
 // `block` runs backward. The root (FsdpRootStaysGathered) is its own term:
 // full gradients (p R) from the head's backward on, full parameters (p R) at
-// the head, and at the blocks too where it stays gathered. Units in flight: FULL_SHARD, this block's
-// parameters and gradients, a prefetched block and reductions in flight;
-// SHARD_GRAD_OP and NO_SHARD, every block gathered since its forward.
+// the head, and at the blocks too where it stays gathered. Units in flight:
+// FULL_SHARD, this block's parameters and gradients, a prefetched block and
+// reductions in flight; SHARD_GRAD_OP and NO_SHARD, every block gathered since
+// its forward.
 std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
                                 int64_t unit, int64_t block) {
   const int64_t layers = in.model.num_layers;
@@ -193,13 +194,12 @@ std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
   std::vector<PlanTerm> terms;
   terms.push_back(
       {"FSDP root (gathered)", (root_gathered ? 2 : 1) * p * root,
-       absl::StrCat(root_gathered ? absl::StrCat(p, " R parameters + ") : "",
-                    p, " R gradients, R = ", root,
-                    stays ? " (kept gathered)"
-                          : root_gathered
-                                ? " (gathered for the head)"
-                                : " (parameters sharded between the "
-                                  "embedding and the head)")});
+       absl::StrCat(root_gathered ? absl::StrCat(p, " R parameters + ") : "", p,
+                    " R gradients, R = ", root,
+                    stays           ? " (kept gathered)"
+                    : root_gathered ? " (gathered for the head)"
+                                    : " (parameters sharded between the "
+                                      "embedding and the head)")});
   if (block < 0) {
     if (keep) {
       terms.push_back(
