@@ -72,7 +72,7 @@ DEFINE_string(memory_cases,
               "fsdp_default (FsdpOptions' defaults, as the train binary's "
               "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
               "+ckpt checkpoints the blocks.");
-DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{128} << 10,
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
              "As train's flag: allocations of at least this size are mmapped "
              "(returned to the kernel when freed); -1: glibc's default.");
 

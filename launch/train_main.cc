@@ -35,14 +35,16 @@ DEFINE_bool(plan_only, false,
             "and exit, without joining a process group or building the "
             "model.");
 
-DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{128} << 10,
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
              "Every allocation of at least this many bytes gets its own mmap, "
              "returned to the kernel when freed (glibc's M_MMAP_THRESHOLD, "
-             "at most 32 MiB; the default is glibc's initial threshold, kept "
-             "fixed instead of rising to each freed block's size), so that "
-             "freed units' and activations' buffers do not stay in a "
-             "fragmented heap: FSDP's peak resident set follows what it "
-             "holds (BENCHMARKS.md). -1: glibc's dynamic threshold.");
+             "at most 32 MiB), kept fixed instead of rising to each freed "
+             "block's size as glibc's dynamic threshold does, so that freed "
+             "units' and activations' buffers do not stay in a fragmented "
+             "heap: FSDP's peak resident set follows what it holds. Lower "
+             "values return more but page-fault every fresh buffer (128 KiB "
+             "cost ~20% of tokens/s; BENCHMARKS.md). -1: glibc's dynamic "
+             "threshold.");
 
 namespace strata::launch {
 namespace {
