@@ -117,6 +117,11 @@ absl::StatusOr<RendezvousInfo> FromTorchrun(const EnvLookup& env) {
   }
   info.local_world_size = *local_world_size;
   info.local_rank = *local_rank;
+  // GROUP_RANK: torchrun's (and the launcher's) node index; absent with a
+  // hand-set environment, which names no node.
+  auto node_rank = ParseIntOr(env, "GROUP_RANK", 0, kMaxInt, -1);
+  if (!node_rank.ok()) return node_rank.status();
+  info.node_rank = *node_rank;
   status = ReadMasterAddr(
       env, info,
       /*required_for_multi_node=*/info.local_world_size < info.world_size);
@@ -159,6 +164,7 @@ absl::StatusOr<RendezvousInfo> FromSlurm(const EnvLookup& env) {
   if (!status.ok()) return status;
   auto node_id = ParseIntOr(env, "SLURM_NODEID", 0, kMaxInt, 0);
   if (!node_id.ok()) return node_id.status();
+  info.node_rank = *node_id;
 
   if (env("MASTER_ADDR").has_value()) {
     status = ReadMasterAddr(env, info, /*required_for_multi_node=*/false);

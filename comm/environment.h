@@ -23,6 +23,9 @@ struct RendezvousInfo {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
+  // This node's index in the job: torchrun's GROUP_RANK (the launcher sets it
+  // too), Slurm's SLURM_NODEID; -1 when the variables do not say (Open MPI).
+  int node_rank = -1;
   // Host of the c10d TCPStore, served by rank 0.
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

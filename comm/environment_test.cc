@@ -95,6 +95,26 @@ TEST(RendezvousInfoFromEnvTest, TorchrunRestartCountIsTheRound) {
               HasSubstr("TORCHELASTIC_RESTART_COUNT=-1 is out of range"));
 }
 
+TEST(RendezvousInfoFromEnvTest, TorchrunGroupRankIsTheNode) {
+  auto info = RendezvousInfoFromEnv(FakeEnv({{"RANK", "3"},
+                                             {"WORLD_SIZE", "4"},
+                                             {"LOCAL_WORLD_SIZE", "2"},
+                                             {"GROUP_RANK", "1"},
+                                             {"MASTER_ADDR", "n0"}}));
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->node_rank, 1);
+}
+
+TEST(RendezvousInfoFromEnvTest, NoGroupRankMeansAnUnknownNode) {
+  auto info =
+      RendezvousInfoFromEnv(FakeEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}}));
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->node_rank, -1);
+  EXPECT_THAT(
+      ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "x"}}),
+      HasSubstr("GROUP_RANK"));
+}
+
 TEST(RendezvousInfoFromEnvTest, WorldSizeZeroIsRejected) {
   EXPECT_THAT(ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
               HasSubstr("WORLD_SIZE=0 is out of range"));
@@ -158,6 +178,7 @@ TEST(RendezvousInfoFromEnvTest, ReadsSlurmWithNodelist) {
   EXPECT_EQ(info->local_world_size, 2);
   EXPECT_EQ(info->master_addr, "gpu07");
   EXPECT_EQ(info->master_port, 20000 + 123456 % 20000);
+  EXPECT_EQ(info->node_rank, 1);
 }
 
 TEST(RendezvousInfoFromEnvTest, SlurmMasterAddrOverridesNodelist) {
@@ -187,6 +208,7 @@ TEST(RendezvousInfoFromEnvTest, ReadsOpenMpi) {
   EXPECT_EQ(info->rank, 1);
   EXPECT_EQ(info->world_size, 2);
   EXPECT_EQ(info->master_addr, "127.0.0.1");
+  EXPECT_EQ(info->node_rank, -1);  // Open MPI's variables name no node.
 }
 
 TEST(RendezvousInfoFromEnvTest, OpenMpiMissingSizeNamesIt) {

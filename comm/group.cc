@@ -248,7 +248,7 @@ absl::StatusOr<std::unique_ptr<Group>> Group::Create(
   store->setTimeout(ToChrono(options.timeout));
   std::unique_ptr<Group> group(new Group(store, options));
   group->progress_ = std::make_shared<ProgressTracker>(
-      std::move(store), options.name, options.rank, options.progress_interval);
+      std::move(store), internal::TrackerOptions(options));
   std::vector<int> ranks(options.world_size);
   std::iota(ranks.begin(), ranks.end(), 0);
   group->SetGlobalRanks(std::move(ranks));

@@ -106,6 +106,15 @@ struct GroupOptions {
   // collective's error names the ranks that never arrived with their last
   // record, which is therefore at most this old.
   absl::Duration progress_interval = absl::Milliseconds(20);
+  // The record is written again at least this often when nothing changed, so
+  // that a failed collective can name the peers (and nodes) whose records
+  // stopped being refreshed: gone, stopped or cut off (comm/progress.h).
+  absl::Duration progress_refresh_interval = absl::Seconds(1);
+  // Where this process runs, for those messages: its node's index in the
+  // job (-1: unknown) and its host name (empty: unknown). ConnectWorld fills
+  // them in from the rendezvous.
+  int node = -1;
+  std::string host;
 };
 
 // Checks option values; names the field and what was expected. Group names

@@ -1,5 +1,6 @@
 // Internal to comm::Group (group.cc, group_options.cc): CUDA tensors in
-// collectives go through host memory. Not part of the library's interface.
+// collectives go through host memory; the progress tracker's options. Not
+// part of the library's interface.
 #ifndef STRATA_COMM_GROUP_INTERNAL_H_
 #define STRATA_COMM_GROUP_INTERNAL_H_
 
@@ -9,8 +10,12 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "comm/progress.h"
 
 namespace strata::comm::internal {
+
+// The options of the world group's progress tracker (comm/progress.h).
+ProgressTrackerOptions TrackerOptions(const GroupOptions& options);
 
 // Whether a collective's tensor goes through host memory: contiguous CUDA
 // tensors do (others reach the checks, which name the problem).

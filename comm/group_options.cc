@@ -62,10 +62,33 @@ absl::Status ValidateGroupOptions(const GroupOptions& options) {
         "GroupOptions.name must not contain whitespace, ',', ':' or '=', got '",
         options.name, "'"));
   }
+  if (options.progress_refresh_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GroupOptions.progress_refresh_interval must be positive (infinite: "
+        "never refresh), got ",
+        absl::FormatDuration(options.progress_refresh_interval)));
+  }
+  if (options.host.find_first_of(" \t\n\r\f\v") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GroupOptions.host must not contain whitespace, got '",
+                     options.host, "'"));
+  }
   return absl::OkStatus();
 }
 
 namespace internal {
+
+ProgressTrackerOptions TrackerOptions(const GroupOptions& options) {
+  ProgressTrackerOptions tracker;
+  tracker.scope = options.name;
+  tracker.global_rank = options.rank;
+  tracker.publish_interval = options.progress_interval;
+  tracker.refresh_interval = options.progress_refresh_interval;
+  tracker.node = options.node;
+  tracker.host = options.host;
+  return tracker;
+}
+
 namespace {
 
 // A collective run on host copies of CUDA tensors (see group.h): Wait copies

@@ -475,6 +475,22 @@ TEST(GroupTest, GroupNamesWithSeparatorsAreRejected) {
                         "':' or '=', got 'my group'"));
 }
 
+TEST(GroupTest, HostNamesWithWhitespaceAreRejected) {
+  GroupOptions options;
+  options.host = "my host";
+  EXPECT_THAT(std::string(ValidateGroupOptions(options).message()),
+              HasSubstr("GroupOptions.host must not contain whitespace, got "
+                        "'my host'"));
+}
+
+TEST(GroupTest, ANonPositiveProgressRefreshIsRejected) {
+  GroupOptions options;
+  options.progress_refresh_interval = absl::ZeroDuration();
+  EXPECT_THAT(std::string(ValidateGroupOptions(options).message()),
+              HasSubstr("GroupOptions.progress_refresh_interval must be "
+                        "positive"));
+}
+
 TEST(GroupTest, CreateFailsWhenAPeerNeverJoins) {
   GroupOptions options = TestGroupOptions();
   options.world_size = 2;

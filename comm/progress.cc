@@ -42,7 +42,15 @@ bool ProgressRecord::operator==(const ProgressRecord& other) const {
   return step == other.step && op == other.op && group == other.group &&
          seq == other.seq && numel == other.numel && bytes == other.bytes &&
          op_step == other.op_step && entered == other.entered &&
-         group_seqs == other.group_seqs;
+         group_seqs == other.group_seqs && node == other.node &&
+         host == other.host;
+}
+
+std::string DescribeLocation(const ProgressRecord& r) {
+  std::vector<std::string> parts;
+  if (r.node >= 0) parts.push_back(absl::StrCat("node ", r.node));
+  if (!r.host.empty()) parts.push_back(absl::StrCat("host ", r.host));
+  return absl::StrJoin(parts, ", ");
 }
 
 std::string FormatProgressRecord(const ProgressRecord& r) {
@@ -55,7 +63,9 @@ std::string FormatProgressRecord(const ProgressRecord& r) {
       " group=", r.group.empty() ? "-" : r.group, " seq=", r.seq,
       " numel=", r.numel, " bytes=", r.bytes, " op_step=", r.op_step,
       " entered_us=", absl::ToUnixMicros(r.entered),
-      " groups=", groups.empty() ? "-" : groups);
+      " groups=", groups.empty() ? "-" : groups, " node=", r.node,
+      " host=", r.host.empty() ? "-" : r.host,
+      " published_us=", absl::ToUnixMicros(r.published));
 }
 
 absl::StatusOr<ProgressRecord> ParseProgressRecord(absl::string_view text) {
@@ -98,6 +108,16 @@ absl::StatusOr<ProgressRecord> ParseProgressRecord(absl::string_view text) {
       int64_t micros = 0;
       STRATA_RETURN_IF_ERROR(ParseInt(key, value, &micros));
       r.entered = absl::FromUnixMicros(micros);
+    } else if (key == "node") {
+      int64_t node = 0;
+      STRATA_RETURN_IF_ERROR(ParseInt(key, value, &node));
+      r.node = static_cast<int>(node);
+    } else if (key == "host") {
+      r.host = value == "-" ? "" : std::string(value);
+    } else if (key == "published_us") {
+      int64_t micros = 0;
+      STRATA_RETURN_IF_ERROR(ParseInt(key, value, &micros));
+      r.published = absl::FromUnixMicros(micros);
     } else if (key == "groups") {
       if (value == "-") continue;
       for (absl::string_view entry : absl::StrSplit(value, ',')) {
@@ -140,21 +160,45 @@ std::string DescribeLastOp(const ProgressRecord& r, absl::Time now) {
 std::string DescribeMissingRanks(
     absl::string_view group, int64_t seq,
     const std::vector<std::pair<int, absl::optional<ProgressRecord>>>& peers,
-    absl::Time now) {
+    absl::Time now, absl::Duration stale_after) {
   std::vector<std::string> missing;
+  // Peers whose records stopped being refreshed, by location; the oldest
+  // refresh of each location.
+  std::map<std::string, std::vector<int>> stale_ranks;
+  std::map<std::string, absl::Time> stale_since;
   for (const auto& [rank, record] : peers) {
     if (!record.has_value()) {
       missing.push_back(absl::StrFormat(
           "rank %d never arrived (it recorded no progress yet)", rank));
       continue;
     }
+    if (record->published != absl::UnixEpoch() &&
+        now - record->published > stale_after) {
+      const std::string where = DescribeLocation(*record);
+      stale_ranks[where].push_back(rank);
+      auto [it, inserted] = stale_since.emplace(where, record->published);
+      if (!inserted) it->second = std::min(it->second, record->published);
+    }
     auto it = record->group_seqs.find(std::string(group));
     if (it != record->group_seqs.end() && it->second >= seq) continue;
     missing.push_back(absl::StrFormat("rank %d never arrived (%s)", rank,
                                       DescribeLastOp(*record, now)));
   }
-  if (missing.empty()) return "every rank entered it";
-  return absl::StrJoin(missing, "; ");
+  std::string text =
+      missing.empty() ? "every rank entered it" : absl::StrJoin(missing, "; ");
+  for (const auto& [where, ranks] : stale_ranks) {
+    const bool one = ranks.size() == 1;
+    absl::StrAppendFormat(
+        &text, "; %s %s%s %s not refreshed %s progress record%s for %.1f s: %s",
+        one ? "rank" : "ranks", absl::StrJoin(ranks, ", "),
+        where.empty() ? "" : absl::StrCat(" (", where, ")"),
+        one ? "has" : "have", one ? "its" : "their", one ? "" : "s",
+        absl::ToDoubleSeconds(now - stale_since[where]),
+        where.empty() ? "unreachable, or stopped"
+                      : "that node is unreachable, or the process" +
+                            std::string(one ? " is" : "es are") + " stopped");
+  }
+  return text;
 }
 
 absl::Status ExplainCollectiveFailure(
@@ -166,7 +210,8 @@ absl::Status ExplainCollectiveFailure(
       absl::StrContains(absl::AsciiStrToLower(status.message()), "timed out");
   auto records = tracker.ReadPeers(peers, read_deadline);
   const std::string who =
-      records.ok() ? DescribeMissingRanks(group, seq, *records, absl::Now())
+      records.ok() ? DescribeMissingRanks(group, seq, *records, absl::Now(),
+                                          tracker.stale_after())
                    : absl::StrCat("the peers' progress is unknown: ",
                                   records.status().message());
   const absl::string_view cause =
@@ -186,6 +231,7 @@ struct ProgressTracker::Shared {
   c10::intrusive_ptr<c10d::Store> store;
   std::string key;
   absl::Duration publish_interval;
+  absl::Duration refresh_interval;
 
   mutable absl::Mutex mu;
   absl::CondVar changed;  // Signalled on a new record version and on stop.
@@ -201,13 +247,20 @@ struct ProgressTracker::Shared {
 };
 
 ProgressTracker::ProgressTracker(c10::intrusive_ptr<c10d::Store> store,
-                                 std::string scope, int global_rank,
-                                 absl::Duration publish_interval)
-    : global_rank_(global_rank), shared_(std::make_shared<Shared>()) {
+                                 ProgressTrackerOptions options)
+    : global_rank_(options.global_rank),
+      stale_after_(std::max(
+          3 * std::max(options.refresh_interval, options.publish_interval),
+          absl::Seconds(3))),
+      shared_(std::make_shared<Shared>()) {
   CHECK(store);
   shared_->store = std::move(store);
-  shared_->key = StoreKey(scope, global_rank);
-  shared_->publish_interval = publish_interval;
+  shared_->key = StoreKey(options.scope, options.global_rank);
+  shared_->publish_interval = options.publish_interval;
+  shared_->refresh_interval =
+      std::max(options.refresh_interval, options.publish_interval);
+  shared_->record.node = options.node;
+  shared_->record.host = std::move(options.host);
   publisher_ = std::thread(&ProgressTracker::Publish, shared_);
 }
 
@@ -241,16 +294,25 @@ void ProgressTracker::Publish(std::shared_ptr<Shared> s) {
     int64_t version = 0;
     {
       absl::MutexLock lock(&s->mu);
-      // At most one write per interval; then wait for a change.
+      // At most one write per interval; then wait for a change, or (once
+      // something was written) for the refresh that shows peers this rank is
+      // still there.
       const absl::Time not_before = last_publish + s->publish_interval;
       while (!s->stopping && !s->flush && absl::Now() < not_before) {
         s->changed.WaitWithDeadline(&s->mu, not_before);
       }
-      while (!s->stopping && s->version == published_version) {
-        s->changed.Wait(&s->mu);
+      const absl::Time refresh_at = last_publish == absl::InfinitePast()
+                                        ? absl::InfiniteFuture()
+                                        : last_publish + s->refresh_interval;
+      while (!s->stopping && s->version == published_version &&
+             absl::Now() < refresh_at) {
+        s->changed.WaitWithDeadline(&s->mu, refresh_at);
       }
       if (s->stopping) break;
-      text = FormatProgressRecord(s->record);
+      ProgressRecord record = s->record;
+      // Microseconds: what the record keeps.
+      record.published = absl::FromUnixMicros(absl::ToUnixMicros(absl::Now()));
+      text = FormatProgressRecord(record);
       version = s->version;
       s->flush = false;
     }

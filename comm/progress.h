@@ -59,9 +59,25 @@ struct ProgressRecord {
   // The last sequence number entered in every group this process took part
   // in, by group name: whether the rank arrived at a given collective.
   std::map<std::string, int64_t> group_seqs;
+  // Where the process runs: its node's index in the job (torchrun's
+  // GROUP_RANK, Slurm's SLURM_NODEID; -1 when unknown) and its host name
+  // (empty when unknown). Set once, when the tracker is made.
+  int node = -1;
+  std::string host;
+  // When this copy was written to the store, by the writer's clock. The
+  // writer refreshes it even when nothing changed (ProgressTrackerOptions::
+  // refresh_interval), so a copy that grows old tells that the rank, or the
+  // link to its node, is gone. UnixEpoch: not published (or an older writer).
+  absl::Time published = absl::UnixEpoch();
 
+  // Compares what the rank did and where it runs; not `published`, which is
+  // when a copy was written.
   bool operator==(const ProgressRecord& other) const;
 };
+
+// "node 1, host n1"; "host n1" or "node 1" when one is unknown; empty when
+// both are.
+std::string DescribeLocation(const ProgressRecord& record);
 
 // The record as one line of text, e.g. "v1 step=17 op=all_gather
 // group=world seq=4122 numel=1000 bytes=4000 op_step=17
@@ -83,10 +99,18 @@ std::string DescribeLastOp(const ProgressRecord& record, absl::Time now);
 // operation, e.g. "rank 1 never arrived (last entered all_gather #4122 ...)".
 // `peers` maps global ranks to their record (absent: nothing recorded yet).
 // When every peer entered the call: "every rank entered it".
+//
+// A peer whose record was last written more than `stale_after` before `now`
+// has stopped refreshing it: its process is stopped or gone, or its node
+// cannot reach the store. Such peers are named after the above, by node:
+// "every rank entered it; ranks 2, 3 (node 1, host n1) have not refreshed
+// their progress records for 9.8 s: that node is unreachable, or their
+// processes are stopped". Records without a publication time are never
+// stale. The times compare the writers' clocks with this host's.
 std::string DescribeMissingRanks(
     absl::string_view group, int64_t seq,
     const std::vector<std::pair<int, absl::optional<ProgressRecord>>>& peers,
-    absl::Time now);
+    absl::Time now, absl::Duration stale_after = absl::InfiniteDuration());
 
 class ProgressTracker;
 
@@ -96,23 +120,39 @@ class ProgressTracker;
 // 1 never arrived (last entered ...). Cause: <the rest of status>" ("failed"
 // instead of "timed out after" when the cause is not a timeout). The records
 // of `peers` (global ranks) are read through `tracker` within
-// `read_deadline`; when they cannot be, the message says why. Keeps the
-// status's code.
+// `read_deadline`; when they cannot be, the message says why. Peers whose
+// records are older than tracker.stale_after() are named as unreachable or
+// stopped (DescribeMissingRanks). Keeps the status's code.
 absl::Status ExplainCollectiveFailure(
     const absl::Status& status, absl::string_view description,
     absl::string_view op, absl::string_view group, int64_t seq,
     absl::Duration timeout, const ProgressTracker& tracker,
     absl::Span<const int> peers, absl::Duration read_deadline);
 
+struct ProgressTrackerOptions {
+  // Separates trackers sharing a store (the world group's name).
+  std::string scope = "world";
+  int global_rank = 0;
+  // A change is written at most this often (zero or less: at every change).
+  absl::Duration publish_interval = absl::Milliseconds(20);
+  // The record is written again at least this often when nothing changed
+  // (never more often than publish_interval), so that peers can tell a
+  // record that is old because the rank waits from one that is old because
+  // the rank or its node is gone. Infinite: never.
+  absl::Duration refresh_interval = absl::Seconds(1);
+  // Where the process runs (ProgressRecord::node and ::host).
+  int node = -1;
+  std::string host;
+};
+
 // Owns this process's record and the thread that publishes it under
 // "strata_progress/<scope>/<global rank>" of a store shared by the ranks.
 // Enter and SetStep may be called from any thread; ReadPeers too.
 class ProgressTracker {
  public:
-  // Borrows `store` (shares ownership). `scope` separates trackers sharing a
-  // store (the world group's name). Starts the publishing thread.
-  ProgressTracker(c10::intrusive_ptr<c10d::Store> store, std::string scope,
-                  int global_rank, absl::Duration publish_interval);
+  // Borrows `store` (shares ownership). Starts the publishing thread.
+  ProgressTracker(c10::intrusive_ptr<c10d::Store> store,
+                  ProgressTrackerOptions options);
   // Stops the publishing thread; waits for it at most about one second (a
   // store that does not answer leaves the thread behind, detached).
   ~ProgressTracker();
@@ -120,6 +160,9 @@ class ProgressTracker {
   ProgressTracker& operator=(const ProgressTracker&) = delete;
 
   int global_rank() const { return global_rank_; }
+  // How old a peer's record may grow before it counts as not refreshed: a
+  // few refresh intervals (at least 3 s, for writers delayed by load).
+  absl::Duration stale_after() const { return stale_after_; }
 
   void SetStep(int64_t step);
   // Records that this process entered call `seq` of `group`.
@@ -146,6 +189,7 @@ class ProgressTracker {
   static void Publish(std::shared_ptr<Shared> shared);
 
   const int global_rank_;
+  const absl::Duration stale_after_;
   std::shared_ptr<Shared> shared_;
   std::thread publisher_;
 };

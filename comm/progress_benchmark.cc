@@ -21,8 +21,8 @@ namespace strata::comm {
 namespace {
 
 void BM_ProgressEnter(benchmark::State& state) {
-  ProgressTracker tracker(c10::make_intrusive<c10d::HashStore>(), "world", 0,
-                          absl::Milliseconds(20));
+  ProgressTracker tracker(c10::make_intrusive<c10d::HashStore>(),
+                          ProgressTrackerOptions());
   int64_t seq = 0;
   for (auto _ : state) {
     tracker.Enter("all_gather", "world", ++seq, 24992, 99968);

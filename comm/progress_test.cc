@@ -20,6 +20,19 @@ using ::strata::testing::IsOk;
 using ::strata::testing::StatusIs;
 using ::testing::HasSubstr;
 
+ProgressTrackerOptions TrackerOptions(
+    int rank, absl::Duration publish_interval = absl::Milliseconds(20),
+    absl::Duration refresh_interval = absl::Seconds(1), int node = -1,
+    std::string host = "") {
+  ProgressTrackerOptions options;
+  options.global_rank = rank;
+  options.publish_interval = publish_interval;
+  options.refresh_interval = refresh_interval;
+  options.node = node;
+  options.host = std::move(host);
+  return options;
+}
+
 ProgressRecord SampleRecord() {
   ProgressRecord r;
   r.step = 18;
@@ -31,6 +44,9 @@ ProgressRecord SampleRecord() {
   r.op_step = 17;
   r.entered = absl::FromUnixMicros(1764090000123456);
   r.group_seqs = {{"world", 4122}, {"world/shard0", 12}};
+  r.node = 1;
+  r.host = "n1";
+  r.published = absl::FromUnixMicros(1764090000523456);
   return r;
 }
 
@@ -38,7 +54,39 @@ TEST(ProgressRecordTest, FormatsAsOneLine) {
   EXPECT_EQ(FormatProgressRecord(SampleRecord()),
             "v1 step=18 op=all_gather group=world seq=4122 numel=1000 "
             "bytes=4000 op_step=17 entered_us=1764090000123456 "
-            "groups=world:4122,world/shard0:12");
+            "groups=world:4122,world/shard0:12 node=1 host=n1 "
+            "published_us=1764090000523456");
+}
+
+TEST(ProgressRecordTest, ParsesWhereAndWhenItWasPublished) {
+  absl::StatusOr<ProgressRecord> parsed =
+      ParseProgressRecord(FormatProgressRecord(SampleRecord()));
+  ASSERT_THAT(parsed.status(), IsOk());
+  EXPECT_EQ(parsed->node, 1);
+  EXPECT_EQ(parsed->host, "n1");
+  EXPECT_EQ(parsed->published, SampleRecord().published);
+}
+
+TEST(ProgressRecordTest, ReadsARecordOfAnOlderWriterAsUnlocated) {
+  // What a writer before node/host/published_us wrote.
+  absl::StatusOr<ProgressRecord> parsed = ParseProgressRecord(
+      "v1 step=18 op=all_gather group=world seq=4122 numel=1000 bytes=4000 "
+      "op_step=17 entered_us=1764090000123456 groups=world:4122");
+  ASSERT_THAT(parsed.status(), IsOk());
+  EXPECT_EQ(parsed->node, -1);
+  EXPECT_EQ(parsed->host, "");
+  EXPECT_EQ(parsed->published, absl::UnixEpoch());
+}
+
+TEST(ProgressRecordTest, DescribesTheLocation) {
+  ProgressRecord r;
+  EXPECT_EQ(DescribeLocation(r), "");
+  r.host = "n1";
+  EXPECT_EQ(DescribeLocation(r), "host n1");
+  r.node = 1;
+  EXPECT_EQ(DescribeLocation(r), "node 1, host n1");
+  r.host = "";
+  EXPECT_EQ(DescribeLocation(r), "node 1");
 }
 
 TEST(ProgressRecordTest, ParsesWhatItFormats) {
@@ -117,6 +165,53 @@ TEST(ProgressRecordTest, NamesOnlyTheRanksThatNeverArrived) {
       "recorded no progress yet)");
 }
 
+// Ranks 2 and 3 on node 1 entered world #4123 and then stopped refreshing
+// their records (the link to node 1 was cut); rank 1 on node 0 refreshes.
+std::vector<std::pair<int, absl::optional<ProgressRecord>>> CutOffNode(
+    absl::Time now) {
+  ProgressRecord fresh = SampleRecord();
+  fresh.group_seqs["world"] = 4123;
+  fresh.node = 0;
+  fresh.host = "n0";
+  fresh.published = now - absl::Milliseconds(400);
+  ProgressRecord cut = fresh;
+  cut.node = 1;
+  cut.host = "n1";
+  cut.published = now - absl::Seconds(9.8);
+  ProgressRecord cut_earlier = cut;
+  cut_earlier.published = now - absl::Seconds(10.1);
+  return {{1, fresh}, {2, cut}, {3, cut_earlier}};
+}
+
+TEST(ProgressRecordTest, NamesTheNodeWhoseRecordsStoppedRefreshing) {
+  const absl::Time now = absl::FromUnixSeconds(1764090100);
+  EXPECT_EQ(DescribeMissingRanks("world", 4123, CutOffNode(now), now,
+                                 absl::Seconds(3)),
+            "every rank entered it; ranks 2, 3 (node 1, host n1) have not "
+            "refreshed their progress records for 10.1 s: that node is "
+            "unreachable, or the processes are stopped");
+}
+
+TEST(ProgressRecordTest, RecordsYoungerThanTheLimitAreNotStale) {
+  const absl::Time now = absl::FromUnixSeconds(1764090100);
+  EXPECT_EQ(DescribeMissingRanks("world", 4123, CutOffNode(now), now,
+                                 absl::Seconds(11)),
+            "every rank entered it");
+}
+
+TEST(ProgressRecordTest, NamesAStaleRankThatNeverArrived) {
+  ProgressRecord stopped = SampleRecord();  // world #4122, node 1, host n1.
+  const absl::Time now = stopped.published + absl::Seconds(12);
+  EXPECT_EQ(
+      DescribeMissingRanks("world", 4123, {{1, stopped}}, now,
+                           absl::Seconds(3)),
+      // Entered 0.4 s before the record was last written.
+      "rank 1 never arrived (last entered all_gather #4122 on group 'world' "
+      "at step 17, 12.4 s ago); rank 1 (node 1, host n1) has not refreshed "
+      "its progress record for 12.0 s: that node is unreachable, or the "
+      "process is stopped");
+}
+
 TEST(ProgressRecordTest, SaysWhenEveryRankArrived) {
   ProgressRecord arrived = SampleRecord();
   EXPECT_EQ(
@@ -128,8 +223,8 @@ TEST(ProgressRecordTest, SaysWhenEveryRankArrived) {
 struct TwoRanks {
   c10::intrusive_ptr<c10d::HashStore> store =
       c10::make_intrusive<c10d::HashStore>();
-  ProgressTracker rank0{store, "world", 0, absl::Milliseconds(1)};
-  ProgressTracker rank1{store, "world", 1, absl::Milliseconds(1)};
+  ProgressTracker rank0{store, TrackerOptions(0, absl::Milliseconds(1))};
+  ProgressTracker rank1{store, TrackerOptions(1, absl::Milliseconds(1))};
 };
 
 TEST(ProgressTrackerTest, PublishesTheRecordPeersRead) {
@@ -152,7 +247,7 @@ TEST(ProgressTrackerTest, PublishesTheRecordPeersRead) {
 
 TEST(ProgressTrackerTest, PublishesAtMostOncePerInterval) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  ProgressTracker rank0(store, "world", 0, absl::Hours(1));
+  ProgressTracker rank0(store, TrackerOptions(0, absl::Hours(1)));
   rank0.Enter("all_reduce", "world", 1, 10, 40);
   ASSERT_TRUE(rank0.Flush(absl::Seconds(20)));
   for (int seq = 2; seq <= 100; ++seq) {
@@ -184,7 +279,7 @@ TEST(ProgressTrackerTest, ExplainsATimeoutNamingTheRankBehind) {
 
 TEST(ProgressTrackerTest, ExplainsAnotherFailureWithoutClaimingATimeout) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  ProgressTracker rank0(store, "world", 0, absl::Milliseconds(1));
+  ProgressTracker rank0(store, TrackerOptions(0, absl::Milliseconds(1)));
   const absl::Status explained = ExplainCollectiveFailure(
       absl::InternalError("barrier: Connection reset by peer"), "barrier",
       "barrier", "world", 3, absl::Seconds(10), rank0, {1}, absl::Seconds(5));
@@ -193,9 +288,45 @@ TEST(ProgressTrackerTest, ExplainsAnotherFailureWithoutClaimingATimeout) {
             "progress yet). Cause: Connection reset by peer");
 }
 
+TEST(ProgressTrackerTest, RefreshesAnUnchangedRecord) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  ProgressTracker rank1(store, TrackerOptions(1, absl::Milliseconds(1),
+                                              absl::Milliseconds(5), 1, "n1"));
+  ProgressTracker rank0(store, TrackerOptions(0));
+  rank1.Enter("all_reduce", "world", 1, 10, 40);
+  ASSERT_TRUE(rank1.Flush(absl::Seconds(20)));
+  auto first = rank0.ReadPeers({1}, absl::Seconds(5));
+  ASSERT_THAT(first.status(), IsOk());
+  ASSERT_TRUE((*first)[0].second.has_value());
+  // Nothing changes from here on; the writer refreshes every 5 ms.
+  const int64_t published = rank1.num_published();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (rank1.num_published() < published + 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  auto later = rank0.ReadPeers({1}, absl::Seconds(5));
+  ASSERT_THAT(later.status(), IsOk());
+  ASSERT_TRUE((*later)[0].second.has_value());
+  const ProgressRecord& record = *(*later)[0].second;
+  EXPECT_GT(record.published, (*first)[0].second->published);
+  EXPECT_TRUE(record == *(*first)[0].second);
+  EXPECT_EQ(record.node, 1);
+  EXPECT_EQ(record.host, "n1");
+}
+
+TEST(ProgressTrackerTest, CountsRecordsStaleAfterThreeRefreshesOrThreeSeconds) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  ProgressTracker often(
+      store, TrackerOptions(0, absl::Milliseconds(20), absl::Seconds(1)));
+  ProgressTracker rarely(
+      store, TrackerOptions(1, absl::Milliseconds(20), absl::Seconds(5)));
+  EXPECT_EQ(often.stale_after(), absl::Seconds(3));
+  EXPECT_EQ(rarely.stale_after(), absl::Seconds(15));
+}
+
 TEST(ProgressTrackerTest, ReadsNothingForARankThatNeverPublished) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  ProgressTracker rank0(store, "world", 0, absl::Milliseconds(1));
+  ProgressTracker rank0(store, TrackerOptions(0, absl::Milliseconds(1)));
   auto peers = rank0.ReadPeers({1}, absl::Seconds(5));
   ASSERT_THAT(peers.status(), IsOk());
   EXPECT_FALSE((*peers)[0].second.has_value());
@@ -221,7 +352,7 @@ class StuckStore : public c10d::HashStore {
 TEST(ProgressTrackerTest, ReadingAStuckStoreEndsAtTheDeadline) {
   auto store = c10::make_intrusive<StuckStore>();
   {
-    ProgressTracker rank0(store, "world", 0, absl::Milliseconds(1));
+    ProgressTracker rank0(store, TrackerOptions(0, absl::Milliseconds(1)));
     const auto start = std::chrono::steady_clock::now();
     auto peers = rank0.ReadPeers({1}, absl::Milliseconds(200));
     const double elapsed_s =

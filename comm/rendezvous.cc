@@ -1,6 +1,7 @@
 #include "comm/rendezvous.h"
 
 #include <glog/logging.h>
+#include <unistd.h>  // gethostname
 
 #include <chrono>
 #include <string>
@@ -17,6 +18,15 @@
 namespace strata::comm {
 namespace {
 
+// This machine's host name for progress records; empty when unknown.
+std::string ThisHostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  std::string host(name);
+  // Record fields are space-separated.
+  return host.find_first_of(" \t\n\r\f\v") == std::string::npos ? host : "";
+}
+
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
@@ -32,6 +42,8 @@ absl::StatusOr<std::unique_ptr<Group>> ConnectWorld(const RendezvousInfo& info,
   // Ranks on one machine talk over loopback; across machines, over the
   // address this host's name resolves to (or GLOO_SOCKET_IFNAME's interface).
   options.hostname = IsLoopback(info.master_addr) ? "127.0.0.1" : "";
+  options.node = info.node_rank;
+  if (options.host.empty()) options.host = ThisHostName();
   STRATA_RETURN_IF_ERROR(ValidateGroupOptions(options));
 
   c10::intrusive_ptr<c10d::Store> store;

@@ -124,6 +124,24 @@ TEST(MultiProcessTest, StoppedRankIsNamedWithItsLastOperationByItsPeer) {
   EXPECT_LT(exited_ms - stopped_ms, (3 + 5) * 1000);
 }
 
+TEST(MultiProcessTest, ARankStoppedInsideACollectiveIsNamedByItsStaleRecord) {
+  // Rank 1 enters all-reduce #6 (iteration 5) and stops inside it; rank 0
+  // enters it 1 s later, so every rank entered it when it times out after
+  // 5 s. Rank 1's record has not been refreshed since it stopped (more than
+  // the 3 s that count as stale: refreshes come every second).
+  const RunResult r =
+      testing::Run({Launcher(), "--nproc_per_node=2", "--master_port=0",
+                    Worker(), "iterations=1000", "stop_inside_rank=1",
+                    "stop_inside_at=5", "timeout_s=5"},
+                   {}, absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, ContainsRegex("all_reduce #6 timed out after 5s: every "
+                                   "rank entered it; rank 1 \\(node 0, host "
+                                   "[^)]+\\) has not refreshed its progress "
+                                   "record for [5-9]\\.[0-9] s: that node is "
+                                   "unreachable, or the process is stopped"));
+}
+
 TEST(MultiProcessTest, HeartbeatFindsAStoppedRankBeforeTheCollectiveTimeout) {
   // The collective timeout (30 s) is far away: the heartbeat (2 s) finds it.
   const RunResult r = testing::Run(

@@ -9,6 +9,12 @@
 //   stop_rank=R      rank that stops itself with SIGSTOP ...
 //   stop_at=I        ... just before iteration I, logging the moment as
 //                    "stopping itself at monotonic_ms=<CLOCK_MONOTONIC ms>"
+//   stop_inside_rank=R  rank that stops itself with SIGSTOP inside a
+//   stop_inside_at=I    collective: it issues iteration I's all-reduce, lets
+//                    its progress record reach the store (200 ms), logs
+//                    "stopping itself at monotonic_ms=..." and stops; the
+//                    other ranks enter that all-reduce 1 s late, so every
+//                    rank has entered it when it times out
 //   timeout_s=S      collective timeout (default 30)
 //   interval_ms=M    sleep between iterations (default 0)
 // Under `launch --heartbeat_timeout_s` it beats on the launcher's pipe.
@@ -44,6 +50,15 @@ int IntArg(const std::map<std::string, std::string>& args,
   return value;
 }
 
+// Stops this process with SIGSTOP, logging the moment first.
+void StopItself(int rank) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  LOG(INFO) << "rank " << rank << " stopping itself at monotonic_ms="
+            << now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  raise(SIGSTOP);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +77,8 @@ int main(int argc, char** argv) {
   const int stall_at = IntArg(args, "stall_at", 0);
   const int stop_rank = IntArg(args, "stop_rank", -1);
   const int stop_at = IntArg(args, "stop_at", 0);
+  const int stop_inside_rank = IntArg(args, "stop_inside_rank", -1);
+  const int stop_inside_at = IntArg(args, "stop_inside_at", 0);
 
   auto info = strata::comm::RendezvousInfoFromEnv(strata::comm::ProcessEnv());
   if (!info.ok()) {
@@ -92,13 +109,7 @@ int main(int argc, char** argv) {
       LOG(INFO) << "rank " << rank << " killing itself at iteration " << it;
       kill(getpid(), SIGKILL);
     }
-    if (rank == stop_rank && it == stop_at) {
-      timespec now;
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      LOG(INFO) << "rank " << rank << " stopping itself at monotonic_ms="
-                << now.tv_sec * 1000 + now.tv_nsec / 1000000;
-      raise(SIGSTOP);
-    }
+    if (rank == stop_rank && it == stop_at) StopItself(rank);
     if (rank == stall_rank && it == stall_at) {
       LOG(INFO) << "rank " << rank << " stalling at iteration " << it;
       std::this_thread::sleep_for(std::chrono::seconds(120));
@@ -106,7 +117,18 @@ int main(int argc, char** argv) {
     }
     (*group)->SetTrainingStep(it);
     at::Tensor t = at::full({1 << 16}, static_cast<float>(rank + it));
-    absl::Status status = (*group)->AllReduce(t);
+    absl::Status status;
+    if (rank == stop_inside_rank && it == stop_inside_at) {
+      std::unique_ptr<strata::comm::Work> work = (*group)->AllReduceAsync(t);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      StopItself(rank);
+      status = work->Wait();
+    } else {
+      if (stop_inside_rank >= 0 && it == stop_inside_at) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+      status = (*group)->AllReduce(t);
+    }
     if (!status.ok()) {
       LOG(ERROR) << "iteration " << it << ": " << status.message();
       return 1;

@@ -112,6 +112,11 @@ awk -v t="${after}" 'BEGIN { exit !(t < 30) }' ||
   fail "the launchers took ${after} s after the cut (bound 30 s)"
 grep -q "timed out after 10s" "${out}/cut/node0.log" ||
   fail "node 0's log does not report the collective timeout: $(grep ' E2' "${out}/cut/node0.log" | head -n 3)"
+# Node 1's records stopped being refreshed at the cut: node 0 names node 1,
+# whether or not its ranks had entered the collective.
+grep -qE "timed out after 10s.*\(node 1, host [^)]*\) ha(s|ve) not refreshed .*that node is unreachable" \
+  "${out}/cut/node0.log" ||
+  fail "node 0's log does not name node 1 as unreachable: $(grep ' E2' "${out}/cut/node0.log" | head -n 3)"
 grep -qE "timed out after 10s.*rank 0" "${out}/cut/node1.log" ||
   fail "node 1's log does not name rank 0 as unreachable: $(grep ' E2' "${out}/cut/node1.log" | head -n 3)"
 for i in 0 1; do
