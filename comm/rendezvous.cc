@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/strings/match.h"
@@ -78,6 +79,14 @@ absl::StatusOr<std::unique_ptr<Group>> ConnectWorld(const RendezvousInfo& info,
                   "--master_port=0 picks one)"
                 : "Is rank 0 running, and do MASTER_ADDR/MASTER_PORT name its "
                   "machine and a port it can reach?"));
+    }
+    if (info.store_served_externally) {
+      // torchrun's agent keeps its store across restarts, so what an earlier
+      // round's ranks wrote (Gloo's addresses, progress records) is still
+      // there; as PyTorch's env:// rendezvous does, each round works under a
+      // prefix of its own.
+      store = c10::make_intrusive<c10d::PrefixStore>(
+          absl::StrCat("/worker/attempt_", info.restart_count), store);
     }
   }
   VLOG(1) << "rank " << info.rank << " of " << info.world_size

@@ -4,8 +4,9 @@
 // uninterrupted run (the metrics of the steps after the restart and
 // model.pt), under ddp and fsdp; and --resume=auto skips a truncated newest
 // checkpoint with a warning on every rank and continues exactly as a run
-// resumed explicitly from the previous one. (Restarts exhausted and the
-// launcher's log lines: launcher_test.)
+// resumed explicitly from the previous one; and Python's torchrun restarts
+// the same binary with its own --max_restarts just as exactly. (Restarts
+// exhausted and the launcher's log lines: launcher_test.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,9 +26,11 @@ namespace strata::launch {
 namespace {
 
 using ::strata::launch::testing::DropoutRunArgs;
+using ::strata::launch::testing::FreePort;
 using ::strata::launch::testing::MetricsColumn;
 using ::strata::launch::testing::ReadFile;
 using ::strata::launch::testing::Run;
+using ::strata::launch::testing::RunfilePath;
 using ::strata::launch::testing::RunResult;
 using ::strata::launch::testing::TempDir;
 using ::testing::HasSubstr;
@@ -210,6 +213,52 @@ TEST(ResumeFallbackTest, AllCorruptStartsFromScratchButAnExplicitPathFails) {
   EXPECT_EQ(MetricsColumn(out + "/metrics.jsonl", "loss"),
             MetricsColumn(whole + "/metrics.jsonl", "loss"));
   EXPECT_EQ(ReadFile(out + "/model.pt"), ReadFile(whole + "/model.pt"));
+}
+
+// 2 ranks of ddp (dropout off) under Python's torchrun with its own
+// --max_restarts=2, Strata's `train` as the worker, then `more`.
+RunResult TorchrunRun(const std::string& out,
+                      const std::vector<std::string>& more) {
+  // --redirects 1 --tee 1: Debian's torchrun (1.13 on Python 3.11) crashes
+  // with the defaults 0 (see multiprocess_test). --monitor_interval: the agent
+  // checks its workers every 0.5 s instead of every 5 s.
+  std::vector<std::string> args = {
+      "/usr/bin/python3",
+      RunfilePath("launch/torchrun_classic_store.py"),
+      "--redirects",
+      "1",
+      "--tee",
+      "1",
+      "--log_dir",
+      out + "_torchrun_logs",
+      "--monitor_interval=0.5",
+      "--max_restarts=2",
+      "--no_python",
+      "--nproc_per_node=2",
+      absl::StrCat("--master_port=", FreePort())};
+  const std::vector<std::string> train = DropoutRunArgs(
+      out, {"--dropout=0", "--strategy=ddp", "--collective_timeout_s=60",
+            "--threads=1", "--resume=auto"});
+  args.insert(args.end(), train.begin(), train.end());
+  args.insert(args.end(), more.begin(), more.end());
+  return Run(args, {}, absl::Seconds(200));
+}
+
+// Rank 1 SIGKILLs itself after step 6 in round 0 (TORCHELASTIC_RESTART_COUNT
+// is 0 only there); torchrun's agent stops rank 0 and starts both again,
+// which resume the step-4 checkpoint and end as torchrun's uninterrupted run.
+TEST(TorchrunRestartTest, TorchrunsOwnRestartsResumeBitwiseExact) {
+  const std::string whole = TempDir("torchrun_whole");
+  const RunResult uninterrupted = TorchrunRun(whole, {});
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
+  const std::string out = TempDir("torchrun_restarted");
+  const RunResult run =
+      TorchrunRun(out, {"--test_exit_at_step=6", "--test_exit_rank=1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--test_exit_at_step=6: killing this rank"));
+  EXPECT_THAT(run.err, HasSubstr("resumed from " + out +
+                                 "/checkpoints/step_00000004 at step 4"));
+  ExpectBitwiseLastFourSteps(whole, out, "torchrun");
 }
 
 }  // namespace
