@@ -181,19 +181,19 @@ absl::StatusOr<std::unique_ptr<AgentStoreClient>> AgentStoreClient::Connect(
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* addresses = nullptr;
-  const int resolved = getaddrinfo(host.c_str(), absl::StrCat(port).c_str(),
-                                   &hints, &addresses);
+  const int resolved =
+      getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &addresses);
   if (resolved != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve '", host,
-                                               "': ", gai_strerror(resolved)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(resolved)));
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(addresses,
                                                            &freeaddrinfo);
   std::string last_error = "no address";
   while (true) {
     for (const addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-      ScopedFd fd(socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC |
-                                           SOCK_NONBLOCK,
+      ScopedFd fd(socket(a->ai_family,
+                         a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                          a->ai_protocol));
       if (!fd.valid()) continue;
       int error = 0;
@@ -239,9 +239,8 @@ absl::StatusOr<std::string> AgentStoreClient::Call(const std::string& request) {
     const int ready = poll(&p, 1, MillisecondsUntil(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no reply from the store within ",
-                       absl::FormatDuration(timeout_)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no reply from the store within ", absl::FormatDuration(timeout_)));
     }
     char bytes[4096];
     const ssize_t n = read(fd_.get(), bytes, sizeof(bytes));

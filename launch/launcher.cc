@@ -68,8 +68,7 @@ std::atomic<bool> g_launch_running{false};
 // the exit code of the rank it names.
 absl::Status RoundFailureStatus(const RoundFailure& failure,
                                 absl::string_view prefix) {
-  absl::Status status =
-      absl::AbortedError(absl::StrCat(prefix, failure.text));
+  absl::Status status = absl::AbortedError(absl::StrCat(prefix, failure.text));
   status.SetPayload(kExitCodePayloadUrl,
                     absl::Cord(absl::StrCat(failure.exit_code)));
   return status;
@@ -183,10 +182,9 @@ class Supervisor {
     }
     // Everything the child needs is built before fork: the child of a
     // possibly multi-threaded process may not allocate.
-    std::vector<std::string> env =
-        RankEnvironment(options_, master_port_, restart_round_,
-                        num_threads_per_rank_, local_rank,
-                        heartbeat_write.get());
+    std::vector<std::string> env = RankEnvironment(
+        options_, master_port_, restart_round_, num_threads_per_rank_,
+        local_rank, heartbeat_write.get());
     std::vector<char*> envp;
     for (std::string& entry : env) envp.push_back(entry.data());
     envp.push_back(nullptr);
@@ -394,17 +392,16 @@ class Supervisor {
     }
     if (forwarded_signal_ != 0 || late_signal_) {
       const int signo = forwarded_signal_ != 0 ? forwarded_signal_ : SIGTERM;
-      return RoundFailure{absl::StrCat(node, "'s launcher received ",
-                                       SignalText(signo)),
-                          false, 128 + signo};
+      return RoundFailure{
+          absl::StrCat(node, "'s launcher received ", SignalText(signo)), false,
+          128 + signo};
     }
     if (!first_failure_.has_value()) return std::nullopt;
     const RankProcess& process = ranks_[*first_failure_];
     if (process.running) {  // SIGKILLed for its heartbeat, not reaped yet.
-      return RoundFailure{
-          absl::StrCat(node, " rank ", process.rank, " (pid ", process.pid,
-                       "): ", process.cause),
-          true, 128 + SIGKILL};
+      return RoundFailure{absl::StrCat(node, " rank ", process.rank, " (pid ",
+                                       process.pid, "): ", process.cause),
+                          true, 128 + SIGKILL};
     }
     std::string text = absl::StrCat(node, " ", FailureSummary());
     if (!process.exec_error.empty()) {
@@ -418,8 +415,7 @@ class Supervisor {
   // once, else (every kPeerPollInterval) looks for another node's and stops
   // the ranks when there is one. A lost store stops the job.
   void SyncWithOtherNodes() {
-    if (rounds_ == nullptr || round_failure_.has_value() ||
-        lost_agent_store_) {
+    if (rounds_ == nullptr || round_failure_.has_value() || lost_agent_store_) {
       return;
     }
     absl::StatusOr<std::optional<RoundFailure>> failure = LocalFailure();

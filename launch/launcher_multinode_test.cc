@@ -151,9 +151,8 @@ TEST(LauncherMultiNodeTest, MasterPortZeroIsNodeZerosPickForEveryRank) {
   std::map<std::string, std::set<std::string>> ports_by_round;
   std::map<std::string, int> num_lines;
   for (const std::string* out : {&result0.out, &result1.out}) {
-    for (const std::string& line :
-         std::vector<std::string>(absl::StrSplit(*out, '\n',
-                                                 absl::SkipEmpty()))) {
+    for (const std::string& line : std::vector<std::string>(
+             absl::StrSplit(*out, '\n', absl::SkipEmpty()))) {
       std::smatch match;
       ASSERT_TRUE(std::regex_match(line, match, kLine)) << line;
       ports_by_round[match[2]].insert(match[3]);

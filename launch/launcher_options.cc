@@ -32,10 +32,10 @@ absl::Status ValidateAgentStore(const LauncherOptions& options) {
   if (!UsesAgentStore(options)) return absl::OkStatus();
   if (options.rdzv_port == 0 &&
       (options.master_port == 0 || options.master_port == 65535)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv_endpoint must name a port when --master_port is ",
-        options.master_port,
-        " (the agent store's default port is --master_port + 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv_endpoint must name a port when --master_port is ",
+                     options.master_port,
+                     " (the agent store's default port is --master_port + 1)"));
   }
   if (AgentStorePort(options) == options.master_port &&
       AgentStoreHost(options) == options.master_addr) {

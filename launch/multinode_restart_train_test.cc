@@ -84,11 +84,17 @@ TEST(MultiNodeRestartTrainTest, NodeOneRankKilledRestartsBothNodesBitwise) {
   while (rdzv_port == master_port) rdzv_port = FreePort();
   auto node_args = [&](int node_rank) {
     std::vector<std::string> args = {
-        RunfilePath("launch/launch"), "--nnodes=2",
-        absl::StrCat("--node_rank=", node_rank), "--nproc_per_node=1",
-        "--threads_per_rank=1", "--max_restarts=2", "--stop_grace_s=5",
-        "--master_addr=127.0.0.1", absl::StrCat("--master_port=", master_port),
-        absl::StrCat("--rdzv_endpoint=127.0.0.1:", rdzv_port), "--"};
+        RunfilePath("launch/launch"),
+        "--nnodes=2",
+        absl::StrCat("--node_rank=", node_rank),
+        "--nproc_per_node=1",
+        "--threads_per_rank=1",
+        "--max_restarts=2",
+        "--stop_grace_s=5",
+        "--master_addr=127.0.0.1",
+        absl::StrCat("--master_port=", master_port),
+        absl::StrCat("--rdzv_endpoint=127.0.0.1:", rdzv_port),
+        "--"};
     args.insert(args.end(), train.begin(), train.end());
     return args;
   };

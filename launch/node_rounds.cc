@@ -53,11 +53,10 @@ std::string NodeRounds::Endpoint() const {
 absl::Status NodeRounds::Annotate(const absl::Status& status,
                                   const std::string& what) const {
   if (status.ok()) return status;
-  return absl::UnavailableError(
-      absl::StrCat("node ", options_.node_rank, ": ", what,
-                   " failed at the agent store ", Endpoint(),
-                   " (--rdzv_endpoint, served by node 0's launcher): ",
-                   status.message()));
+  return absl::UnavailableError(absl::StrCat(
+      "node ", options_.node_rank, ": ", what, " failed at the agent store ",
+      Endpoint(),
+      " (--rdzv_endpoint, served by node 0's launcher): ", status.message()));
 }
 
 absl::StatusOr<std::unique_ptr<NodeRounds>> NodeRounds::Connect(
@@ -130,10 +129,10 @@ absl::Status NodeRounds::JoinRound(int round) {
     if (!present.ok()) return present.status();
     if (!present->has_value()) missing.push_back(absl::StrCat("node ", node));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      absl::StrJoin(missing, ", "), " did not join restart round ", round,
-      " within ", absl::FormatDuration(options_.timeout),
-      " (--rdzv_join_timeout_s; agent store ", Endpoint(), ")"));
+  return absl::DeadlineExceededError(
+      absl::StrCat(absl::StrJoin(missing, ", "), " did not join restart round ",
+                   round, " within ", absl::FormatDuration(options_.timeout),
+                   " (--rdzv_join_timeout_s; agent store ", Endpoint(), ")"));
 }
 
 absl::StatusOr<int> NodeRounds::AgreeMasterPort(int round, int picked_port) {
@@ -147,9 +146,8 @@ absl::StatusOr<int> NodeRounds::AgreeMasterPort(int round, int picked_port) {
   if (!value.ok()) return value.status();
   int port = 0;
   if (!absl::SimpleAtoi(**value, &port)) {
-    return absl::InternalError(absl::StrCat("agent store key '", key,
-                                            "' holds '", **value,
-                                            "', not a port"));
+    return absl::InternalError(absl::StrCat(
+        "agent store key '", key, "' holds '", **value, "', not a port"));
   }
   return port;
 }
@@ -187,8 +185,7 @@ absl::StatusOr<std::optional<RoundFailure>> NodeRounds::PolledFailure(
   return ReadFailure(round, /*wait=*/false);
 }
 
-absl::StatusOr<std::optional<RoundFailure>> NodeRounds::FinishRound(
-    int round) {
+absl::StatusOr<std::optional<RoundFailure>> NodeRounds::FinishRound(int round) {
   absl::StatusOr<int64_t> done = Count(RoundKey(round, "done"), 1);
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (done.ok()) {

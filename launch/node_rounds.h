@@ -107,8 +107,7 @@ class NodeRounds {
   // set (NotFound naming the key past it).
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key,
                                                  bool wait);
-  absl::StatusOr<std::optional<RoundFailure>> ReadFailure(int round,
-                                                          bool wait);
+  absl::StatusOr<std::optional<RoundFailure>> ReadFailure(int round, bool wait);
 
   NodeRoundsOptions options_;
   std::unique_ptr<AgentStoreServer> server_;  // Node 0 only.

@@ -103,10 +103,10 @@ TEST(NodeRoundsTest, TheFirstPublishedFailureStandsForEveryNode) {
   TwoNodes nodes = ConnectTwoNodes();
   ASSERT_NE(nodes.node[1], nullptr);
   EXPECT_FALSE(nodes.node[0]->PolledFailure(1)->has_value());
-  const RoundFailure first{"node 1 rank 1 (pid 7) was killed by signal 9",
-                           true, 137};
-  const RoundFailure second{"node 0 rank 0 (pid 8) exited with status 1",
-                            true, 1};
+  const RoundFailure first{"node 1 rank 1 (pid 7) was killed by signal 9", true,
+                           137};
+  const RoundFailure second{"node 0 rank 0 (pid 8) exited with status 1", true,
+                            1};
   const absl::StatusOr<RoundFailure> stands1 =
       nodes.node[1]->PublishFailure(1, first);
   const absl::StatusOr<RoundFailure> stands0 =
@@ -142,10 +142,10 @@ TEST(NodeRoundsTest, FinishRoundReturnsOnceEveryNodeIsDone) {
 TEST(NodeRoundsTest, FinishRoundReturnsAnotherNodesFailure) {
   TwoNodes nodes = ConnectTwoNodes();
   ASSERT_NE(nodes.node[1], nullptr);
-  ASSERT_THAT(
-      nodes.node[1]->PublishFailure(0, {"node 1 rank 1 failed", false, 3})
-          .status(),
-      IsOk());
+  ASSERT_THAT(nodes.node[1]
+                  ->PublishFailure(0, {"node 1 rank 1 failed", false, 3})
+                  .status(),
+              IsOk());
   const absl::StatusOr<std::optional<RoundFailure>> finished =
       nodes.node[0]->FinishRound(0);
   ASSERT_THAT(finished.status(), IsOk());
