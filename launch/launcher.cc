@@ -657,6 +657,9 @@ absl::Status LaunchWithAgentStore(const LauncherOptions& options,
   rounds_options.nnodes = options.nnodes;
   rounds_options.node_rank = options.node_rank;
   rounds_options.timeout = options.rdzv_join_timeout;
+  rounds_options.interrupted = [signals] {
+    return signals->HasPendingSignal();
+  };
   LOG(INFO) << (options.node_rank == 0 ? "Serving" : "Connecting to")
             << " the agent store at " << rounds_options.host << ":"
             << rounds_options.port << " (--rdzv_endpoint), where the "

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "launch/agent_store.h"
 #include "launch/testing/subprocess.h"
 
 namespace strata::launch {
@@ -76,6 +78,14 @@ std::vector<RunResult> RunTwoNodes(const std::vector<std::string>& more) {
   RunResult result1 = node1.Finish();
   RunResult result0 = node0.Finish();
   return {result0, result1};
+}
+
+// Whether a client connects to the agent store on `port` within kPromptly
+// and it counts (node 0's launcher serves it before it waits for node 1).
+bool AgentStoreAnswers(int port) {
+  absl::StatusOr<std::unique_ptr<AgentStoreClient>> client =
+      AgentStoreClient::Connect("127.0.0.1", port, kPromptly);
+  return client.ok() && (*client)->Add("probe", 1).ok();
 }
 
 // The line of `text` that contains `needle`, or "" if none does.
@@ -244,6 +254,24 @@ TEST(LauncherMultiNodeTest, NodeZeroGoneStopsTheOtherNodesRanks) {
   EXPECT_THAT(result.err,
               HasSubstr(absl::StrCat("failed at the agent store 127.0.0.1:",
                                      ports.rdzv)));
+  EXPECT_LT(result.elapsed, kPromptly);
+}
+
+TEST(LauncherMultiNodeTest, SigtermWhileWaitingForANodeEndsTheWait) {
+  const Ports ports = TwoFreePorts();
+  Subprocess node0(NodeArgs(0, ports,
+                            {"--max_restarts=1", "--rdzv_join_timeout_s=60",
+                             "sh", "-c", "exec sleep 60"}),
+                   {}, kRunTimeout);
+  // The agent store answers once node 0's launcher is waiting for node 1.
+  ASSERT_TRUE(AgentStoreAnswers(ports.rdzv));
+  node0.Signal(SIGTERM);
+  const RunResult result = node0.Finish();
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err,
+              HasSubstr("node 0's launcher received SIGINT/SIGTERM while "
+                        "waiting for the other nodes to join restart round 0"));
+  // Far below the 60 s join deadline.
   EXPECT_LT(result.elapsed, kPromptly);
 }
 

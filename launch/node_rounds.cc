@@ -59,6 +59,16 @@ absl::Status NodeRounds::Annotate(const absl::Status& status,
       " (--rdzv_endpoint, served by node 0's launcher): ", status.message()));
 }
 
+absl::Status NodeRounds::CheckInterrupted(const std::string& what) const {
+  if (!options_.interrupted || !options_.interrupted()) {
+    return absl::OkStatus();
+  }
+  return absl::CancelledError(
+      absl::StrCat("node ", options_.node_rank,
+                   "'s launcher received SIGINT/SIGTERM while waiting for ",
+                   what, " (agent store ", Endpoint(), ")"));
+}
+
 absl::StatusOr<std::unique_ptr<NodeRounds>> NodeRounds::Connect(
     const NodeRoundsOptions& options) {
   std::unique_ptr<NodeRounds> rounds(new NodeRounds(options));
@@ -100,6 +110,8 @@ absl::StatusOr<std::optional<std::string>> NodeRounds::Get(
       return Annotate(value.status(), absl::StrCat("reading '", key, "'"));
     }
     if (value->has_value() || !wait) return value;
+    absl::Status interrupted = CheckInterrupted(absl::StrCat("'", key, "'"));
+    if (!interrupted.ok()) return interrupted;
     if (absl::Now() >= deadline) {
       return absl::NotFoundError(absl::StrCat(
           "node ", options_.node_rank, ": agent store key '", key,
@@ -117,6 +129,9 @@ absl::Status NodeRounds::JoinRound(int round) {
   absl::StatusOr<int64_t> joined = Count(RoundKey(round, "joined"), 1);
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (joined.ok() && *joined < options_.nnodes && absl::Now() < deadline) {
+    status = CheckInterrupted(
+        absl::StrCat("the other nodes to join restart round ", round));
+    if (!status.ok()) return status;
     absl::SleepFor(options_.poll_interval);
     joined = Count(RoundKey(round, "joined"), 0);
   }
@@ -200,6 +215,9 @@ absl::StatusOr<std::optional<RoundFailure>> NodeRounds::FinishRound(int round) {
           " nodes did within ", absl::FormatDuration(options_.timeout),
           " (--rdzv_join_timeout_s; agent store ", Endpoint(), ")"));
     }
+    absl::Status interrupted = CheckInterrupted(
+        absl::StrCat("the other nodes to finish restart round ", round));
+    if (!interrupted.ok()) return interrupted;
     absl::SleepFor(options_.poll_interval);
     done = Count(RoundKey(round, "done"), 0);
   }

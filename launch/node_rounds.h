@@ -19,6 +19,7 @@
 #ifndef STRATA_LAUNCH_NODE_ROUNDS_H_
 #define STRATA_LAUNCH_NODE_ROUNDS_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ struct NodeRoundsOptions {
   absl::Duration timeout = absl::Seconds(120);
   // How often waits re-read the store.
   absl::Duration poll_interval = absl::Milliseconds(50);
+  // Checked while waiting for other nodes; when it returns true (the
+  // launcher got SIGINT/SIGTERM) the wait ends with Cancelled.
+  std::function<bool()> interrupted;
 };
 
 // A round's failure as the store holds it: the first node to publish wins.
@@ -108,6 +112,8 @@ class NodeRounds {
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key,
                                                  bool wait);
   absl::StatusOr<std::optional<RoundFailure>> ReadFailure(int round, bool wait);
+  // Cancelled naming `what` if options_.interrupted says so, else OK.
+  absl::Status CheckInterrupted(const std::string& what) const;
 
   NodeRoundsOptions options_;
   std::unique_ptr<AgentStoreServer> server_;  // Node 0 only.

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <glog/logging.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -58,6 +59,11 @@ absl::Status ScopedSignalCapture::Install() {
     previous_.emplace_back(signo, previous);
   }
   return absl::OkStatus();
+}
+
+bool ScopedSignalCapture::HasPendingSignal() const {
+  pollfd fd = {read_end_.get(), POLLIN, 0};
+  return poll(&fd, 1, 0) == 1;
 }
 
 std::vector<int> ScopedSignalCapture::TakeSignals() {

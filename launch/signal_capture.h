@@ -34,6 +34,9 @@ class ScopedSignalCapture {
   // Readable when a signal arrived.
   int read_fd() const { return read_end_.get(); }
 
+  // Whether a signal is waiting to be taken; takes none.
+  bool HasPendingSignal() const;
+
   // Returns the signals received since the last call, in order.
   std::vector<int> TakeSignals();
 

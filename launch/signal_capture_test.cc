@@ -27,7 +27,9 @@ TEST(ScopedSignalCaptureTest, CapturedSignalsArriveInOrderOnThePipe) {
   ASSERT_EQ(raise(SIGINT), 0);
   pollfd fd = {capture.read_fd(), POLLIN, 0};
   ASSERT_EQ(poll(&fd, 1, 0), 1);
+  EXPECT_TRUE(capture.HasPendingSignal());
   EXPECT_EQ(capture.TakeSignals(), (std::vector<int>{SIGTERM, SIGINT}));
+  EXPECT_FALSE(capture.HasPendingSignal());
   EXPECT_TRUE(capture.TakeSignals().empty());
 }
 
