@@ -238,6 +238,7 @@ void NodeRounds::Leave() {
     const absl::StatusOr<int64_t> connected = Count("connected", 0);
     if (!left.ok() || !connected.ok()) return;
     if (*left >= *connected - 1) return;
+    if (!CheckInterrupted("the other nodes to leave").ok()) return;
     if (absl::Now() >= deadline) {
       LOG(WARNING) << *connected - 1 - *left << " node(s) still used the "
                    << "agent store " << Endpoint() << " after "

@@ -92,8 +92,9 @@ class NodeRounds {
   absl::StatusOr<std::optional<RoundFailure>> FinishRound(int round);
 
   // Says this node no longer needs the store. On node 0, waits (up to
-  // options.timeout) until every node that connected has left, so that none
-  // loses the store while reading its last keys. Errors are logged.
+  // options.timeout, or until options.interrupted) until every node that
+  // connected has left, so that none loses the store while reading its last
+  // keys. Errors are logged.
   void Leave();
 
   // "127.0.0.1:29501".
