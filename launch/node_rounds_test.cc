@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/testing/status_matchers.h"
 #include "launch/fds.h"
