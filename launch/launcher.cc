@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
@@ -34,9 +33,10 @@
 #include "absl/time/time.h"
 #include "absl/types/optional.h"
 #include "launch/fds.h"
+#include "launch/node_rounds.h"
 #include "launch/process_state.h"
-
-extern char** environ;
+#include "launch/rank_process.h"
+#include "launch/signal_capture.h"
 
 namespace strata::launch {
 namespace {
@@ -46,19 +46,12 @@ constexpr char kExitCodePayloadUrl[] =
     "type.googleapis.com/strata.launch.ExitCode";
 // How often the supervisor checks for exited ranks while waiting for output.
 constexpr int kReapIntervalMs = 10;
+// With the agent store: how often a running node checks for another node's
+// failure of the round (one store round trip each).
+constexpr absl::Duration kPeerPollInterval = absl::Milliseconds(100);
 // After every rank has exited, output is drained until every pipe is closed
 // or none has had data for this long (a grandchild may hold a pipe open).
 constexpr int kDrainIdleMs = 100;
-
-// Set by the launcher for each rank; extra_env may override them.
-constexpr const char* kThreadVars[] = {
-    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"};
-
-std::string SignalText(int signo) {
-  const char* text = sigdescr_np(signo);
-  return absl::StrCat("signal ", signo, " (",
-                      text != nullptr ? text : "unknown signal", ")");
-}
 
 int NumUsableCpus() {
   cpu_set_t cpus;
@@ -69,146 +62,16 @@ int NumUsableCpus() {
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-// ---------------------------------------------------------------------------
-// Signal capture: while a Launch runs, SIGINT and SIGTERM are turned into
-// bytes on a self-pipe that the supervisor's poll loop reads.
-
-std::atomic<int> g_signal_pipe_write_fd{-1};
 std::atomic<bool> g_launch_running{false};
 
-void CaptureSignal(int signo) {
-  const int saved_errno = errno;
-  const int fd = g_signal_pipe_write_fd.load(std::memory_order_relaxed);
-  if (fd >= 0) {
-    const unsigned char byte = static_cast<unsigned char>(signo);
-    // Non-blocking: if the pipe is full, the signal is already pending there.
-    [[maybe_unused]] const ssize_t ignored = write(fd, &byte, 1);
-  }
-  errno = saved_errno;
-}
-
-// Installs the capturing handlers in Install() and restores the previous
-// ones on destruction. Owned by Launch(); one instance at a time.
-class ScopedSignalCapture {
- public:
-  ScopedSignalCapture() = default;
-  ScopedSignalCapture(const ScopedSignalCapture&) = delete;
-  ScopedSignalCapture& operator=(const ScopedSignalCapture&) = delete;
-  ~ScopedSignalCapture() {
-    for (const auto& [signo, action] : previous_) {
-      sigaction(signo, &action, nullptr);
-    }
-    g_signal_pipe_write_fd.store(-1);
-  }
-
-  absl::Status Install() {
-    absl::Status status = MakePipe(&read_end_, &write_end_);
-    if (status.ok()) status = SetNonBlocking(read_end_.get());
-    if (status.ok()) status = SetNonBlocking(write_end_.get());
-    if (!status.ok()) return status;
-    g_signal_pipe_write_fd.store(write_end_.get());
-    for (int signo : {SIGINT, SIGTERM}) {
-      struct sigaction previous;
-      CHECK_EQ(sigaction(signo, nullptr, &previous), 0);
-      // A signal the launcher was started ignoring (nohup, background jobs)
-      // stays ignored, for the launcher and for its ranks.
-      if (previous.sa_handler == SIG_IGN) continue;
-      struct sigaction action = {};
-      action.sa_handler = CaptureSignal;
-      sigemptyset(&action.sa_mask);
-      action.sa_flags = SA_RESTART;
-      CHECK_EQ(sigaction(signo, &action, nullptr), 0);
-      previous_.emplace_back(signo, previous);
-    }
-    return absl::OkStatus();
-  }
-
-  int read_fd() const { return read_end_.get(); }
-
-  // Returns the signals received since the last call, in order.
-  std::vector<int> TakeSignals() {
-    std::vector<int> signals;
-    unsigned char bytes[64];
-    ssize_t n;
-    while ((n = read(read_end_.get(), bytes, sizeof(bytes))) > 0 ||
-           (n < 0 && errno == EINTR)) {
-      for (ssize_t i = 0; i < n; ++i) signals.push_back(bytes[i]);
-    }
-    return signals;
-  }
-
- private:
-  ScopedFd read_end_;
-  ScopedFd write_end_;
-  std::vector<std::pair<int, struct sigaction>> previous_;
-};
-
-struct RankProcess {
-  int rank = 0;
-  int local_rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  // waitpid status, valid once !running.
-  int wait_status = 0;
-  // Set if the child could not exec the program.
-  std::string exec_error;
-  // The read end of the rank's heartbeat pipe (with --heartbeat_timeout_s),
-  // until EOF; when the last beat (or the spawn) was, and whether one came.
-  ScopedFd heartbeat;
-  absl::Time last_beat;
-  bool beat_seen = false;
-  // Set when the launcher SIGKILLed it without the grace period, with why.
-  bool force_killed = false;
-  std::string cause;
-};
-
-// Runs in the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void ExecRank(pid_t launcher_pid, int stdin_fd, int stdout_fd,
-                           int stderr_fd, int exec_status_fd, int heartbeat_fd,
-                           char* const* argv, char* const* envp) {
-  setpgid(0, 0);
-  // If the launcher dies without stopping the ranks (SIGKILL), they get
-  // SIGTERM; and if it died already, this one does not start.
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != launcher_pid) _exit(128 + SIGTERM);
-  // Ranks start with default SIGPIPE and nothing blocked, whatever the
-  // calling thread had.
-  struct sigaction default_action = {};
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  sigaction(SIGPIPE, &default_action, nullptr);
-  sigset_t no_signals;
-  sigemptyset(&no_signals);
-  sigprocmask(SIG_SETMASK, &no_signals, nullptr);
-
-  int error = 0;
-  // The heartbeat pipe's write end stays open across exec (its number is in
-  // STRATA_HEARTBEAT_FD).
-  if ((heartbeat_fd >= 0 && fcntl(heartbeat_fd, F_SETFD, 0) != 0) ||
-      dup2(stdin_fd, STDIN_FILENO) < 0 || dup2(stdout_fd, STDOUT_FILENO) < 0 ||
-      dup2(stderr_fd, STDERR_FILENO) < 0) {
-    error = errno;
-  } else {
-    execvpe(argv[0], argv, envp);
-    error = errno;
-  }
-  // "cannot execute '<program>': <reason>\n", built without allocating.
-  char message[1024];
-  size_t length = 0;
-  auto append = [&](const char* text) {
-    while (*text != '\0' && length < sizeof(message) - 1) {
-      message[length++] = *text++;
-    }
-  };
-  const char* reason = strerrordesc_np(error);
-  append("cannot execute '");
-  append(argv[0]);
-  append("': ");
-  append(reason != nullptr ? reason : "unknown error");
-  append("\n");
-  [[maybe_unused]] ssize_t ignored = write(STDERR_FILENO, message, length);
-  ignored = write(exec_status_fd, &error, sizeof(error));
-  _exit(error == ENOENT ? 127 : 126);
+// A failure every node of the job ends with: its text and, as the payload,
+// the exit code of the rank it names.
+absl::Status RoundFailureStatus(const RoundFailure& failure,
+                                absl::string_view prefix) {
+  absl::Status status = absl::AbortedError(absl::StrCat(prefix, failure.text));
+  status.SetPayload(kExitCodePayloadUrl,
+                    absl::Cord(absl::StrCat(failure.exit_code)));
+  return status;
 }
 
 // Spawns and watches the ranks of one Launch(). Used from one thread only.
@@ -216,12 +79,15 @@ class Supervisor {
  public:
   // `restart_round`: 0 for the first start, then 1, 2, ... for each
   // restart (LauncherOptions::max_restarts).
+  // `rounds`: the agent store (UsesAgentStore), or null for a node that
+  // decides alone.
   Supervisor(const LauncherOptions& options, int master_port,
-             int num_threads_per_rank, int restart_round)
+             int num_threads_per_rank, int restart_round, NodeRounds* rounds)
       : options_(options),
         master_port_(master_port),
         num_threads_per_rank_(num_threads_per_rank),
-        restart_round_(restart_round) {}
+        restart_round_(restart_round),
+        rounds_(rounds) {}
 
   // Spawns every rank, forwards output and signals until all have exited.
   absl::Status Run(ScopedSignalCapture* signals) {
@@ -243,6 +109,7 @@ class Supervisor {
       ReapExited();
       if (NumRunning() == 0) break;
       CheckHeartbeats();
+      SyncWithOtherNodes();
       if (kill_deadline_.has_value() && !killed_) KillStoppedRanks();
       if (kill_deadline_.has_value() && !killed_ &&
           absl::Now() >= *kill_deadline_) {
@@ -263,13 +130,25 @@ class Supervisor {
     // Signals that arrived after the last rank exited stop no rank, but
     // they do cancel a restart.
     late_signal_ = !signals->TakeSignals().empty();
+    SyncWithOtherNodes();  // A failure found in the last pass.
     return FinalStatus();
+  }
+
+  // With the agent store, after Run failed: the round's failure every node
+  // agreed on (this node's or another's), unless the store was lost.
+  const std::optional<RoundFailure>& round_failure() const {
+    return round_failure_;
   }
 
   // After Run failed: whether a new round may fix it. A rank failed (exit,
   // signal, heartbeat) — not the launcher itself, not an exec error (the
   // program would fail the same way), not a SIGINT/SIGTERM the user sent.
   bool Restartable() const {
+    if (rounds_ != nullptr) {
+      return launcher_error_.ok() && round_failure_.has_value() &&
+             round_failure_->restartable && forwarded_signal_ == 0 &&
+             !late_signal_;
+    }
     return launcher_error_.ok() && first_failure_.has_value() &&
            ranks_[*first_failure_].exec_error.empty() &&
            forwarded_signal_ == 0 && !late_signal_;
@@ -285,55 +164,6 @@ class Supervisor {
   }
 
  private:
-  // The launcher's environment with the torchrun and thread variables of
-  // `local_rank` and options_.extra_env, as "KEY=VALUE" strings.
-  std::vector<std::string> RankEnvironment(int local_rank,
-                                           int heartbeat_fd) const {
-    const int world_size = options_.nnodes * options_.nproc_per_node;
-    const int rank = options_.node_rank * options_.nproc_per_node + local_rank;
-    std::vector<std::pair<std::string, std::string>> vars = {
-        {"MASTER_ADDR", options_.master_addr},
-        {"MASTER_PORT", absl::StrCat(master_port_)},
-        {"RANK", absl::StrCat(rank)},
-        {"WORLD_SIZE", absl::StrCat(world_size)},
-        {"LOCAL_RANK", absl::StrCat(local_rank)},
-        {"LOCAL_WORLD_SIZE", absl::StrCat(options_.nproc_per_node)},
-        {"GROUP_RANK", absl::StrCat(options_.node_rank)},
-        {"GROUP_WORLD_SIZE", absl::StrCat(options_.nnodes)},
-        // As torchrun: the round (0 for the first start) and the limit.
-        {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(restart_round_)},
-        {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(options_.max_restarts)},
-    };
-    if (heartbeat_fd >= 0) {
-      vars.emplace_back("STRATA_HEARTBEAT_FD", absl::StrCat(heartbeat_fd));
-      vars.emplace_back("STRATA_HEARTBEAT_INTERVAL_MS",
-                        absl::StrCat(HeartbeatIntervalMs()));
-    }
-    absl::flat_hash_set<std::string> extra_keys;
-    for (const auto& [key, value] : options_.extra_env) extra_keys.insert(key);
-    for (const char* key : kThreadVars) {
-      if (!extra_keys.contains(key)) {
-        vars.emplace_back(key, absl::StrCat(num_threads_per_rank_));
-      }
-    }
-    vars.insert(vars.end(), options_.extra_env.begin(),
-                options_.extra_env.end());
-
-    absl::flat_hash_set<std::string> set_keys;
-    for (const auto& [key, value] : vars) set_keys.insert(key);
-    std::vector<std::string> env;
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      const absl::string_view key_value(*entry);
-      if (!set_keys.contains(key_value.substr(0, key_value.find('=')))) {
-        env.emplace_back(key_value);
-      }
-    }
-    for (const auto& [key, value] : vars) {
-      env.push_back(absl::StrCat(key, "=", value));
-    }
-    return env;
-  }
-
   absl::Status Spawn(int local_rank) {
     RankProcess process;
     process.local_rank = local_rank;
@@ -352,8 +182,9 @@ class Supervisor {
     }
     // Everything the child needs is built before fork: the child of a
     // possibly multi-threaded process may not allocate.
-    std::vector<std::string> env =
-        RankEnvironment(local_rank, heartbeat_write.get());
+    std::vector<std::string> env = RankEnvironment(
+        options_, master_port_, restart_round_, num_threads_per_rank_,
+        local_rank, heartbeat_write.get());
     std::vector<char*> envp;
     for (std::string& entry : env) envp.push_back(entry.data());
     envp.push_back(nullptr);
@@ -385,16 +216,22 @@ class Supervisor {
       }
     }
 
-    const pid_t launcher_pid = getpid();
+    ExecRankArgs exec_args;
+    exec_args.launcher_pid = getpid();
+    exec_args.stdin_fd = dev_null.get();
+    exec_args.stdout_fd = stdout_write.get();
+    exec_args.stderr_fd = stderr_write.get();
+    exec_args.exec_status_fd = exec_status_write.get();
+    exec_args.heartbeat_fd = heartbeat_write.get();
+    exec_args.argv = argv.data();
+    exec_args.envp = envp.data();
     const pid_t pid = fork();
     if (pid < 0) {
       return absl::InternalError(absl::StrCat(
           "cannot start rank ", process.rank, ": fork: ", ErrnoText(errno)));
     }
     if (pid == 0) {
-      ExecRank(launcher_pid, dev_null.get(), stdout_write.get(),
-               stderr_write.get(), exec_status_write.get(),
-               heartbeat_write.get(), argv.data(), envp.data());
+      ExecRank(exec_args);
     }
     // Also set here, so the group exists before anyone signals it; fails
     // harmlessly if the child already exec'd (it set it itself).
@@ -439,28 +276,9 @@ class Supervisor {
                          [](const RankProcess& r) { return r.running; });
   }
 
-  static bool Succeeded(const RankProcess& process) {
-    return WIFEXITED(process.wait_status) &&
-           WEXITSTATUS(process.wait_status) == 0;
-  }
-
-  // " exited with status 3", " was killed by signal 9 (Killed)", or "".
-  static std::string Outcome(const RankProcess& process) {
-    if (WIFEXITED(process.wait_status)) {
-      return absl::StrCat(" exited with status ",
-                          WEXITSTATUS(process.wait_status));
-    }
-    if (WIFSIGNALED(process.wait_status)) {
-      return absl::StrCat(
-          " was killed by ", SignalText(WTERMSIG(process.wait_status)),
-          WCOREDUMP(process.wait_status) ? " (core dumped)" : "");
-    }
-    return "";
-  }
-
   // The rank, its exit and why; with restarts allowed, the round too.
   std::string Describe(const RankProcess& process) const {
-    std::string description = absl::StrCat(Name(process), Outcome(process));
+    std::string description = absl::StrCat(RankName(process), Outcome(process));
     if (options_.max_restarts > 0) {
       absl::StrAppend(&description, " in restart round ", restart_round_);
     }
@@ -471,32 +289,6 @@ class Supervisor {
       absl::StrAppend(&description, ": ", process.cause);
     }
     return description;
-  }
-
-  static std::string Name(const RankProcess& process) {
-    return absl::StrCat("rank ", process.rank, " (local rank ",
-                        process.local_rank, ", pid ", process.pid, ")");
-  }
-
-  // How often ranks beat: a quarter of the timeout, so that a late beat or
-  // two is no failure.
-  int64_t HeartbeatIntervalMs() const {
-    return std::max<int64_t>(
-        1, absl::ToInt64Milliseconds(options_.heartbeat_timeout / 4));
-  }
-
-  // The process state for messages: "T (stopped)", or why it is unknown.
-  static std::string StateOf(const RankProcess& process) {
-    absl::StatusOr<char> state = ProcessState(process.pid);
-    return state.ok() ? DescribeProcessState(*state)
-                      : std::string(state.status().message());
-  }
-
-  // SIGKILLs a rank at once (its process group, else the process).
-  static void ForceKill(RankProcess& process, std::string cause) {
-    if (kill(-process.pid, SIGKILL) != 0) kill(process.pid, SIGKILL);
-    process.force_killed = true;
-    process.cause = std::move(cause);
   }
 
   // With --heartbeat_timeout_s: a running rank whose last beat is older than
@@ -526,7 +318,7 @@ class Supervisor {
                              "(--heartbeat_startup_timeout_s; does the "
                              "program beat? see launch/README.md)"),
           ", process state ", StateOf(process));
-      LOG(ERROR) << Name(process) << ": " << cause
+      LOG(ERROR) << RankName(process) << ": " << cause
                  << "; sending it SIGKILL and stopping the job";
       ForceKill(process, std::move(cause));
       if (!first_failure_.has_value()) first_failure_ = i;
@@ -544,7 +336,7 @@ class Supervisor {
       std::string cause = absl::StrCat(
           "it was ", DescribeProcessState(*state),
           " and could not react to SIGTERM, so it got SIGKILL at once");
-      LOG(ERROR) << Name(process) << ": " << cause;
+      LOG(ERROR) << RankName(process) << ": " << cause;
       ForceKill(process, std::move(cause));
     }
   }
@@ -573,7 +365,8 @@ class Supervisor {
         continue;
       }
       process.wait_status = wait_status;
-      if (Succeeded(process) || first_failure_.has_value()) {
+      if (Succeeded(process) || first_failure_.has_value() ||
+          stopped_for_peer_) {
         LOG(INFO) << Describe(process);
         continue;
       }
@@ -584,6 +377,74 @@ class Supervisor {
                    << " rank(s): SIGTERM now, SIGKILL after "
                    << absl::FormatDuration(options_.stop_grace);
       }
+      BeginStopping(SIGTERM);
+    }
+  }
+
+  // This node's failure of the round for the other nodes, if it has one:
+  // "node 1 rank 3 (pid 77) was killed by signal 9 (Killed)".
+  std::optional<RoundFailure> LocalFailure() const {
+    const std::string node = absl::StrCat("node ", options_.node_rank);
+    if (!launcher_error_.ok()) {
+      return RoundFailure{
+          absl::StrCat(node, "'s launcher failed: ", launcher_error_.message()),
+          false, 1};
+    }
+    if (forwarded_signal_ != 0 || late_signal_) {
+      const int signo = forwarded_signal_ != 0 ? forwarded_signal_ : SIGTERM;
+      return RoundFailure{
+          absl::StrCat(node, "'s launcher received ", SignalText(signo)), false,
+          128 + signo};
+    }
+    if (!first_failure_.has_value()) return std::nullopt;
+    const RankProcess& process = ranks_[*first_failure_];
+    if (process.running) {  // SIGKILLed for its heartbeat, not reaped yet.
+      return RoundFailure{absl::StrCat(node, " rank ", process.rank, " (pid ",
+                                       process.pid, "): ", process.cause),
+                          true, 128 + SIGKILL};
+    }
+    std::string text = absl::StrCat(node, " ", FailureSummary());
+    if (!process.exec_error.empty()) {
+      absl::StrAppend(&text, ": ", process.exec_error);
+    }
+    return RoundFailure{std::move(text), process.exec_error.empty(),
+                        ExitCodeOf(process)};
+  }
+
+  // With the agent store: publishes this node's failure of the round at
+  // once, else (every kPeerPollInterval) looks for another node's and stops
+  // the ranks when there is one. A lost store stops the job.
+  void SyncWithOtherNodes() {
+    if (rounds_ == nullptr || round_failure_.has_value() || lost_agent_store_) {
+      return;
+    }
+    absl::StatusOr<std::optional<RoundFailure>> failure = LocalFailure();
+    if (failure->has_value()) {
+      absl::StatusOr<RoundFailure> standing =
+          rounds_->PublishFailure(restart_round_, **failure);
+      if (standing.ok()) {
+        round_failure_ = *std::move(standing);
+        return;
+      }
+      failure = standing.status();
+    } else if (absl::Now() >= next_peer_poll_) {
+      next_peer_poll_ = absl::Now() + kPeerPollInterval;
+      failure = rounds_->PolledFailure(restart_round_);
+      if (failure.ok() && failure->has_value()) {
+        round_failure_ = **failure;
+        stopped_for_peer_ = true;
+        LOG(ERROR) << "restart round " << restart_round_
+                   << " failed: " << round_failure_->text << "; stopping the "
+                   << NumRunning() << " rank(s) of node " << options_.node_rank
+                   << ": SIGTERM now, SIGKILL after "
+                   << absl::FormatDuration(options_.stop_grace);
+        BeginStopping(SIGTERM);
+      }
+    }
+    if (!failure.ok()) {
+      lost_agent_store_ = true;
+      LOG(ERROR) << failure.status().message() << "; stopping the ranks";
+      if (launcher_error_.ok()) launcher_error_ = failure.status();
       BeginStopping(SIGTERM);
     }
   }
@@ -665,25 +526,11 @@ class Supervisor {
     return true;
   }
 
-  // Takes the beats that arrived; EOF (the rank closed it or exited) ends
-  // the watching.
-  static void ReadHeartbeat(RankProcess& process) {
-    char bytes[256];
-    while (true) {
-      const ssize_t n = read(process.heartbeat.get(), bytes, sizeof(bytes));
-      if (n > 0) {
-        process.last_beat = absl::Now();
-        process.beat_seen = true;
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n == 0 || errno != EAGAIN) process.heartbeat.reset();
-      return;
-    }
-  }
-
   absl::Status FinalStatus() const {
     if (!launcher_error_.ok()) return launcher_error_;
+    if (!first_failure_.has_value() && stopped_for_peer_) {
+      return RoundFailureStatus(*round_failure_, "");
+    }
     if (!first_failure_.has_value()) return absl::OkStatus();
     const RankProcess& process = ranks_[*first_failure_];
     std::string message = Describe(process);
@@ -699,9 +546,7 @@ class Supervisor {
                       SignalText(forwarded_signal_), " to the ranks)");
     }
     absl::Status status = absl::AbortedError(message);
-    const int exit_code = WIFEXITED(process.wait_status)
-                              ? WEXITSTATUS(process.wait_status)
-                              : 128 + WTERMSIG(process.wait_status);
+    const int exit_code = ExitCodeOf(process);
     status.SetPayload(kExitCodePayloadUrl, absl::Cord(absl::StrCat(exit_code)));
     return status;
   }
@@ -710,6 +555,13 @@ class Supervisor {
   const int master_port_;
   const int num_threads_per_rank_;
   const int restart_round_;
+  NodeRounds* const rounds_;
+  // With rounds_: the failure of the round that stands, once this node
+  // published one or saw another node's; whether that stopped the ranks.
+  std::optional<RoundFailure> round_failure_;
+  bool stopped_for_peer_ = false;
+  bool lost_agent_store_ = false;
+  absl::Time next_peer_poll_ = absl::InfinitePast();
   std::vector<RankProcess> ranks_;
   std::vector<std::unique_ptr<LineForwarder>> forwarders_;
   // Index in ranks_ of the first rank that failed.
@@ -728,6 +580,135 @@ class Supervisor {
 
 }  // namespace
 
+namespace {
+
+// The ranks' master port of `round`: options.master_port, or with 0 a port
+// picked anew each round (no race with the old store's sockets; a chosen one
+// stays, c10d listens SO_REUSEADDR). With the agent store node 0 picks and
+// the others read its pick there.
+absl::StatusOr<int> RoundMasterPort(const LauncherOptions& options, int round,
+                                    NodeRounds* rounds) {
+  if (options.master_port != 0) return options.master_port;
+  int picked = 0;
+  if (rounds == nullptr || options.node_rank == 0) {
+    absl::StatusOr<int> port = PickFreeTcpPort();
+    if (!port.ok()) {
+      return absl::Status(
+          port.status().code(),
+          absl::StrCat("--master_port=0: ", port.status().message()));
+    }
+    picked = *port;
+  }
+  if (rounds == nullptr) return picked;
+  return rounds->AgreeMasterPort(round, picked);
+}
+
+void LogRoundStart(const LauncherOptions& options, int round, int master_port,
+                   int num_threads_per_rank) {
+  const int first_rank = options.node_rank * options.nproc_per_node;
+  LOG(INFO) << "Launching ranks " << first_rank << ".."
+            << first_rank + options.nproc_per_node - 1 << " of world size "
+            << options.nnodes * options.nproc_per_node << " (node "
+            << options.node_rank << " of " << options.nnodes << "), master "
+            << options.master_addr << ":" << master_port << ", "
+            << num_threads_per_rank << " thread(s) per rank"
+            << (options.max_restarts > 0
+                    ? absl::StrCat(", restart round ", round, " of at most ",
+                                   options.max_restarts)
+                    : "")
+            << ": " << absl::StrJoin(options.command, " ");
+}
+
+// The rounds of a node that decides alone (one node, or no restarts).
+absl::Status LaunchAlone(const LauncherOptions& options,
+                         int num_threads_per_rank,
+                         ScopedSignalCapture* signals) {
+  for (int round = 0;; ++round) {
+    absl::StatusOr<int> master_port = RoundMasterPort(options, round, nullptr);
+    if (!master_port.ok()) return master_port.status();
+    LogRoundStart(options, round, *master_port, num_threads_per_rank);
+    Supervisor supervisor(options, *master_port, num_threads_per_rank, round,
+                          nullptr);
+    absl::Status status = supervisor.Run(signals);
+    if (status.ok() || options.max_restarts == 0) return status;
+    if (!supervisor.Restartable()) return status;  // E.g. a SIGINT, no program.
+    if (round == options.max_restarts) {
+      LOG(ERROR) << "restarts exhausted (--max_restarts="
+                 << options.max_restarts << "): " << supervisor.FailureSummary()
+                 << "; giving up";
+      return status;
+    }
+    LOG(WARNING) << "restart " << round + 1 << "/" << options.max_restarts
+                 << ": " << supervisor.FailureSummary() << "; restarting all "
+                 << options.nproc_per_node << " ranks";
+  }
+}
+
+// The rounds of a multi-node job whose launchers agree through the agent
+// store (UsesAgentStore): every round starts once all nodes joined it, a
+// failure anywhere stops every node's ranks, and the restarts are counted
+// for the job.
+absl::Status LaunchWithAgentStore(const LauncherOptions& options,
+                                  int num_threads_per_rank,
+                                  ScopedSignalCapture* signals) {
+  NodeRoundsOptions rounds_options;
+  rounds_options.host = AgentStoreHost(options);
+  rounds_options.port = AgentStorePort(options);
+  rounds_options.nnodes = options.nnodes;
+  rounds_options.node_rank = options.node_rank;
+  rounds_options.timeout = options.rdzv_join_timeout;
+  rounds_options.interrupted = [signals] {
+    return signals->HasPendingSignal();
+  };
+  LOG(INFO) << (options.node_rank == 0 ? "Serving" : "Connecting to")
+            << " the agent store at " << rounds_options.host << ":"
+            << rounds_options.port << " (--rdzv_endpoint), where the "
+            << options.nnodes << " nodes' launchers agree on restart rounds";
+  absl::StatusOr<std::unique_ptr<NodeRounds>> rounds =
+      NodeRounds::Connect(rounds_options);
+  if (!rounds.ok()) return rounds.status();
+  absl::Cleanup leave = [&] { (*rounds)->Leave(); };
+  const int world_size = options.nnodes * options.nproc_per_node;
+  for (int round = 0;; ++round) {
+    absl::Status status = (*rounds)->JoinRound(round);
+    if (!status.ok()) return status;
+    absl::StatusOr<int> master_port =
+        RoundMasterPort(options, round, rounds->get());
+    if (!master_port.ok()) return master_port.status();
+    LogRoundStart(options, round, *master_port, num_threads_per_rank);
+    Supervisor supervisor(options, *master_port, num_threads_per_rank, round,
+                          rounds->get());
+    status = supervisor.Run(signals);
+    // The round's outcome for the job: every node done, or its failure.
+    absl::StatusOr<std::optional<RoundFailure>> agreed =
+        status.ok() ? (*rounds)->FinishRound(round)
+                    : absl::StatusOr<std::optional<RoundFailure>>(
+                          supervisor.round_failure());
+    if (!agreed.ok()) return agreed.status();
+    if (!agreed->has_value()) return status;  // Lost store: status names it.
+    const RoundFailure& failure = **agreed;
+    const std::string failed =
+        absl::StrCat("restart round ", round, " failed: ");
+    if (!failure.restartable || (!status.ok() && !supervisor.Restartable())) {
+      return RoundFailureStatus(failure, failed);
+    }
+    if (round == options.max_restarts) {
+      LOG(ERROR) << "restarts exhausted (--max_restarts="
+                 << options.max_restarts << "): " << failure.text
+                 << "; giving up on all " << options.nnodes << " nodes";
+      return RoundFailureStatus(
+          failure, absl::StrCat("restarts exhausted (--max_restarts=",
+                                options.max_restarts, ", counted for all ",
+                                options.nnodes, " nodes): ", failed));
+    }
+    LOG(WARNING) << "restart " << round + 1 << "/" << options.max_restarts
+                 << ": " << failure.text << "; restarting all " << world_size
+                 << " ranks on " << options.nnodes << " nodes";
+  }
+}
+
+}  // namespace
+
 absl::Status Launch(const LauncherOptions& options) {
   absl::Status status = ValidateLauncherOptions(options);
   if (!status.ok()) return status;
@@ -742,45 +723,10 @@ absl::Status Launch(const LauncherOptions& options) {
   ScopedSignalCapture signals;
   status = signals.Install();
   if (!status.ok()) return status;
-  for (int round = 0;; ++round) {
-    // A port the launcher picks is picked anew each round (no race with the
-    // old store's sockets); a chosen one stays (c10d listens SO_REUSEADDR).
-    int master_port = options.master_port;
-    if (master_port == 0) {
-      absl::StatusOr<int> port = PickFreeTcpPort();
-      if (!port.ok()) {
-        return absl::Status(
-            port.status().code(),
-            absl::StrCat("--master_port=0: ", port.status().message()));
-      }
-      master_port = *port;
-    }
-    const int first_rank = options.node_rank * options.nproc_per_node;
-    LOG(INFO) << "Launching ranks " << first_rank << ".."
-              << first_rank + options.nproc_per_node - 1 << " of world size "
-              << options.nnodes * options.nproc_per_node << " (node "
-              << options.node_rank << " of " << options.nnodes << "), master "
-              << options.master_addr << ":" << master_port << ", "
-              << num_threads_per_rank << " thread(s) per rank"
-              << (options.max_restarts > 0
-                      ? absl::StrCat(", restart round ", round, " of at most ",
-                                     options.max_restarts)
-                      : "")
-              << ": " << absl::StrJoin(options.command, " ");
-    Supervisor supervisor(options, master_port, num_threads_per_rank, round);
-    status = supervisor.Run(&signals);
-    if (status.ok() || options.max_restarts == 0) return status;
-    if (!supervisor.Restartable()) return status;  // E.g. a SIGINT, no program.
-    if (round == options.max_restarts) {
-      LOG(ERROR) << "restarts exhausted (--max_restarts="
-                 << options.max_restarts << "): " << supervisor.FailureSummary()
-                 << "; giving up";
-      return status;
-    }
-    LOG(WARNING) << "restart " << round + 1 << "/" << options.max_restarts
-                 << ": " << supervisor.FailureSummary() << "; restarting all "
-                 << options.nproc_per_node << " ranks";
+  if (UsesAgentStore(options)) {
+    return LaunchWithAgentStore(options, num_threads_per_rank, &signals);
   }
+  return LaunchAlone(options, num_threads_per_rank, &signals);
 }
 
 int ExitCodeFromStatus(const absl::Status& status) {

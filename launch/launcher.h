@@ -48,6 +48,17 @@ namespace strata::launch {
 // port if options.master_port is 0. After K restarts the next failure is
 // returned as above.
 //
+// With options.nnodes > 1 and max_restarts > 0 (UsesAgentStore) the
+// launchers of the job agree on the rounds through the agent store node 0's
+// launcher serves (launch/node_rounds.h): each round starts once every node
+// joined it (else DeadlineExceeded naming the missing nodes); the first
+// failure on any node stops every node's ranks and is logged by each as
+// "restart 1/K: node 1 rank 3 (pid 1234) was killed by signal 9 (Killed);
+// restarting all 4 ranks on 2 nodes"; the K restarts are the job's, and
+// every node ends with the same error ("restarts exhausted
+// (--max_restarts=K, counted for all 2 nodes): restart round K failed: ...")
+// and the failing rank's exit code. A lost store is Unavailable naming it.
+//
 // Ranks read stdin from /dev/null (in their own process group, reading a
 // terminal would stop them), and get SIGTERM if the launcher dies without
 // stopping them (PR_SET_PDEATHSIG).

@@ -26,7 +26,8 @@ DEFINE_string(master_addr, "127.0.0.1",
               "Address of the node running rank 0, exported as MASTER_ADDR.");
 DEFINE_int32(master_port, 29500,
              "Port of the rendezvous on --master_addr, exported as "
-             "MASTER_PORT. 0 picks a free port (only with --nnodes=1).");
+             "MASTER_PORT. 0 picks a free port (with --nnodes > 1 only with "
+             "--max_restarts > 0: node 0 picks it each round).");
 DEFINE_int32(threads_per_rank, 0,
              "OMP_NUM_THREADS / OPENBLAS_NUM_THREADS / MKL_NUM_THREADS of each "
              "rank. 0: an even share of this process's CPUs, at least 1.");
@@ -46,6 +47,16 @@ DEFINE_int32(max_restarts, 0,
              "ranks again (TORCHELASTIC_RESTART_COUNT = the round; a fresh "
              "port per round with --master_port=0), up to this many times; "
              "then exit with the failure. 0: the first failure ends the job.");
+DEFINE_string(rdzv_endpoint, "",
+              "With --nnodes > 1 and --max_restarts > 0: host:port of the "
+              "agent store where the nodes' launchers agree on restart rounds "
+              "(as torchrun's c10d rendezvous); node 0's launcher serves it. "
+              "Empty: --master_addr and --master_port + 1.");
+DEFINE_double(rdzv_join_timeout_s, 120,
+              "With the agent store (see --rdzv_endpoint): seconds a launcher "
+              "waits to reach the store and for every node to join a round "
+              "(or finish one); a node still missing then is named and the "
+              "job fails.");
 DEFINE_bool(prefix_output, true,
             "Prefix every line a rank prints with \"[rank<N>]: \".");
 
@@ -110,6 +121,19 @@ int main(int argc, char** argv) {
     LOG(ERROR) << s.message();
     return 1;
   }
+  if (absl::Status s = strata::launch::SetRdzvEndpointFromFlag(
+          FLAGS_rdzv_endpoint, &options);
+      !s.ok()) {
+    LOG(ERROR) << s.message();
+    return 1;
+  }
+  if (!(FLAGS_rdzv_join_timeout_s > 0) ||
+      std::isinf(FLAGS_rdzv_join_timeout_s)) {
+    LOG(ERROR) << "--rdzv_join_timeout_s must be a finite number > 0, got "
+               << FLAGS_rdzv_join_timeout_s;
+    return 1;
+  }
+  options.rdzv_join_timeout = absl::Seconds(FLAGS_rdzv_join_timeout_s);
   options.nproc_per_node = FLAGS_nproc_per_node;
   options.nnodes = FLAGS_nnodes;
   options.node_rank = FLAGS_node_rank;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace strata::launch {
@@ -20,7 +21,67 @@ constexpr const char* kRendezvousVars[] = {"MASTER_ADDR",
                                            "GROUP_WORLD_SIZE",
                                            "TORCHELASTIC_RESTART_COUNT",
                                            "TORCHELASTIC_MAX_RESTARTS"};
+
+absl::Status ValidateAgentStore(const LauncherOptions& options) {
+  if (options.rdzv_port < 0 || options.rdzv_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint's port must be in [1, 65535] (0: --master_port + 1), "
+        "got ",
+        options.rdzv_port));
+  }
+  if (!UsesAgentStore(options)) return absl::OkStatus();
+  if (options.rdzv_port == 0 &&
+      (options.master_port == 0 || options.master_port == 65535)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv_endpoint must name a port when --master_port is ",
+                     options.master_port,
+                     " (the agent store's default port is --master_port + 1)"));
+  }
+  if (AgentStorePort(options) == options.master_port &&
+      AgentStoreHost(options) == options.master_addr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint must differ from --master_addr:--master_port (",
+        options.master_addr, ":", options.master_port,
+        "): rank 0 serves its own store there"));
+  }
+  if (!(options.rdzv_join_timeout > absl::ZeroDuration())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv_join_timeout_s must be > 0, got ",
+                     absl::FormatDuration(options.rdzv_join_timeout)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool UsesAgentStore(const LauncherOptions& options) {
+  return options.nnodes > 1 && options.max_restarts > 0;
+}
+
+std::string AgentStoreHost(const LauncherOptions& options) {
+  return options.rdzv_host.empty() ? options.master_addr : options.rdzv_host;
+}
+
+int AgentStorePort(const LauncherOptions& options) {
+  return options.rdzv_port != 0 ? options.rdzv_port : options.master_port + 1;
+}
+
+absl::Status SetRdzvEndpointFromFlag(const std::string& endpoint,
+                                     LauncherOptions* options) {
+  if (endpoint.empty()) return absl::OkStatus();
+  const size_t colon = endpoint.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(endpoint.substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint must be host:port with a port in [1, 65535], got '",
+        endpoint, "'"));
+  }
+  options->rdzv_host = endpoint.substr(0, colon);
+  options->rdzv_port = port;
+  return absl::OkStatus();
+}
 
 absl::Status SetHeartbeatFromFlags(double heartbeat_timeout_s,
                                    double heartbeat_startup_timeout_s,
@@ -71,11 +132,16 @@ absl::Status ValidateLauncherOptions(const LauncherOptions& options) {
                      "port), got ",
                      options.master_port));
   }
-  if (options.master_port == 0 && options.nnodes != 1) {
+  if (options.master_port == 0 && options.nnodes != 1 &&
+      !UsesAgentStore(options)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--master_port=0 (pick a free port) needs --nnodes=1, since other "
-        "nodes cannot learn the port; got --nnodes=",
+        "--master_port=0 (pick a free port) needs --nnodes=1, or "
+        "--max_restarts > 0 (node 0 then publishes the port in the agent "
+        "store), since other nodes cannot learn the port; got --nnodes=",
         options.nnodes));
+  }
+  if (absl::Status status = ValidateAgentStore(options); !status.ok()) {
+    return status;
   }
   if (options.num_threads_per_rank < 0) {
     return absl::InvalidArgumentError(

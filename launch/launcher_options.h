@@ -21,7 +21,9 @@ struct LauncherOptions {
   // Address and port of the rendezvous (rank 0's store), exported to ranks.
   std::string master_addr = "127.0.0.1";
   // 0: pick a free port on this machine (bind port 0, read it back). Only
-  // allowed with nnodes == 1, since other nodes could not learn the port.
+  // allowed with nnodes == 1, since other nodes could not learn the port,
+  // or with the agent store (UsesAgentStore), where node 0 picks it each
+  // round and the others read it there.
   int master_port = 29500;
   // OMP/OpenBLAS/MKL threads per rank. 0: an even share of this process's
   // CPUs (sched_getaffinity), at least 1.
@@ -43,6 +45,15 @@ struct LauncherOptions {
   // TORCHELASTIC_RESTART_COUNT set to the round), up to this many times.
   // 0: the first failure ends the job.
   int max_restarts = 0;
+  // With nnodes > 1 and max_restarts > 0 (UsesAgentStore), the launchers
+  // agree on restart rounds through an agent c10d TCPStore that node 0's
+  // launcher serves at rdzv_host:rdzv_port (torchrun's --rdzv_endpoint;
+  // launch/node_rounds.h). Empty host: master_addr; port 0: master_port + 1.
+  std::string rdzv_host;
+  int rdzv_port = 0;
+  // How long a launcher waits for the agent store and for every node to
+  // join a round (or finish one); a node missing then is named.
+  absl::Duration rdzv_join_timeout = absl::Seconds(120);
   // Prefix each output line with "[rank<global rank>]: ".
   bool prefix_output = true;
   // Program and its arguments; the program is searched on PATH if it has no
@@ -64,6 +75,19 @@ absl::Status SetHeartbeatFromFlags(double heartbeat_timeout_s,
                                    LauncherOptions* options);
 
 absl::Status ValidateLauncherOptions(const LauncherOptions& options);
+
+// Whether the launchers of this job agree on rounds through the agent store:
+// nnodes > 1 and max_restarts > 0.
+bool UsesAgentStore(const LauncherOptions& options);
+
+// The agent store's host and port after the defaults (see rdzv_host).
+std::string AgentStoreHost(const LauncherOptions& options);
+int AgentStorePort(const LauncherOptions& options);
+
+// Sets options->rdzv_host and rdzv_port from --rdzv_endpoint "host:port"
+// ("" keeps the defaults); InvalidArgument naming the flag otherwise.
+absl::Status SetRdzvEndpointFromFlag(const std::string& endpoint,
+                                     LauncherOptions* options);
 
 }  // namespace strata::launch
 

@@ -131,5 +131,60 @@ TEST(HeartbeatFlagsTest, ZeroStartupTimeoutNamesTheFlag) {
                                  "finite number > 0, got 0")));
 }
 
+// The agent store (--nnodes > 1 with --max_restarts > 0).
+
+TEST(AgentStoreOptionsTest, UsedOnlyWithSeveralNodesAndRestarts) {
+  LauncherOptions options = ValidOptions();
+  options.max_restarts = 1;
+  EXPECT_FALSE(UsesAgentStore(options));
+  options.nnodes = 2;
+  EXPECT_TRUE(UsesAgentStore(options));
+  options.max_restarts = 0;
+  EXPECT_FALSE(UsesAgentStore(options));
+}
+
+TEST(AgentStoreOptionsTest, DefaultsToTheMasterAddressAndTheNextPort) {
+  LauncherOptions options = ValidOptions();
+  options.master_addr = "10.0.0.1";
+  options.master_port = 29500;
+  EXPECT_EQ(AgentStoreHost(options), "10.0.0.1");
+  EXPECT_EQ(AgentStorePort(options), 29501);
+  ASSERT_THAT(SetRdzvEndpointFromFlag("node0.example:4000", &options), IsOk());
+  EXPECT_EQ(AgentStoreHost(options), "node0.example");
+  EXPECT_EQ(AgentStorePort(options), 4000);
+}
+
+TEST(AgentStoreOptionsTest, RejectsAnEndpointWithoutAPort) {
+  LauncherOptions options = ValidOptions();
+  for (const char* endpoint : {"node0", "node0:", ":80", "node0:70000"}) {
+    EXPECT_THAT(SetRdzvEndpointFromFlag(endpoint, &options),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("--rdzv_endpoint must be host:port")))
+        << endpoint;
+  }
+}
+
+TEST(AgentStoreOptionsTest, MasterPortZeroOnSeveralNodesNeedsAnEndpointPort) {
+  LauncherOptions options = ValidOptions();
+  options.nnodes = 2;
+  options.max_restarts = 1;
+  options.master_port = 0;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--rdzv_endpoint must name a port")));
+  options.rdzv_port = 4000;
+  EXPECT_THAT(ValidateLauncherOptions(options), IsOk());
+}
+
+TEST(AgentStoreOptionsTest, RejectsTheMastersOwnEndpoint) {
+  LauncherOptions options = ValidOptions();
+  options.nnodes = 2;
+  options.max_restarts = 1;
+  options.rdzv_port = options.master_port;
+  EXPECT_THAT(ValidateLauncherOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--rdzv_endpoint must differ")));
+}
+
 }  // namespace
 }  // namespace strata::launch

@@ -16,8 +16,10 @@
 #     (which hosts the store they can no longer reach), and each launcher
 #     names its failed rank.
 #  4. With the launcher's --max_restarts=1 and the link back after 12 s,
-#     both nodes restart their ranks and finish with the uninterrupted
-#     run's model.pt.
+#     the two launchers agree on the restart through the agent store node 0
+#     serves (--rdzv_endpoint, default --master_addr:--master_port+1): both
+#     log the same "restart 1/1: node N rank R ...; restarting all 4 ranks
+#     on 2 nodes" and finish with the uninterrupted run's model.pt.
 # Skips (exit 0, printing why) unless run as root with `ip` and the right to
 # create network namespaces.
 set -euo pipefail
@@ -124,11 +126,13 @@ for i in 0 1; do
     "${out}/cut/node${i}.log" || fail "node ${i}'s launcher does not name the failed rank"
 done
 # Recovery with the launcher's --max_restarts=1: the link is down for 12 s
-# (the ranks of both nodes time out at 10 s), then back up. Each node's
-# launcher restarts only its own ranks (nothing coordinates the two); both
-# restart because both nodes' ranks time out, and they meet again at the
-# same MASTER_PORT. Without checkpoints round 1 trains from step 0, so its
-# model.pt equals an uninterrupted single-node run's, bitwise.
+# (the ranks time out at 10 s), then back up. The first failure published
+# in the agent store (node 0's, or node 1's once the link is back) stops the
+# ranks of both nodes; both launchers join round 1 and the ranks meet again
+# at the same MASTER_PORT. A store call that waits on the cut link is
+# answered when the link is back (its deadline, --rdzv_join_timeout_s, is
+# 120 s). Without checkpoints round 1 trains from step 0, so its model.pt
+# equals an uninterrupted single-node run's, bitwise.
 single restart --steps=30 --strategy=ddp --collective_timeout_s=10
 rc=0
 report="$("${script}" --launch="${launch}" --logs="${out}/restart" --timeout_s=150 \
@@ -138,10 +142,14 @@ report="$("${script}" --launch="${launch}" --logs="${out}/restart" --timeout_s=1
   --output_dir="${out}/restart/out")" || rc=$?
 echo "restart: ${report//$'\n'/; } (exit ${rc})"
 ((rc == 0)) || fail "the run did not recover with --max_restarts=1: $(tail -n 5 "${out}/restart"/node*.log)"
+restart_lines=()
 for i in 0 1; do
-  grep -q "restart 1/1: rank [0-9] (pid [0-9]*) exited with status 1; restarting all 2 ranks" \
-    "${out}/restart/node${i}.log" || fail "node ${i}'s launcher did not restart its ranks"
+  line="$(grep -oE "restart 1/1: node [01] rank [0-3] \(pid [0-9]+\) exited with status 1; restarting all 4 ranks on 2 nodes" \
+    "${out}/restart/node${i}.log")" || fail "node ${i}'s launcher did not log the joint restart"
+  restart_lines+=("${line}")
 done
+[[ "${restart_lines[0]}" == "${restart_lines[1]}" ]] ||
+  fail "the launchers logged different restarts: '${restart_lines[0]}' vs '${restart_lines[1]}'"
 cmp "${out}/restart.single/model.pt" "${out}/restart/out/model.pt" ||
   fail "model.pt after the restart differs from the uninterrupted single-node run's"
 echo "restart: model.pt bitwise equal to the uninterrupted run's"
