@@ -108,6 +108,7 @@ void AbortLocked(NcclShared& s, const absl::Status& reason)
   s.abort_reason = reason;
   LOG(ERROR) << "aborting the NCCL communicator of group '" << s.options.name
              << "' (rank " << s.options.rank << "): " << reason.message();
+  if (s.options.on_abort) s.options.on_abort(reason);
   if (s.comm != nullptr) ncclCommAbort(s.comm);
 }
 

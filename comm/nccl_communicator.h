@@ -61,6 +61,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,9 @@ struct NcclCommunicatorOptions {
   int device = 0;
   // Bounds forming the communicator and every host wait.
   absl::Duration timeout = absl::Minutes(10);
+  // Called with the reason just before the communicator is aborted, on the
+  // aborting thread (tests release what they held back; may be empty).
+  std::function<void(const absl::Status&)> on_abort;
 };
 
 namespace internal {
