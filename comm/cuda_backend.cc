@@ -45,10 +45,10 @@ absl::StatusOr<CudaBackendChoice> ChooseCudaBackend(
           "needs a GPU of its own for every rank",
           i, j, group, device_ids[i]);
       if (requested == CudaBackend::kNccl) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            shared,
-            "; give each rank its own device (LOCAL_RANK) or set "
-            "GroupOptions.cuda_backend to auto or host_staging"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(shared,
+                         "; give each rank its own device (LOCAL_RANK) or set "
+                         "GroupOptions.cuda_backend to auto or host_staging"));
       }
       return CudaBackendChoice{CudaBackend::kHostStaging, shared};
     }
@@ -62,8 +62,8 @@ std::string NcclErrorMessage(absl::string_view what, absl::string_view group,
                              absl::string_view error_string,
                              absl::string_view last_error) {
   std::string message =
-      absl::StrFormat("%s on group '%s' (rank %d of %d): NCCL error '%s'",
-                      what, group, rank, world_size, error_string);
+      absl::StrFormat("%s on group '%s' (rank %d of %d): NCCL error '%s'", what,
+                      group, rank, world_size, error_string);
   if (!last_error.empty()) absl::StrAppend(&message, ": ", last_error);
   return message;
 }

@@ -44,10 +44,10 @@ TEST(ChooseCudaBackendTest, AutoFallsBackToHostStagingWhenRanksShareAGpu) {
 
 TEST(ChooseCudaBackendTest, NcclRequestedOnASharedGpuIsAnError) {
   const std::vector<std::string> ids = {"GPU-a", "GPU-a"};
-  EXPECT_THAT(ChooseCudaBackend(CudaBackend::kNccl, true, ids, "world"),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("ranks 0 and 1"),
-                             HasSubstr("cuda_backend"))));
+  EXPECT_THAT(
+      ChooseCudaBackend(CudaBackend::kNccl, true, ids, "world"),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("ranks 0 and 1"), HasSubstr("cuda_backend"))));
 }
 
 TEST(ChooseCudaBackendTest, AutoIsHostStagingWithoutNccl) {
@@ -59,10 +59,10 @@ TEST(ChooseCudaBackendTest, AutoIsHostStagingWithoutNccl) {
 }
 
 TEST(ChooseCudaBackendTest, NcclRequestedWithoutNcclNamesTheBuildFlag) {
-  EXPECT_THAT(ChooseCudaBackend(CudaBackend::kNccl, false, {}, "world"),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("--config=cuda"),
-                             HasSubstr("STRATA_CUDA=ON"))));
+  EXPECT_THAT(
+      ChooseCudaBackend(CudaBackend::kNccl, false, {}, "world"),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("--config=cuda"), HasSubstr("STRATA_CUDA=ON"))));
 }
 
 TEST(NcclErrorMessageTest, NamesGroupRankAndNcclText) {

@@ -46,7 +46,8 @@ TEST(LibTorchCurrentStreamTest, NcclAllReduceIsOrderedOnTheCurrentStream) {
             c10::cuda::CUDAStreamGuard guard(side);
             constexpr int64_t kCount = int64_t{1} << 22;
             at::Tensor t = at::arange(
-                kCount, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+                kCount,
+                at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
             t.mul_(group.rank() + 1);
             ASSERT_THAT(group.AllReduce(t), IsOk());
             // Sum over n ranks of (r + 1) * i = n(n + 1)/2 * i (exact: < 2^24

@@ -40,9 +40,9 @@ using internal::CopyBackAfter;
 using internal::CountsHash;
 using internal::HostCopy;
 using internal::HostLike;
-using internal::OpKind;
 using internal::kBrokenMessage;
 using internal::NcclCall;
+using internal::OpKind;
 using internal::RingReduction;
 using internal::Staged;
 

@@ -122,8 +122,8 @@ absl::StatusOr<int> Group::NcclDevice(
 
 absl::Status Group::ChooseCudaPath(int device) {
   std::vector<std::string> ids;  // Each rank's GPU; empty without NCCL.
-  auto store = c10::make_intrusive<c10d::PrefixStore>(options_.name + "/nccl",
-                                                      store_);
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>(options_.name + "/nccl", store_);
 #ifdef USE_C10D_NCCL
   if (options_.cuda_backend != CudaBackend::kHostStaging) {
     STRATA_ASSIGN_OR_RETURN(std::string mine,
@@ -196,8 +196,8 @@ std::unique_ptr<Work> Group::RunNccl(NcclCall call,
     return absl::InternalError("unknown NcclCall kind");
   }();
   // Send and recv are not collectives: no progress records to quote.
-  const bool point_to_point = call.kind == NcclCall::Kind::kSend ||
-                              call.kind == NcclCall::Kind::kRecv;
+  const bool point_to_point =
+      call.kind == NcclCall::Kind::kSend || call.kind == NcclCall::Kind::kRecv;
   std::function<absl::Status(absl::Status)> explain =
       point_to_point ? [](absl::Status s) { return s; }
                      : Explainer(num_calls_, op, description);

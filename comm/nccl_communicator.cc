@@ -136,20 +136,23 @@ NcclCommunicator::Launched Launch(const std::shared_ptr<NcclShared>& s,
       absl::StrFormat("%s #%d of %d bytes on group '%s' (rank %d of %d)", op,
                       seq, bytes, o.name, o.rank, o.world_size);
   if (s->aborted) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        description, ": the NCCL communicator was aborted after an earlier "
-        "failure (", s->abort_reason.message(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(description,
+                     ": the NCCL communicator was aborted after an earlier "
+                     "failure (",
+                     s->abort_reason.message(), ")"));
   }
   DeviceGuard guard(o.device);
   STRATA_RETURN_IF_ERROR(CudaStatus(guard.status(), description, o));
   ReleaseFinished(*s);
   STRATA_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s->ready, caller),
                                     "cudaEventRecord on the caller's stream "
-                                    "before " + description,
+                                    "before " +
+                                        description,
                                     o));
-  STRATA_RETURN_IF_ERROR(
-      CudaStatus(cudaStreamWaitEvent(s->stream, s->ready, 0),
-                 "cudaStreamWaitEvent before " + description, o));
+  STRATA_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(s->stream, s->ready, 0),
+                                    "cudaStreamWaitEvent before " + description,
+                                    o));
   absl::Status launched = Settle(*s, call(s->comm, s->stream), description,
                                  absl::Now() + o.timeout);
   if (!launched.ok()) {
@@ -228,8 +231,8 @@ absl::Status PollOnce(NcclShared& s, cudaError_t query,
   }
   if (absl::Now() > deadline) {
     return absl::DeadlineExceededError(absl::StrFormat(
-        "%s timed out after %s; the NCCL communicator was aborted",
-        description, absl::FormatDuration(o.timeout)));
+        "%s timed out after %s; the NCCL communicator was aborted", description,
+        absl::FormatDuration(o.timeout)));
   }
   return absl::OkStatus();
 }
@@ -242,9 +245,9 @@ NcclShared::~NcclShared() {
   absl::MutexLock lock(&mu);
   DeviceGuard guard(options.device);
   if (comm != nullptr && !aborted) {
-    absl::Status finalized = Settle(*this, ncclCommFinalize(comm),
-                                    "ncclCommFinalize",
-                                    absl::Now() + options.timeout);
+    absl::Status finalized =
+        Settle(*this, ncclCommFinalize(comm), "ncclCommFinalize",
+               absl::Now() + options.timeout);
     if (finalized.ok()) {
       ncclCommDestroy(comm);
     } else {
@@ -283,8 +286,8 @@ absl::StatusOr<ncclDataType_t> NcclDataType(at::ScalarType dtype) {
     case at::kBool:
       return ncclUint8;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "NCCL has no data type for ", c10::toString(dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("NCCL has no data type for ", c10::toString(dtype)));
   }
 }
 
@@ -322,7 +325,8 @@ absl::Status NcclWork::WaitOnStream(cudaStream_t stream) {
   }
   ncclResult_t state = ncclSuccess;
   const ncclResult_t asked = ncclCommGetAsyncError(shared_->comm, &state);
-  if (asked != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
+  if (asked != ncclSuccess ||
+      (state != ncclSuccess && state != ncclInProgress)) {
     status_ = NcclStatus(asked != ncclSuccess ? asked : state, description_, o,
                          shared_->comm);
     AbortLocked(*shared_, status_);
@@ -421,30 +425,30 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
                      kKey, "')"),
         [&] { bytes = store->get(kKey); }));
     if (bytes.size() != sizeof(id)) {
-      return absl::InternalError(absl::StrFormat(
-          "%s: store key '%s' holds %d bytes, expected %d", what, kKey,
-          bytes.size(), sizeof(id)));
+      return absl::InternalError(
+          absl::StrFormat("%s: store key '%s' holds %d bytes, expected %d",
+                          what, kKey, bytes.size(), sizeof(id)));
     }
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<uint8_t*>(&id));
   }
-  STRATA_RETURN_IF_ERROR(CudaStatus(
-      cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), what,
-      options));
-  STRATA_RETURN_IF_ERROR(CudaStatus(
-      cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming), what,
-      options));
+  STRATA_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                 what, options));
+  STRATA_RETURN_IF_ERROR(
+      CudaStatus(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming),
+                 what, options));
   STRATA_RETURN_IF_ERROR(CudaStatus(
       cudaMalloc(reinterpret_cast<void**>(&s->barrier_buffer), sizeof(float)),
       what, options));
   absl::MutexLock lock(&s->mu);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // Init and collectives can be polled and aborted.
-  absl::Status joined = Settle(
-      *s,
-      ncclCommInitRankConfig(&s->comm, options.world_size, id, options.rank,
-                             &config),
-      absl::StrCat(what, ": ncclCommInitRankConfig"),
-      absl::Now() + options.timeout);
+  absl::Status joined =
+      Settle(*s,
+             ncclCommInitRankConfig(&s->comm, options.world_size, id,
+                                    options.rank, &config),
+             absl::StrCat(what, ": ncclCommInitRankConfig"),
+             absl::Now() + options.timeout);
   if (!joined.ok()) {
     AbortLocked(*s, joined);
     return joined;
@@ -472,12 +476,11 @@ NcclCommunicator::Launched NcclCommunicator::AllReduce(const at::Tensor& tensor,
                           NcclDataType(tensor.scalar_type()));
   void* data = tensor.data_ptr();
   const size_t count = tensor.numel();
-  return Launch(shared_, absl::StrCat("all_reduce(", RedOpName(op), ")"),
-                Bytes(tensor), {tensor}, caller,
-                [=](ncclComm_t comm, cudaStream_t stream) {
-                  return ncclAllReduce(data, data, count, type, op, comm,
-                                       stream);
-                });
+  return Launch(
+      shared_, absl::StrCat("all_reduce(", RedOpName(op), ")"), Bytes(tensor),
+      {tensor}, caller, [=](ncclComm_t comm, cudaStream_t stream) {
+        return ncclAllReduce(data, data, count, type, op, comm, stream);
+      });
 }
 
 NcclCommunicator::Launched NcclCommunicator::Broadcast(const at::Tensor& tensor,
@@ -487,12 +490,11 @@ NcclCommunicator::Launched NcclCommunicator::Broadcast(const at::Tensor& tensor,
                           NcclDataType(tensor.scalar_type()));
   void* data = tensor.data_ptr();
   const size_t count = tensor.numel();
-  return Launch(shared_, absl::StrCat("broadcast(root ", root, ")"),
-                Bytes(tensor), {tensor}, caller,
-                [=](ncclComm_t comm, cudaStream_t stream) {
-                  return ncclBroadcast(data, data, count, type, root, comm,
-                                       stream);
-                });
+  return Launch(
+      shared_, absl::StrCat("broadcast(root ", root, ")"), Bytes(tensor),
+      {tensor}, caller, [=](ncclComm_t comm, cudaStream_t stream) {
+        return ncclBroadcast(data, data, count, type, root, comm, stream);
+      });
 }
 
 NcclCommunicator::Launched NcclCommunicator::AllGatherV(
@@ -515,10 +517,10 @@ NcclCommunicator::Launched NcclCommunicator::AllGatherV(
         return Grouped([&] {
           for (size_t r = 0; r < count_list.size(); ++r) {
             if (count_list[r] == 0) continue;
-            const ncclResult_t result = ncclBroadcast(
-                static_cast<int>(r) == rank ? in : nullptr,
-                out + offsets[r] * element, count_list[r], type,
-                static_cast<int>(r), comm, stream);
+            const ncclResult_t result =
+                ncclBroadcast(static_cast<int>(r) == rank ? in : nullptr,
+                              out + offsets[r] * element, count_list[r], type,
+                              static_cast<int>(r), comm, stream);
             if (result != ncclSuccess) return result;
           }
           return ncclSuccess;
@@ -536,26 +538,26 @@ NcclCommunicator::Launched NcclCommunicator::ReduceScatterV(
   const int64_t element = input.element_size();
   const std::vector<int64_t> offsets = Offsets(counts);
   const std::vector<int64_t> count_list(counts.begin(), counts.end());
-  return Launch(
-      shared_, absl::StrCat("reduce_scatter(", RedOpName(op), ")"),
-      Bytes(input), {input, output}, caller,
-      [=](ncclComm_t comm, cudaStream_t stream) {
-        if (AllEqual(count_list)) {
-          return ncclReduceScatter(in, out, count_list[0], type, op, comm,
-                                   stream);
-        }
-        return Grouped([&] {
-          for (size_t r = 0; r < count_list.size(); ++r) {
-            if (count_list[r] == 0) continue;
-            // recvbuff is read only on the root (r == rank: the output).
-            const ncclResult_t result =
-                ncclReduce(in + offsets[r] * element, out, count_list[r], type,
-                           op, static_cast<int>(r), comm, stream);
-            if (result != ncclSuccess) return result;
-          }
-          return ncclSuccess;
-        });
-      });
+  return Launch(shared_, absl::StrCat("reduce_scatter(", RedOpName(op), ")"),
+                Bytes(input), {input, output}, caller,
+                [=](ncclComm_t comm, cudaStream_t stream) {
+                  if (AllEqual(count_list)) {
+                    return ncclReduceScatter(in, out, count_list[0], type, op,
+                                             comm, stream);
+                  }
+                  return Grouped([&] {
+                    for (size_t r = 0; r < count_list.size(); ++r) {
+                      if (count_list[r] == 0) continue;
+                      // recvbuff is read only on the root (r == rank: the
+                      // output).
+                      const ncclResult_t result = ncclReduce(
+                          in + offsets[r] * element, out, count_list[r], type,
+                          op, static_cast<int>(r), comm, stream);
+                      if (result != ncclSuccess) return result;
+                    }
+                    return ncclSuccess;
+                  });
+                });
 }
 
 NcclCommunicator::Launched NcclCommunicator::Send(const at::Tensor& tensor,

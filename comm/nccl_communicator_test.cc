@@ -6,6 +6,8 @@
 //
 // Every expected value is a small integer times an exact fp32 value
 // (sums of at most n(n+1)/2 * 1000 < 2^24), so results compare exactly.
+#include "comm/nccl_communicator.h"
+
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
@@ -21,7 +23,6 @@
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
 #include "comm/group.h"
-#include "comm/nccl_communicator.h"
 #include "comm/testing/multi_rank.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,50 +113,51 @@ TEST(NcclGroupTest, BroadcastGivesRootsTensor) {
 
 TEST(NcclGroupTest, AllGatherPlacesRankBlocksInOrder) {
   constexpr int64_t kBlock = 64;
-  ASSERT_THAT(
-      RunOnRanks(
-          1,
-          [&](Group& group) {
-            at::Tensor input = Arange(kBlock) + 100.0 * group.rank();
-            at::Tensor output = at::empty({group.size() * kBlock},
-                                          input.options());
-            ASSERT_THAT(group.AllGather(input, output), IsOk());
-            at::Tensor got = output.cpu();
-            for (int r = 0; r < group.size(); ++r) {
-              EXPECT_TRUE(got.slice(0, r * kBlock, (r + 1) * kBlock)
-                              .equal(at::arange(kBlock, at::kFloat) + 100.0 * r))
-                  << "block " << r;
-            }
-          },
-          NcclOptions()),
-      IsOk());
+  ASSERT_THAT(RunOnRanks(
+                  1,
+                  [&](Group& group) {
+                    at::Tensor input = Arange(kBlock) + 100.0 * group.rank();
+                    at::Tensor output =
+                        at::empty({group.size() * kBlock}, input.options());
+                    ASSERT_THAT(group.AllGather(input, output), IsOk());
+                    at::Tensor got = output.cpu();
+                    for (int r = 0; r < group.size(); ++r) {
+                      EXPECT_TRUE(got.slice(0, r * kBlock, (r + 1) * kBlock)
+                                      .equal(at::arange(kBlock, at::kFloat) +
+                                             100.0 * r))
+                          << "block " << r;
+                    }
+                  },
+                  NcclOptions()),
+              IsOk());
 }
 
 TEST(NcclGroupTest, AllGatherVPlacesUnevenBlocksAtTheirOffsets) {
-  ASSERT_THAT(
-      RunOnRanks(
-          1,
-          [&](Group& group) {
-            std::vector<int64_t> counts;  // Rank r: r + 3 elements.
-            for (int r = 0; r < group.size(); ++r) counts.push_back(r + 3);
-            at::Tensor input =
-                at::full({counts[group.rank()]}, group.rank() + 1.0,
-                         at::TensorOptions().device(kGpu));
-            int64_t total = 0;
-            for (int64_t c : counts) total += c;
-            at::Tensor output = at::empty({total}, input.options());
-            ASSERT_THAT(group.AllGatherV(input, output, counts), IsOk());
-            at::Tensor got = output.cpu();
-            int64_t offset = 0;
-            for (int r = 0; r < group.size(); ++r) {
-              EXPECT_TRUE(got.slice(0, offset, offset + counts[r])
-                              .equal(at::full({counts[r]}, r + 1.0)))
-                  << "block " << r;
-              offset += counts[r];
-            }
-          },
-          NcclOptions()),
-      IsOk());
+  ASSERT_THAT(RunOnRanks(
+                  1,
+                  [&](Group& group) {
+                    std::vector<int64_t> counts;  // Rank r: r + 3 elements.
+                    for (int r = 0; r < group.size(); ++r)
+                      counts.push_back(r + 3);
+                    at::Tensor input =
+                        at::full({counts[group.rank()]}, group.rank() + 1.0,
+                                 at::TensorOptions().device(kGpu));
+                    int64_t total = 0;
+                    for (int64_t c : counts) total += c;
+                    at::Tensor output = at::empty({total}, input.options());
+                    ASSERT_THAT(group.AllGatherV(input, output, counts),
+                                IsOk());
+                    at::Tensor got = output.cpu();
+                    int64_t offset = 0;
+                    for (int r = 0; r < group.size(); ++r) {
+                      EXPECT_TRUE(got.slice(0, offset, offset + counts[r])
+                                      .equal(at::full({counts[r]}, r + 1.0)))
+                          << "block " << r;
+                      offset += counts[r];
+                    }
+                  },
+                  NcclOptions()),
+              IsOk());
 }
 
 // Rank r's input block b is (r + 1) * (b * k + arange(k)): rank b receives
@@ -194,9 +196,9 @@ TEST(NcclGroupTest, ReduceScatterVAveragesUnevenBlocks) {
             at::Tensor input = Arange(total) * (group.rank() + 1.0);
             at::Tensor output =
                 at::empty({counts[group.rank()]}, input.options());
-            ASSERT_THAT(group.ReduceScatterV(input, output, counts,
-                                             ReduceOp::kAverage),
-                        IsOk());
+            ASSERT_THAT(
+                group.ReduceScatterV(input, output, counts, ReduceOp::kAverage),
+                IsOk());
             int64_t offset = 0;
             for (int r = 0; r < group.rank(); ++r) offset += counts[r];
             // The mean of (r + 1) over ranks is (n + 1) / 2.
@@ -218,8 +220,8 @@ TEST(NcclGroupTest, StreamWaitOrdersTheCallersStreamAfterTheCollective) {
                     at::Tensor t = Arange(1 << 20);
                     ASSERT_THAT(group.AllReduce(t), IsOk());
                     // .cpu() runs on the caller's (default) stream.
-                    EXPECT_TRUE(t.cpu().equal(
-                        at::arange(1 << 20, at::kFloat) * group.size()));
+                    EXPECT_TRUE(t.cpu().equal(at::arange(1 << 20, at::kFloat) *
+                                              group.size()));
                   },
                   options),
               IsOk());
@@ -245,8 +247,8 @@ TEST(NcclGroupTest, TwoRanksOnOneGpuAreAnErrorUnderNccl) {
   ASSERT_THAT(RunOnRanks(
                   2,
                   [&](Group& group) {
-                    at::Tensor t = at::full({100}, 1.0,
-                                            at::TensorOptions().device(kGpu));
+                    at::Tensor t =
+                        at::full({100}, 1.0, at::TensorOptions().device(kGpu));
                     EXPECT_THAT(group.AllReduce(t),
                                 StatusIs(absl::StatusCode::kFailedPrecondition,
                                          AllOf(HasSubstr("ranks 0 and 1"),
@@ -292,11 +294,11 @@ TEST(NcclCommunicatorTest, HostWaitTimesOutAndAbortsInsteadOfHanging) {
     unblock();
     FAIL() << work.status();
   }
-  EXPECT_THAT((*work)->WaitOnHost(),
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       AllOf(HasSubstr("all_reduce(sum) #1 of 64 bytes"),
-                             HasSubstr("group 'timeout_test'"),
-                             HasSubstr("aborted"))));
+  EXPECT_THAT(
+      (*work)->WaitOnHost(),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               AllOf(HasSubstr("all_reduce(sum) #1 of 64 bytes"),
+                     HasSubstr("group 'timeout_test'"), HasSubstr("aborted"))));
   EXPECT_TRUE((*communicator)->aborted());
   unblock();  // Only if it did not abort: a failure reported above.
   EXPECT_EQ(cudaStreamSynchronize(caller), cudaSuccess);
