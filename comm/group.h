@@ -5,7 +5,8 @@
 // send/recv) plus a Gloo context of its own on the same store for the
 // collectives c10d's Gloo backend lacks in LibTorch 1.13 — reduce-scatter and
 // all-gather into one flat tensor — done with bandwidth-optimal rings (see
-// ring.h).
+// ring.h). Collectives on CUDA tensors run on NCCL (nccl_communicator.h, in
+// CUDA builds) or through host memory on Gloo: GroupOptions::cuda_backend.
 //
 // The collective contract (as with NCCL and Gloo): every rank of the group
 // calls the same collectives in the same order, with the same element counts

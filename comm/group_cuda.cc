@@ -109,7 +109,8 @@ absl::StatusOr<int> Group::NcclDevice(
   }
   if (cuda == nullptr) return -1;
   if (cuda_backend_ == CudaBackend::kAuto) {
-    if (!may_choose) return -1;
+    // A broken group chooses nothing: the call fails in Precheck.
+    if (!may_choose || broken_->load()) return -1;
     absl::Status chosen = ChooseCudaPath(cuda->device().index());
     if (!chosen.ok()) {
       broken_->store(true);
