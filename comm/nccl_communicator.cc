@@ -63,6 +63,13 @@ class DeviceGuard {
   cudaError_t set_ = cudaSuccess;
 };
 
+// " on group 'world' (rank 0 of 2)": what follows a collective's label.
+std::string Where(const NcclCommunicatorOptions& o) {
+  return absl::StrFormat(" on group '%s' (rank %d of %d)", o.name, o.rank,
+                         o.world_size);
+}
+
+// The helpers below append the group, rank (and device) to `what`.
 absl::Status CudaStatus(cudaError_t error, absl::string_view what,
                         const NcclCommunicatorOptions& o) {
   if (error == cudaSuccess) return absl::OkStatus();
@@ -132,29 +139,26 @@ NcclCommunicator::Launched Launch(const std::shared_ptr<NcclShared>& s,
   const NcclCommunicatorOptions& o = s->options;
   absl::MutexLock lock(&s->mu);
   const int64_t seq = ++s->num_launches;
-  std::string description =
-      absl::StrFormat("%s #%d of %d bytes on group '%s' (rank %d of %d)", op,
-                      seq, bytes, o.name, o.rank, o.world_size);
+  std::string label = absl::StrFormat("%s #%d of %d bytes", op, seq, bytes);
   if (s->aborted) {
     return absl::FailedPreconditionError(
-        absl::StrCat(description,
+        absl::StrCat(label, Where(o),
                      ": the NCCL communicator was aborted after an earlier "
                      "failure (",
                      s->abort_reason.message(), ")"));
   }
   DeviceGuard guard(o.device);
-  STRATA_RETURN_IF_ERROR(CudaStatus(guard.status(), description, o));
+  STRATA_RETURN_IF_ERROR(CudaStatus(guard.status(), label, o));
   ReleaseFinished(*s);
   STRATA_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s->ready, caller),
                                     "cudaEventRecord on the caller's stream "
                                     "before " +
-                                        description,
+                                        label,
                                     o));
   STRATA_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(s->stream, s->ready, 0),
-                                    "cudaStreamWaitEvent before " + description,
-                                    o));
-  absl::Status launched = Settle(*s, call(s->comm, s->stream), description,
-                                 absl::Now() + o.timeout);
+                                    "cudaStreamWaitEvent before " + label, o));
+  absl::Status launched =
+      Settle(*s, call(s->comm, s->stream), label, absl::Now() + o.timeout);
   if (!launched.ok()) {
     AbortLocked(*s, launched);
     return launched;
@@ -162,10 +166,10 @@ NcclCommunicator::Launched Launch(const std::shared_ptr<NcclShared>& s,
   cudaEvent_t done = nullptr;
   absl::Status recorded =
       CudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
-                 "cudaEventCreate after " + description, o);
+                 "cudaEventCreate after " + label, o);
   if (recorded.ok()) {
     recorded = CudaStatus(cudaEventRecord(done, s->stream),
-                          "cudaEventRecord after " + description, o);
+                          "cudaEventRecord after " + label, o);
   }
   if (!recorded.ok()) {
     if (done != nullptr) cudaEventDestroy(done);
@@ -173,7 +177,7 @@ NcclCommunicator::Launched Launch(const std::shared_ptr<NcclShared>& s,
     return recorded;
   }
   return std::make_unique<NcclWork>(s, done, std::move(tensors),
-                                    std::move(description));
+                                    std::move(label));
 }
 
 int64_t Bytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
@@ -217,22 +221,22 @@ bool AllEqual(absl::Span<const int64_t> counts) {
 // One look at an unfinished collective: the CUDA error of its event query,
 // NCCL's async error, or the deadline passed.
 absl::Status PollOnce(NcclShared& s, cudaError_t query,
-                      const std::string& description, absl::Time deadline)
+                      const std::string& label, absl::Time deadline)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
   const NcclCommunicatorOptions& o = s.options;
   if (query != cudaErrorNotReady) {
-    return CudaStatus(query, "waiting for " + description, o);
+    return CudaStatus(query, "waiting for " + label, o);
   }
   ncclResult_t state = ncclSuccess;
   const ncclResult_t asked = ncclCommGetAsyncError(s.comm, &state);
-  if (asked != ncclSuccess) return NcclStatus(asked, description, o, s.comm);
+  if (asked != ncclSuccess) return NcclStatus(asked, label, o, s.comm);
   if (state != ncclSuccess && state != ncclInProgress) {
-    return NcclStatus(state, description, o, s.comm);
+    return NcclStatus(state, label, o, s.comm);
   }
   if (absl::Now() > deadline) {
     return absl::DeadlineExceededError(absl::StrFormat(
-        "%s timed out after %s; the NCCL communicator was aborted", description,
-        absl::FormatDuration(o.timeout)));
+        "%s%s timed out after %s; the NCCL communicator was aborted", label,
+        Where(o), absl::FormatDuration(o.timeout)));
   }
   return absl::OkStatus();
 }
@@ -295,11 +299,12 @@ absl::StatusOr<ncclDataType_t> NcclDataType(at::ScalarType dtype) {
 
 NcclWork::NcclWork(std::shared_ptr<internal::NcclShared> shared,
                    cudaEvent_t done, std::vector<at::Tensor> tensors,
-                   std::string description)
+                   std::string label)
     : shared_(std::move(shared)),
       done_(done),
       tensors_(std::move(tensors)),
-      description_(std::move(description)) {}
+      label_(std::move(label)),
+      description_(label_ + Where(shared_->options)) {}
 
 NcclWork::~NcclWork() {
   absl::MutexLock lock(&mu_);
@@ -327,14 +332,14 @@ absl::Status NcclWork::WaitOnStream(cudaStream_t stream) {
   const ncclResult_t asked = ncclCommGetAsyncError(shared_->comm, &state);
   if (asked != ncclSuccess ||
       (state != ncclSuccess && state != ncclInProgress)) {
-    status_ = NcclStatus(asked != ncclSuccess ? asked : state, description_, o,
+    status_ = NcclStatus(asked != ncclSuccess ? asked : state, label_, o,
                          shared_->comm);
     AbortLocked(*shared_, status_);
     return status_;
   }
   DeviceGuard guard(o.device);
   status_ = CudaStatus(cudaStreamWaitEvent(stream, done_, 0),
-                       "cudaStreamWaitEvent after " + description_, o);
+                       "cudaStreamWaitEvent after " + label_, o);
   // `stream` now runs after the collective: reuse of the tensors' memory on
   // it is ordered after completion (nccl_communicator.h).
   if (status_.ok()) tensors_.clear();
@@ -364,7 +369,7 @@ absl::Status NcclWork::WaitOnHost() {
                          shared_->abort_reason.message(), ")"));
         return status_;
       }
-      status_ = PollOnce(*shared_, query, description_, deadline);
+      status_ = PollOnce(*shared_, query, label_, deadline);
       if (!status_.ok()) {
         AbortLocked(*shared_, status_);
         return status_;
@@ -404,16 +409,19 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     const NcclCommunicatorOptions& options) {
   auto s = std::make_shared<internal::NcclShared>();
   s->options = options;
+  // `forming` for the helpers, which add the group, rank and device.
+  const std::string forming = "forming the NCCL communicator";
   const std::string what = absl::StrFormat(
-      "forming the NCCL communicator of group '%s' (rank %d of %d, cuda:%d)",
-      options.name, options.rank, options.world_size, options.device);
+      "%s of group '%s' (rank %d of %d, cuda:%d)", forming, options.name,
+      options.rank, options.world_size, options.device);
   DeviceGuard guard(options.device);
-  STRATA_RETURN_IF_ERROR(CudaStatus(guard.status(), what, options));
+  STRATA_RETURN_IF_ERROR(CudaStatus(guard.status(), forming, options));
   ncclUniqueId id;
   constexpr char kKey[] = "nccl_unique_id";
   if (options.rank == 0) {
     const ncclResult_t made = ncclGetUniqueId(&id);
-    if (made != ncclSuccess) return NcclStatus(made, what, options, nullptr);
+    if (made != ncclSuccess)
+      return NcclStatus(made, "ncclGetUniqueId", options, nullptr);
     const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
     STRATA_RETURN_IF_ERROR(StatusFromCall(what, [&] {
       store->set(kKey, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
@@ -433,22 +441,23 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   STRATA_RETURN_IF_ERROR(
       CudaStatus(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
-                 what, options));
+                 forming, options));
   STRATA_RETURN_IF_ERROR(
       CudaStatus(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming),
-                 what, options));
+                 forming, options));
   STRATA_RETURN_IF_ERROR(CudaStatus(
       cudaMalloc(reinterpret_cast<void**>(&s->barrier_buffer), sizeof(float)),
-      what, options));
+      forming, options));
   absl::MutexLock lock(&s->mu);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // Init and collectives can be polled and aborted.
-  absl::Status joined =
-      Settle(*s,
-             ncclCommInitRankConfig(&s->comm, options.world_size, id,
-                                    options.rank, &config),
-             absl::StrCat(what, ": ncclCommInitRankConfig"),
-             absl::Now() + options.timeout);
+  absl::Status joined = Settle(
+      *s,
+      ncclCommInitRankConfig(&s->comm, options.world_size, id, options.rank,
+                             &config),
+      absl::StrCat(forming, " (ncclCommInitRankConfig, cuda:", options.device,
+                   ")"),
+      absl::Now() + options.timeout);
   if (!joined.ok()) {
     AbortLocked(*s, joined);
     return joined;

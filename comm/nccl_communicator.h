@@ -99,8 +99,9 @@ struct NcclShared;  // The communicator's state, shared with its works.
 // One collective launched on the communicator's stream.
 class NcclWork {
  public:
+  // `label`: "all_reduce(sum) #3 of 4096 bytes".
   NcclWork(std::shared_ptr<internal::NcclShared> shared, cudaEvent_t done,
-           std::vector<at::Tensor> tensors, std::string description);
+           std::vector<at::Tensor> tensors, std::string label);
   // Unwaited (or failed): the communicator keeps the tensors until the
   // completion event passed.
   ~NcclWork();
@@ -126,6 +127,7 @@ class NcclWork {
   std::shared_ptr<internal::NcclShared> shared_;
   cudaEvent_t done_ = nullptr;
   std::vector<at::Tensor> tensors_ ABSL_GUARDED_BY(mu_);
+  std::string label_;
   std::string description_;
   bool waited_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
