@@ -516,7 +516,6 @@ NcclCommunicator::Launched NcclCommunicator::AllGatherV(
   const int64_t element = output.element_size();
   const std::vector<int64_t> offsets = Offsets(counts);
   const std::vector<int64_t> count_list(counts.begin(), counts.end());
-  const int rank = options_.rank;
   return Launch(
       shared_, "all_gather", Bytes(output), {input, output}, caller,
       [=](ncclComm_t comm, cudaStream_t stream) {
@@ -526,10 +525,10 @@ NcclCommunicator::Launched NcclCommunicator::AllGatherV(
         return Grouped([&] {
           for (size_t r = 0; r < count_list.size(); ++r) {
             if (count_list[r] == 0) continue;
+            // sendbuff is read only on the root (r == this rank).
             const ncclResult_t result =
-                ncclBroadcast(static_cast<int>(r) == rank ? in : nullptr,
-                              out + offsets[r] * element, count_list[r], type,
-                              static_cast<int>(r), comm, stream);
+                ncclBroadcast(in, out + offsets[r] * element, count_list[r],
+                              type, static_cast<int>(r), comm, stream);
             if (result != ncclSuccess) return result;
           }
           return ncclSuccess;
