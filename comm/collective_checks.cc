@@ -24,7 +24,8 @@ absl::string_view OpKindName(OpKind kind) {
   return "unknown";
 }
 
-absl::Status CheckTensor(const at::Tensor& t, absl::string_view role) {
+absl::Status CheckTensor(const at::Tensor& t, absl::string_view role,
+                         int cuda_device) {
   if (!t.defined()) {
     return absl::InvalidArgumentError(
         absl::StrCat(role, " tensor is undefined"));
@@ -34,6 +35,14 @@ absl::Status CheckTensor(const at::Tensor& t, absl::string_view role) {
         role,
         " tensor is not contiguous; collectives work on contiguous "
         "memory (call .contiguous() first)"));
+  }
+  if (cuda_device >= 0) {
+    if (!t.is_cuda() || t.device().index() != cuda_device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          role, " tensor is on ", t.device().str(),
+          "; this group's NCCL communicator works on cuda:", cuda_device));
+    }
+    return absl::OkStatus();
   }
   if (!t.device().is_cpu()) {
     return absl::InvalidArgumentError(

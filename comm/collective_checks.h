@@ -34,8 +34,10 @@ enum class OpKind : int64_t {
 absl::string_view OpKindName(OpKind kind);
 
 // A collective's tensor (`role`: "input", "output", ...) must be defined,
-// contiguous and on the CPU. InvalidArgument naming the role otherwise.
-absl::Status CheckTensor(const at::Tensor& t, absl::string_view role);
+// contiguous and on the CPU, or with `cuda_device` >= 0 (the group's NCCL
+// path) on that CUDA device. InvalidArgument naming the role otherwise.
+absl::Status CheckTensor(const at::Tensor& t, absl::string_view role,
+                         int cuda_device = -1);
 
 // A tensor reduced with ReduceOp::kAverage (`average`) needs a floating
 // dtype; no reduction works on Bool. InvalidArgument otherwise.

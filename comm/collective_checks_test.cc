@@ -41,6 +41,14 @@ TEST(CheckTensorTest, NonContiguousTensorIsRejected) {
                        HasSubstr("input tensor is not contiguous")));
 }
 
+// The NCCL path (cuda_device >= 0) wants the communicator's device.
+TEST(CheckTensorTest, CpuTensorOnTheNcclPathNamesTheDevice) {
+  EXPECT_THAT(CheckTensor(at::zeros({4}), "all_gather output", 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("all_gather output tensor is on cpu; this "
+                                 "group's NCCL communicator works on cuda:0")));
+}
+
 TEST(CheckReducibleTest, AverageOfFloatsIsFine) {
   EXPECT_THAT(CheckReducible(at::zeros({2}, at::kFloat), true), IsOk());
 }

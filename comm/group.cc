@@ -18,7 +18,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/fault_point.h"
@@ -41,8 +40,9 @@ using internal::CopyBackAfter;
 using internal::CountsHash;
 using internal::HostCopy;
 using internal::HostLike;
+using internal::kBrokenMessage;
+using internal::NcclCall;
 using internal::OpKind;
-using internal::OpKindName;
 using internal::RingReduction;
 using internal::Staged;
 
@@ -75,15 +75,6 @@ RingReduction ToRing(ReduceOp op) {
   }
   return RingReduction::kSum;
 }
-
-// How long a failed collective waits for its peers' progress records: a
-// stopped store host (rank 0) must not hold up the error.
-constexpr absl::Duration kProgressReadDeadline = absl::Seconds(2);
-
-const char kBrokenMessage[] =
-    "the group is unusable because an earlier collective on it failed (see "
-    "the first error on this rank); ranks cannot resynchronise after a "
-    "failure, so restart the job (from the last checkpoint)";
 
 // A Work that is already finished.
 class DoneWork final : public Work {
@@ -288,107 +279,6 @@ absl::Status Group::Connect(std::shared_ptr<gloo::transport::Device> device) {
   return absl::OkStatus();
 }
 
-std::string Group::Describe(absl::string_view op, const at::Tensor& tensor,
-                            absl::string_view detail) const {
-  std::string what(op);
-  if (!detail.empty()) absl::StrAppend(&what, "(", detail, ")");
-  if (tensor.defined()) {
-    absl::StrAppendFormat(&what, " of %d x %s", tensor.numel(),
-                          c10::toString(tensor.scalar_type()));
-  }
-  return absl::StrFormat("%s on group '%s' (rank %d of %d)", what,
-                         options_.name, options_.rank, options_.world_size);
-}
-
-void Group::SetTrainingStep(int64_t step) { progress_->SetStep(step); }
-
-void Group::SetGlobalRanks(std::vector<int> global_ranks) {
-  CHECK_EQ(static_cast<int>(global_ranks.size()), size());
-  auto peers = std::make_shared<std::vector<int>>(global_ranks);
-  peers->erase(peers->begin() + rank());
-  peers_ = std::move(peers);
-  global_ranks_ = std::move(global_ranks);
-}
-
-std::function<absl::Status(absl::Status)> Group::Explainer(
-    int64_t seq, absl::string_view op, std::string description) {
-  // Owns what it uses: a Work may be waited on after the group is gone.
-  return [progress = progress_, peers = peers_, name = options_.name,
-          timeout = options_.timeout, seq, op = std::string(op),
-          description = std::move(description)](absl::Status status) {
-    if (status.ok() || peers->empty()) return status;
-    return ExplainCollectiveFailure(status, description, op, name, seq, timeout,
-                                    *progress, *peers, kProgressReadDeadline);
-  };
-}
-
-absl::Status Group::Precheck(const Descriptor& descriptor, absl::Status local) {
-  ++num_calls_;
-  internal::NoteIssue(descriptor, options_.name, num_calls_);
-  if (broken_->load()) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("group '%s' (rank %d of %d): %s", options_.name,
-                        options_.rank, options_.world_size, kBrokenMessage));
-  }
-  const int64_t numel =
-      std::max(descriptor.input_numel, descriptor.output_numel);
-  progress_->Enter(OpKindName(descriptor.kind), options_.name, num_calls_,
-                   numel, numel * c10::elementSize(descriptor.dtype));
-  ReachFaultPoint(FaultSite::kCollective);  // Chaos tests (base/fault_point.h).
-  if (!options_.check_collectives) return local;
-
-  // Every rank contributes its descriptor, valid or not, so that one rank's
-  // bad arguments fail all ranks now instead of hanging the others.
-  at::Tensor mine = at::empty({Descriptor::kFields}, at::kLong);
-  const Descriptor::Row row = descriptor.ToRow(/*locally_valid=*/local.ok());
-  std::copy(row.begin(), row.end(), mine.data_ptr<int64_t>());
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int i = 0; i < options_.world_size; ++i) {
-    outputs[0].push_back(at::empty({Descriptor::kFields}, at::kLong));
-  }
-  std::vector<at::Tensor> inputs = {mine};
-  const std::string exchange = absl::StrFormat(
-      "check_collectives: exchanging call #%d (%s) on group '%s' (rank %d of "
-      "%d)",
-      num_calls_, descriptor.ToString(), options_.name, options_.rank,
-      options_.world_size);
-  absl::Status exchanged = StatusFromCall(exchange, [&] {
-    CollectiveWaitTimer timer;
-    process_group_->allgather(outputs, inputs)->wait();
-  });
-  if (!exchanged.ok()) {
-    broken_->store(true);
-    return Explainer(num_calls_, OpKindName(descriptor.kind),
-                     exchange)(exchanged);
-  }
-  if (!local.ok()) return local;
-  std::vector<std::string> differences;
-  for (int r = 0; r < options_.world_size; ++r) {
-    const int64_t* d = outputs[0][r].data_ptr<int64_t>();
-    if (d[Descriptor::kFields - 1] == 0) {
-      differences.push_back(
-          absl::StrFormat("rank %d passed invalid arguments (see its log)", r));
-      continue;
-    }
-    const Descriptor theirs = Descriptor::FromRow(d);
-    // Counts may legitimately differ per rank for the V variants only in the
-    // local block; the hash covers the whole list, which must agree.
-    if (theirs.ToString() != descriptor.ToString()) {
-      differences.push_back(
-          absl::StrFormat("rank %d calls %s", r, theirs.ToString()));
-    }
-  }
-  if (!differences.empty()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "collective mismatch at call #%d on group '%s': rank %d calls %s, "
-        "but %s. Every rank must call the same collectives in the same order "
-        "with the same sizes and dtypes",
-        num_calls_, options_.name, options_.rank, descriptor.ToString(),
-        absl::StrJoin(differences, "; ")));
-  }
-  return absl::OkStatus();
-}
-
 std::unique_ptr<Work> Group::Failed(absl::Status status) {
   return std::make_unique<DoneWork>(std::move(status));
 }
@@ -426,13 +316,15 @@ absl::Status Group::AllReduce(at::Tensor& tensor, ReduceOp op) {
 }
 
 std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
-  if (Staged(tensor)) {
+  const absl::StatusOr<int> nccl = NcclDevice({&tensor}, true);
+  if (!nccl.ok()) return Failed(nccl.status());
+  if (*nccl < 0 && Staged(tensor)) {
     at::Tensor host = HostCopy(tensor);
     return CopyBackAfter(AllReduceAsync(host, op), {host}, {tensor});
   }
   const std::string description =
       Describe("all_reduce", tensor, ReduceOpName(op));
-  absl::Status local = CheckTensor(tensor, "all_reduce");
+  absl::Status local = CheckTensor(tensor, "all_reduce", *nccl);
   if (local.ok()) local = CheckReducible(tensor, op == ReduceOp::kAverage);
   local = Annotate(local, description);
   Descriptor descriptor{
@@ -440,6 +332,10 @@ std::unique_ptr<Work> Group::AllReduceAsync(at::Tensor& tensor, ReduceOp op) {
       tensor.defined() ? tensor.numel() : 0,
       tensor.defined() ? tensor.numel() : 0, static_cast<int64_t>(op)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  if (*nccl >= 0) {
+    return RunNccl({NcclCall::Kind::kAllReduce, tensor, {}, {}, op},
+                   description, "all_reduce");
+  }
   if (tensor.scalar_type() == at::kBFloat16) {
     // c10d's Gloo all-reduce has no bf16 kernel in 1.13: reduce-scatter then
     // all-gather on the ring, which moves the same bytes as Gloo's own ring.
@@ -491,13 +387,15 @@ absl::Status Group::Broadcast(at::Tensor& tensor, int root) {
 }
 
 std::unique_ptr<Work> Group::BroadcastAsync(at::Tensor& tensor, int root) {
-  if (Staged(tensor)) {
+  const absl::StatusOr<int> nccl = NcclDevice({&tensor}, true);
+  if (!nccl.ok()) return Failed(nccl.status());
+  if (*nccl < 0 && Staged(tensor)) {
     at::Tensor host = HostCopy(tensor);
     return CopyBackAfter(BroadcastAsync(host, root), {host}, {tensor});
   }
   const std::string description =
       Describe("broadcast", tensor, absl::StrCat("root ", root));
-  absl::Status local = CheckTensor(tensor, "broadcast");
+  absl::Status local = CheckTensor(tensor, "broadcast", *nccl);
   if (local.ok() && (root < 0 || root >= size())) {
     local = absl::InvalidArgumentError(absl::StrFormat(
         "root %d is not a rank of the group (size %d)", root, size()));
@@ -508,6 +406,13 @@ std::unique_ptr<Work> Group::BroadcastAsync(at::Tensor& tensor, int root) {
                         tensor.defined() ? tensor.numel() : 0,
                         tensor.defined() ? tensor.numel() : 0, root};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  if (*nccl >= 0) {
+    NcclCall call;
+    call.kind = NcclCall::Kind::kBroadcast;
+    call.input = tensor;
+    call.peer = root;
+    return RunNccl(std::move(call), description, "broadcast");
+  }
   // Broadcast only moves bytes; c10d's Gloo backend has no bf16 kernel in
   // 1.13, so bf16 goes through as fp16 bits (a view of the same memory).
   std::vector<at::Tensor> tensors = {
@@ -547,7 +452,9 @@ absl::Status Group::AllGatherV(const at::Tensor& input, at::Tensor& output,
 std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
                                              at::Tensor& output,
                                              absl::Span<const int64_t> counts) {
-  if (Staged(input) || Staged(output)) {
+  const absl::StatusOr<int> nccl = NcclDevice({&input, &output}, true);
+  if (!nccl.ok()) return Failed(nccl.status());
+  if (*nccl < 0 && (Staged(input) || Staged(output))) {
     at::Tensor in = Staged(input) ? HostCopy(input) : input;
     at::Tensor out = Staged(output) ? HostLike(output) : output;
     std::unique_ptr<Work> work = AllGatherVAsync(in, out, counts);
@@ -555,8 +462,8 @@ std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
     return CopyBackAfter(std::move(work), {out}, {output});
   }
   const std::string description = Describe("all_gather", input);
-  absl::Status local = CheckTensor(input, "all_gather input");
-  if (local.ok()) local = CheckTensor(output, "all_gather output");
+  absl::Status local = CheckTensor(input, "all_gather input", *nccl);
+  if (local.ok()) local = CheckTensor(output, "all_gather output", *nccl);
   if (local.ok()) local = CheckCounts(counts, size());
   const int64_t total =
       std::accumulate(counts.begin(), counts.end(), int64_t{0});
@@ -583,6 +490,11 @@ std::unique_ptr<Work> Group::AllGatherVAsync(const at::Tensor& input,
                         -1,
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  if (*nccl >= 0) {
+    return RunNccl({NcclCall::Kind::kAllGatherV, input, output,
+                    std::vector<int64_t>(counts.begin(), counts.end())},
+                   description, "all_gather");
+  }
   const uint32_t tag = next_tag_++;
   return Enqueue(
       description,
@@ -619,7 +531,9 @@ absl::Status Group::ReduceScatterV(const at::Tensor& input, at::Tensor& output,
 std::unique_ptr<Work> Group::ReduceScatterVAsync(
     const at::Tensor& input, at::Tensor& output,
     absl::Span<const int64_t> counts, ReduceOp op) {
-  if (Staged(input) || Staged(output)) {
+  const absl::StatusOr<int> nccl = NcclDevice({&input, &output}, true);
+  if (!nccl.ok()) return Failed(nccl.status());
+  if (*nccl < 0 && (Staged(input) || Staged(output))) {
     at::Tensor in = Staged(input) ? HostCopy(input) : input;
     at::Tensor out = Staged(output) ? HostLike(output) : output;
     std::unique_ptr<Work> work = ReduceScatterVAsync(in, out, counts, op);
@@ -628,8 +542,10 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
   }
   const std::string description =
       Describe("reduce_scatter", input, ReduceOpName(op));
-  absl::Status local = CheckTensor(input, "reduce_scatter input");
-  if (local.ok()) local = CheckTensor(output, "reduce_scatter output");
+  absl::Status local = CheckTensor(input, "reduce_scatter input", *nccl);
+  if (local.ok()) {
+    local = CheckTensor(output, "reduce_scatter output", *nccl);
+  }
   if (local.ok()) local = CheckReducible(input, op == ReduceOp::kAverage);
   if (local.ok()) local = CheckCounts(counts, size());
   const int64_t total =
@@ -658,6 +574,11 @@ std::unique_ptr<Work> Group::ReduceScatterVAsync(
                         static_cast<int64_t>(op),
                         CountsHash(counts)};
   if (absl::Status s = Precheck(descriptor, local); !s.ok()) return Failed(s);
+  if (*nccl >= 0) {
+    return RunNccl({NcclCall::Kind::kReduceScatterV, input, output,
+                    std::vector<int64_t>(counts.begin(), counts.end()), op},
+                   description, "reduce_scatter");
+  }
   const uint32_t tag = next_tag_++;
   return Enqueue(
       description,
@@ -700,13 +621,16 @@ absl::Status Group::Send(const at::Tensor& tensor, int dst_rank, int tag) {
 
 std::unique_ptr<Work> Group::SendAsync(const at::Tensor& tensor, int dst_rank,
                                        int tag) {
-  if (Staged(tensor)) {
+  // Only two ranks take part: NCCL only once a collective chose it.
+  const absl::StatusOr<int> nccl = NcclDevice({&tensor}, false);
+  if (!nccl.ok()) return Failed(nccl.status());
+  if (*nccl < 0 && Staged(tensor)) {
     at::Tensor host = HostCopy(tensor);
     return CopyBackAfter(SendAsync(host, dst_rank, tag), {}, {});
   }
   const std::string description = Describe(
       "send", tensor, absl::StrFormat("to rank %d, tag %d", dst_rank, tag));
-  absl::Status local = CheckTensor(tensor, "send");
+  absl::Status local = CheckTensor(tensor, "send", *nccl);
   if (local.ok() &&
       (dst_rank < 0 || dst_rank >= size() || dst_rank == rank())) {
     local = absl::InvalidArgumentError(absl::StrFormat(
@@ -717,6 +641,13 @@ std::unique_ptr<Work> Group::SendAsync(const at::Tensor& tensor, int dst_rank,
   if (broken_->load()) {
     return Failed(absl::FailedPreconditionError(
         absl::StrCat(description, ": ", kBrokenMessage)));
+  }
+  if (*nccl >= 0) {
+    NcclCall call;
+    call.kind = NcclCall::Kind::kSend;
+    call.input = tensor;
+    call.peer = dst_rank;
+    return RunNccl(std::move(call), description, "send");
   }
   std::vector<at::Tensor> tensors = {tensor};
   c10::intrusive_ptr<c10d::Work> work;
@@ -734,13 +665,15 @@ absl::Status Group::Recv(at::Tensor& tensor, int src_rank, int tag) {
 
 std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
                                        int tag) {
-  if (Staged(tensor)) {
+  const absl::StatusOr<int> nccl = NcclDevice({&tensor}, false);
+  if (!nccl.ok()) return Failed(nccl.status());
+  if (*nccl < 0 && Staged(tensor)) {
     at::Tensor host = HostLike(tensor);
     return CopyBackAfter(RecvAsync(host, src_rank, tag), {host}, {tensor});
   }
   const std::string description = Describe(
       "recv", tensor, absl::StrFormat("from rank %d, tag %d", src_rank, tag));
-  absl::Status local = CheckTensor(tensor, "recv");
+  absl::Status local = CheckTensor(tensor, "recv", *nccl);
   if (local.ok() &&
       (src_rank < 0 || src_rank >= size() || src_rank == rank())) {
     local = absl::InvalidArgumentError(absl::StrFormat(
@@ -751,6 +684,13 @@ std::unique_ptr<Work> Group::RecvAsync(at::Tensor& tensor, int src_rank,
   if (broken_->load()) {
     return Failed(absl::FailedPreconditionError(
         absl::StrCat(description, ": ", kBrokenMessage)));
+  }
+  if (*nccl >= 0) {
+    NcclCall call;
+    call.kind = NcclCall::Kind::kRecv;
+    call.input = tensor;
+    call.peer = src_rank;
+    return RunNccl(std::move(call), description, "recv");
   }
   std::vector<at::Tensor> tensors = {tensor};
   c10::intrusive_ptr<c10d::Work> work;

@@ -5,7 +5,8 @@
 // send/recv) plus a Gloo context of its own on the same store for the
 // collectives c10d's Gloo backend lacks in LibTorch 1.13 — reduce-scatter and
 // all-gather into one flat tensor — done with bandwidth-optimal rings (see
-// ring.h).
+// ring.h). Collectives on CUDA tensors run on NCCL (nccl_communicator.h, in
+// CUDA builds) or through host memory on Gloo: GroupOptions::cuda_backend.
 //
 // The collective contract (as with NCCL and Gloo): every rank of the group
 // calls the same collectives in the same order, with the same element counts
@@ -51,6 +52,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "comm/cuda_backend.h"
 
 namespace c10d {
 class Store;
@@ -75,8 +78,10 @@ namespace strata::comm {
 
 namespace internal {
 struct CollectiveDescriptor;  // comm/collective_checks.h
+struct NcclCall;              // comm/group_internal.h
 }  // namespace internal
-class ProgressTracker;  // comm/progress.h
+class NcclCommunicator;  // comm/nccl_communicator.h (CUDA builds only)
+class ProgressTracker;   // comm/progress.h
 
 enum class ReduceOp { kSum, kAverage, kMax, kMin };
 
@@ -115,6 +120,21 @@ struct GroupOptions {
   // them in from the rendezvous.
   int node = -1;
   std::string host;
+  // How collectives on CUDA tensors run (comm/cuda_backend.h): NCCL, or
+  // host staging through Gloo. kAuto: NCCL where this build has it and every
+  // rank of the group has a GPU of its own (decided at the group's first
+  // collective on CUDA tensors; one log line on rank 0 says which and why).
+  CudaBackend cuda_backend = CudaBackend::kAuto;
+  // NCCL path: the cudaStream_t (as void*) that this rank's CUDA tensors on
+  // device `device` are produced and consumed on. Empty: the legacy default
+  // stream, which is LibTorch's current stream unless the program set
+  // another; comm/cuda_current_stream.h gives LibTorch's current stream.
+  std::function<void*(int device)> cuda_stream;
+  // NCCL path: Work::Wait blocks the host until the collective completed,
+  // bounded by `timeout` (true); or only makes `cuda_stream` wait for it
+  // (false: the host runs ahead, for overlap; a failure or hang then
+  // surfaces at the next host wait of the group).
+  bool nccl_host_wait = true;
 };
 
 // Checks option values; names the field and what was expected. Group names
@@ -156,6 +176,9 @@ class Group {
   int size() const { return options_.world_size; }
   const std::string& name() const { return options_.name; }
   const GroupOptions& options() const { return options_; }
+  // The backend of collectives on CUDA tensors: kNccl or kHostStaging once
+  // the group's first such collective chose it; kAuto before.
+  CudaBackend cuda_backend() const { return cuda_backend_; }
 
   // Tells this group and every group split from it (they share one progress
   // record) the training step now, for the progress records peers read when
@@ -164,10 +187,14 @@ class Group {
 
   // --- Collectives. Tensors: contiguous, on the CPU or a CUDA device;
   // floating dtypes for reductions. Sync forms are Async(...)->Wait().
-  // CUDA tensors go through host memory: the call copies them to the host
-  // (waiting for the device's pending work on them), the collective runs on
-  // the copies, and Wait copies the results back (correct, not fast; NCCL
-  // is not built yet).
+  // CUDA tensors run on NCCL or go through host memory
+  // (GroupOptions::cuda_backend). NCCL: the collective runs on the
+  // communicator's stream after the work pending on `cuda_stream`, and all
+  // of a call's tensors are on the communicator's device. Host staging: the
+  // call copies them to the host (waiting for the device's pending work on
+  // them), the collective runs on the copies, and Wait copies the results
+  // back (correct, not fast). Send/Recv use NCCL only once a collective
+  // chose it (choosing takes every rank).
 
   // In place: `tensor` becomes the reduction over all ranks.
   absl::Status AllReduce(at::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
@@ -253,6 +280,19 @@ class Group {
   std::function<absl::Status(absl::Status)> Explainer(int64_t seq,
                                                       absl::string_view op,
                                                       std::string description);
+  // The CUDA path (group_cuda.cc). The device of the group's NCCL
+  // communicator when a call on `tensors` runs on NCCL, -1 when not (CPU
+  // tensors, host staging). With `may_choose` (collectives: every rank
+  // calls), the group's first call on CUDA tensors chooses the backend
+  // (ranks exchange their GPUs' identities through the store) and forms the
+  // communicator; an error then breaks the group.
+  absl::StatusOr<int> NcclDevice(
+      std::initializer_list<const at::Tensor*> tensors, bool may_choose);
+  absl::Status ChooseCudaPath(int device);
+  // Launches a checked collective (Precheck passed) on the communicator.
+  std::unique_ptr<Work> RunNccl(internal::NcclCall call,
+                                const std::string& description,
+                                absl::string_view op);
 
   GroupOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -282,6 +322,11 @@ class Group {
   // Set once a collective failed: the peers' state is unknown, later calls
   // fail fast rather than hang. Shared with in-flight Work.
   std::shared_ptr<std::atomic<bool>> broken_;
+  // The CUDA path (see cuda_backend()); nccl_ is set when it is kNccl.
+  // Shared with the Work in flight.
+  CudaBackend cuda_backend_ = CudaBackend::kAuto;
+  std::shared_ptr<NcclCommunicator> nccl_;
+  int nccl_device_ = -1;  // nccl_'s CUDA device.
 };
 
 }  // namespace strata::comm

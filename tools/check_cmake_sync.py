@@ -35,7 +35,7 @@ import xml.etree.ElementTree as ET
 
 # Rule attributes the comparison covers (besides the name), by Bazel kind.
 COMPARED = {
-    "cc_library": ["srcs", "hdrs", "deps", "copts", "linkopts", "testonly"],
+    "cc_library": ["srcs", "hdrs", "deps", "copts", "linkopts", "tags", "testonly"],
     "cc_binary": ["srcs", "deps", "data", "copts", "linkopts", "tags", "testonly"],
     "cc_test": ["srcs", "deps", "data", "copts", "linkopts", "tags", "size", "args", "env"],
     "sh_test": ["srcs", "data", "tags", "size", "args", "env"],

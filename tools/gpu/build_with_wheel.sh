@@ -8,6 +8,12 @@
 #   tools/gpu/fetch_debs.sh .debs                     # on a Debian 12 machine
 #   tools/gpu/build_with_wheel.sh .debs build-gpu [TARGET...]
 #
+# The GPU check (build the gpu tests, which are `manual`, then run them):
+#
+#   tools/gpu/build_with_wheel.sh .debs build-gpu comm_nccl_communicator_test \
+#     comm_cuda_current_stream_test launch_train launch_gpu_train_test &&
+#   tools/gpu/run_gpu_tests.sh build-gpu
+#
 # Environment: PYTHON (default python3, the one whose torch is used),
 # STRATA_DEPS_PREFIX (default /opt/strata-deps), JOBS (default: all cores),
 # STRATA_CUDA (default ON). Prints `source <file>` for the environment the
