@@ -128,7 +128,7 @@ struct Moment {
 // Model state (parameters, gradients, optimizer state) and the communication
 // buffers held for the whole step.
 std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
-  const bool bf16 = in.precision == "bf16";
+  const bool bf16 = in.precision != "fp32";  // 2-byte parameters.
   const int64_t p = bf16 ? 2 : 4;  // Parameter / gradient element.
   const int64_t n = in.world_size;
   const int64_t s = ShardGroupSize(in);
@@ -288,9 +288,10 @@ absl::Status ValidatePlanInput(const PlanInput& in) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grad_accumulation must be >= 1, got ", in.grad_accumulation));
   }
-  if (in.precision != "fp32" && in.precision != "bf16") {
+  if (in.precision != "fp32" && in.precision != "bf16" &&
+      in.precision != "fp16") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--precision must be fp32 or bf16, got '", in.precision, "'"));
+        "--precision must be fp32, bf16 or fp16, got '", in.precision, "'"));
   }
   if (in.bucket_bytes < 1 || in.first_bucket_bytes < 1) {
     return absl::InvalidArgumentError(
@@ -306,7 +307,7 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   const int64_t layers = m.num_layers;
   const int64_t unit = BlockParameters(m);
   const int64_t root = psi - layers * unit;
-  const int64_t p = in.precision == "bf16" ? 2 : 4;
+  const int64_t p = in.precision == "fp32" ? 4 : 2;
   const int64_t a = p;  // Activations in the compute dtype.
   const Shape s = ShapeOf(in);
   const bool ac = in.activation_checkpointing;
@@ -405,7 +406,7 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   StepTimePlan plan;
   plan.compute_s = flops / hw.flops_per_s;
   const double psi = static_cast<double>(models::NumParameters(m));
-  const double p = in.precision == "bf16" ? 2 : 4;
+  const double p = in.precision == "fp32" ? 4 : 2;
   const double n = static_cast<double>(in.world_size);
   const double ring = n > 1 ? (n - 1) / n : 0;
   double payloads = 0;  // In units of P = Psi p, each moved (N-1)/N.

@@ -57,8 +57,14 @@ struct PlanInput {
   int64_t micro_batch = 1;  // Sequences per rank per micro-batch.
   int64_t seq_len = 0;      // Tokens per sequence; 0: model.seq_len.
   int64_t grad_accumulation = 1;
-  // "fp32" or "bf16" (param_dtype = reduce_dtype = bf16, fp32 masters).
+  // The parameters' dtype: "fp32"; "bf16" (train --param_dtype=bf16
+  // --reduce_dtype=bf16: bf16 parameters, gradients and reductions, fp32
+  // masters); "fp16" (train --precision=fp16: fp16 parameters and gradients,
+  // fp32 masters, gradients reduced in fp32, loss scaling).
   std::string precision = "fp32";
+  // bf16 autocast inside every unit (train --precision=bf16,
+  // strategies/autocast.h) over `precision`'s parameters.
+  bool autocast = false;
   bool activation_checkpointing = false;  // Every transformer block.
   // Attention as a fused kernel (LibTorch >= 2 on CUDA,
   // models/layers.cc CausalAttention): the B H T T probabilities never

@@ -62,5 +62,25 @@ TEST(PlanLineTest, SaysThePeakInMiB) {
       << PlanLine(*in, plan);
 }
 
+TEST(PlanEndLineTest, ComparesWithTheLargestRanksTrackedPeak) {
+  MemoryPlan plan;
+  plan.peak_bytes = 11 << 20;  // 11 MiB against a measured 10 MiB: +10 %.
+  EXPECT_EQ(PlanEndLine(plan, {int64_t{9} << 20, int64_t{10} << 20},
+                        {int64_t{400} << 20, int64_t{390} << 20}),
+            "plan: predicted peak 11.00 MiB, measured 10.00 MiB (tensor "
+            "storage, tracking allocator; largest rank 1 of 2), error +10.0 "
+            "%; peak resident set 400 MiB (largest rank 0)");
+}
+
+TEST(PlanEndLineTest, SaysWhenTensorStorageIsNotTracked) {
+  MemoryPlan plan;
+  plan.peak_bytes = 3 << 20;
+  EXPECT_EQ(PlanEndLine(plan, {}, {int64_t{100} << 20}),
+            "plan: predicted peak 3.00 MiB, measured: not tracked (tensor "
+            "storage needs the tracking allocator, train "
+            "--track_tensor_memory, on the CPU); peak resident set 100 MiB "
+            "(largest rank 0)");
+}
+
 }  // namespace
 }  // namespace strata::launch
