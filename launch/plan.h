@@ -111,13 +111,38 @@ struct Hardware {
   // stream). false: it takes the compute's time (CPU-only ranks, where
   // Gloo's rings run on the cores that do the matmuls): all of it exposed.
   bool overlap_communication = true;
+  // Memory bandwidth of one rank (base/kernel_rates.h
+  // MeasureMemoryBandwidth, all ranks at once), for the memory-bound work:
+  // elementwise ops and the optimizer. 0: that work is left out.
+  double memory_bandwidth_bytes_per_s = 0;
 };
+
+// The matmuls of one micro-batch's forward and backward on one rank, for
+// measuring the FLOP rate at the model's own shapes (strata_plan --measure;
+// base/kernel_rates.h MeasureGemmFlops): each linear layer's forward
+// (BT x in by in x out), its input gradient (BT x out by out x in) and its
+// weight gradient (in x BT by BT x out), `count` times per micro-batch.
+// Attention's batched products are left out (their FLOPs are rated at the
+// linear layers' rate).
+struct GemmShape {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t count = 0;
+};
+std::vector<GemmShape> TrainingGemmShapes(const PlanInput& input);
 
 struct StepTimePlan {
   double compute_s = 0;        // FLOPs / flops_per_s (with recompute).
+  // Memory-bound work at Hardware::memory_bandwidth_bytes_per_s (0 when it
+  // is 0): elementwise ops of forward and backward, and the optimizer step
+  // (with clipping's norm and zeroing the gradients).
+  double elementwise_s = 0;
+  double optimizer_s = 0;
+  double elementwise_bytes = 0;  // Per rank per step.
+  double optimizer_bytes = 0;
   double communication_s = 0;  // Bus bytes / bus bandwidth.
   double exposed_communication_s = 0;
-  double step_s = 0;               // compute_s + exposed_communication_s.
+  // compute_s + elementwise_s + optimizer_s + exposed_communication_s.
+  double step_s = 0;
   double communication_bytes = 0;  // Per rank per step, bus bytes.
   std::string formula;             // How the four were computed.
 };
