@@ -600,7 +600,8 @@ std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
       "%s%s%s\n",
       in.model.family, plan.num_parameters, in.strategy, in.world_size,
       in.micro_batch, in.seq_len > 0 ? in.seq_len : in.model.seq_len,
-      in.precision, in.activation_checkpointing ? ", checkpointed blocks" : "",
+      absl::StrCat(in.precision, in.autocast ? ", bf16 autocast" : ""),
+      in.activation_checkpointing ? ", checkpointed blocks" : "",
       in.model.loss_chunk_tokens > 0
           ? absl::StrCat(", loss chunks of ", in.model.loss_chunk_tokens)
           : "");

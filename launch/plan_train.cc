@@ -45,11 +45,11 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   in.micro_batch = micro;
   in.seq_len = o.seq_len;
   in.grad_accumulation = local_batch / micro;
-  // 2-byte parameters: --param_dtype bf16 / fp16, or --precision=fp16
-  // (which keeps the model in fp16).
-  in.precision = o.param_dtype == "fp32" && o.precision != Precision::kFp16
-                     ? "fp32"
-                     : "bf16";
+  // The parameters' dtype: --precision=fp16 keeps the model in fp16;
+  // otherwise --param_dtype. --precision=bf16 is autocast over them.
+  in.precision =
+      o.precision == Precision::kFp16 ? "fp16" : o.param_dtype;
+  in.autocast = o.precision == Precision::kBf16;
   in.activation_checkpointing = !o.checkpoint_units.empty();
   in.cpu_offload = o.fsdp_cpu_offload;
   in.bucket_bytes = o.bucket_bytes;

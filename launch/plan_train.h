@@ -16,10 +16,9 @@ namespace strata::launch {
 // The plan input of a training run of `options` on `world_size` ranks: the
 // model --model names (with --vocab_size, --loss_chunk_tokens), per-rank
 // micro-batch and accumulation from --global_batch / --micro_batch,
-// --strategy and its FSDP flags, --param_dtype or --precision=fp16 (bf16
-// and fp16 both plan 2 bytes an element; --precision=bf16, CPU autocast
-// over fp32 parameters, is planned as fp32, which over-states its
-// activations), --checkpoint_units non-empty as every block checkpointed.
+// --strategy and its FSDP flags, --param_dtype (or fp16 with
+// --precision=fp16), --precision=bf16 as autocast over those parameters,
+// --checkpoint_units non-empty as every block checkpointed.
 // Errors name the flag (a --global_batch the world does not divide, ...).
 absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& options,
                                       int world_size);

@@ -36,7 +36,18 @@ TEST(PlanInputOfTest, Fp16PrecisionPlansTwoByteParameters) {
   o.precision = Precision::kFp16;
   auto in = PlanInputOf(o, 1);
   ASSERT_TRUE(in.ok()) << in.status();
-  EXPECT_EQ(in->precision, "bf16");
+  EXPECT_EQ(in->precision, "fp16");
+  EXPECT_FALSE(in->autocast);
+}
+
+TEST(PlanInputOfTest, Bf16PrecisionIsAutocastOverTheParameterDtype) {
+  TrainOptions o;
+  o.global_batch = 4;
+  o.precision = Precision::kBf16;
+  auto in = PlanInputOf(o, 1);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->precision, "fp32");
+  EXPECT_TRUE(in->autocast);
 }
 
 TEST(PlanInputOfTest, AWorldThatDoesNotDivideTheBatchNamesTheFlag) {
