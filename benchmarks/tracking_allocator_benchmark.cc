@@ -91,10 +91,9 @@ StepFigures TrainingStep() {
     CHECK((*strategy)->ForwardBackward(inputs, targets, 1.0, true).ok());
     CHECK((*strategy)->Step(step).ok());
     if (step < 2) continue;
-    ms.push_back(
-        1e3 * std::chrono::duration<double>(Clock::now() - start).count());
-    allocations +=
-        strata::TrackingAllocator::Total().num_allocations - before;
+    ms.push_back(1e3 *
+                 std::chrono::duration<double>(Clock::now() - start).count());
+    allocations += strata::TrackingAllocator::Total().num_allocations - before;
   }
   return {static_cast<double>(allocations) / FLAGS_steps, Median(ms)};
 }

@@ -99,10 +99,10 @@ int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
   const int64_t probs =
       fused_attention ? 4 * s.bht : s.bhtt * (b.l == 4 ? 4 : 6);
   const int64_t weights =
-      b.autocast ? 2 * (m.family == "gpt"
-                            ? 4 * m.dim * m.dim + 2 * m.dim * m.ffn_dim
-                            : BlockParameters(m) - 2 * m.dim)
-                 : 0;
+      b.autocast
+          ? 2 * (m.family == "gpt" ? 4 * m.dim * m.dim + 2 * m.dim * m.ffn_dim
+                                   : BlockParameters(m) - 2 * m.dim)
+          : 0;
   if (m.family == "gpt") {
     return (2 * b.r + 6 * b.l) * s.btc + 2 * b.l * s.btf + probs +
            4 * b.r * s.bt + weights;
@@ -165,7 +165,7 @@ struct Moment {
 // buffers held for the whole step.
 std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
   const bool bf16 = in.precision != "fp32";  // 2-byte parameters.
-  const int64_t p = bf16 ? 2 : 4;  // Parameter / gradient element.
+  const int64_t p = bf16 ? 2 : 4;            // Parameter / gradient element.
   const int64_t n = in.world_size;
   const int64_t s = ShardGroupSize(in);
   std::vector<PlanTerm> terms;
@@ -177,10 +177,9 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
          absl::StrCat(p, " Psi", masters, "(replicated), Psi = ", ps)});
     // With 2-byte parameters autograd fills a 2-byte flat buffer and
     // FoldGradients adds it into fp32 accumulated gradients (4 Psi).
-    terms.push_back(
-        {"gradients", p * psi + (bf16 ? 4 * psi : 0),
-         absl::StrCat(p, " Psi (flat buffer; buckets are views)",
-                      bf16 ? " + 4 Psi (fp32 accumulated)" : "")});
+    terms.push_back({"gradients", p * psi + (bf16 ? 4 * psi : 0),
+                     absl::StrCat(p, " Psi (flat buffer; buckets are views)",
+                                  bf16 ? " + 4 Psi (fp32 accumulated)" : "")});
     terms.push_back({"optimizer state", 8 * psi, "8 Psi (AdamW m, v fp32)"});
   } else if (in.strategy == "zero1" || in.strategy == "zero2") {
     const int64_t padded = CeilDiv(psi, n) * n;
@@ -299,8 +298,8 @@ double OptimizerBytes(const PlanInput& in, double psi) {
   const double e = OptimizerElements(in, psi);
   const double p = in.precision == "fp32" ? 4 : 2;
   double bytes = (28 + 4 + (p == 2 ? 6 : 0)) * e;
-  const bool full_gradients = in.strategy == "single" ||
-                              in.strategy == "ddp" || in.strategy == "zero1";
+  const bool full_gradients =
+      in.strategy == "single" || in.strategy == "ddp" || in.strategy == "zero1";
   bytes += full_gradients ? p * psi : 4 * e;
   return bytes;
 }
@@ -322,10 +321,10 @@ double ElementwiseBytes(const PlanInput& in) {
   const double block = static_cast<double>(
       BlockSavedBytes(m, s, ActivationBytesOf(in), in.fused_attention));
   const double per_block = (in.activation_checkpointing ? 7 : 5) * block;
-  const double head = 5.0 * 4 * (m.loss_chunk_tokens > 0
-                                     ? std::min(m.loss_chunk_tokens, s.bt)
-                                     : s.bt) *
-                      m.vocab_size;
+  const double head =
+      5.0 * 4 *
+      (m.loss_chunk_tokens > 0 ? std::min(m.loss_chunk_tokens, s.bt) : s.bt) *
+      m.vocab_size;
   return m.num_layers * per_block + head;
 }
 
@@ -338,11 +337,13 @@ std::vector<GemmShape> TrainingGemmShapes(const PlanInput& in) {
   // (in, out, count) of each linear layer.
   std::vector<std::tuple<int64_t, int64_t, int64_t>> linears;
   if (m.family == "gpt") {
-    linears = {{c, 3 * c, layers}, {c, c, layers}, {c, f, layers},
-               {f, c, layers}};
+    linears = {
+        {c, 3 * c, layers}, {c, c, layers}, {c, f, layers}, {f, c, layers}};
   } else {
     const int64_t kv = m.num_kv_heads * (c / m.num_heads);
-    linears = {{c, c, 2 * layers}, {c, kv, 2 * layers}, {c, f, 2 * layers},
+    linears = {{c, c, 2 * layers},
+               {c, kv, 2 * layers},
+               {c, f, 2 * layers},
                {f, c, layers}};
   }
   linears.push_back({c, m.vocab_size, 1});  // The head.

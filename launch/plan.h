@@ -10,7 +10,9 @@
 // (strategies/ddp.h, zero.h, fsdp.h; BENCHMARKS.md "Peak per-rank memory"):
 // what the tracking allocator (base/tracking_allocator.h) counts. It is
 // validated against the allocator's measured peak in plan_validation_test.cc
-// (every strategy, N = 1..4, gpt-tiny and llama-tiny, within 10 %).
+// (every strategy, N = 1..4, gpt-tiny and llama-tiny, within 10 %) and in
+// plan_precision_validation_test.cc (bf16 autocast, bf16 parameters; fp16
+// under LibTorch 2.x; N = 1, 2).
 //
 // The peak is the largest of a few moments of a training step, each a sum
 // of terms (PlanMoment): the head's backward (all activations saved, the
@@ -131,7 +133,7 @@ struct GemmShape {
 std::vector<GemmShape> TrainingGemmShapes(const PlanInput& input);
 
 struct StepTimePlan {
-  double compute_s = 0;        // FLOPs / flops_per_s (with recompute).
+  double compute_s = 0;  // FLOPs / flops_per_s (with recompute).
   // Memory-bound work at Hardware::memory_bandwidth_bytes_per_s (0 when it
   // is 0): elementwise ops of forward and backward, and the optimizer step
   // (with clipping's norm and zeroing the gradients).
@@ -160,7 +162,17 @@ struct StepTimePlan {
 // the compute), ZeRO's parameter all-gather after the optimizer is exposed,
 // FSDP's collectives hide behind all of forward and backward: exposed =
 // the exposed all-gather + max(0, the rest - overlappable compute). The
-// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives).
+// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives). With a
+// memory bandwidth, the memory-bound work is added (plan.cc derives both):
+// elementwise, 5 passes over every activation a block saves (2 forward, 3
+// backward; 7 with recompute) and over the B T V log-probabilities, per
+// micro-batch; the optimizer, 28 bytes per element of the rank's AdamW
+// share (4 reads, 3 writes of fp32), 4 for clipping's norm, 6 more with
+// 2-byte parameters (refreshing them), and ZeroGrad's write of the
+// gradient buffer. step = compute + elementwise + optimizer + exposed.
+// flops_per_s is best measured at the model's own GEMM shapes
+// (TrainingGemmShapes; strata_plan --measure): a micro-batch of few tokens
+// runs far below the 1024^3 peak.
 StepTimePlan PlanStepTime(const PlanInput& input, const Hardware& hardware);
 
 // The breakdown as an aligned text table (MiB, with formulas).

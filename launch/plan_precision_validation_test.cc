@@ -174,13 +174,11 @@ TEST_P(PlanPrecisionValidationTest, PredictedPeakWithinTenPercentOfMeasured) {
         static_cast<double>(plan.peak_bytes - measured) / measured;
     std::printf("| %s | %s | %s | %d | %.3f | %.3f | %+.1f%% |\n",
                 model_name.c_str(), prec.name.c_str(), strategy.c_str(), n,
-                plan.peak_bytes / 1048576.0, measured / 1048576.0,
-                100 * error);
+                plan.peak_bytes / 1048576.0, measured / 1048576.0, 100 * error);
     std::printf("%s", FormatMemoryPlan(input, plan).c_str());
     EXPECT_LE(std::abs(error), 0.10)
         << model_name << " " << prec.name << " " << strategy << " N=" << n
-        << ": predicted " << plan.peak_bytes << " bytes, measured "
-        << measured;
+        << ": predicted " << plan.peak_bytes << " bytes, measured " << measured;
   }
 }
 

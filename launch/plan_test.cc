@@ -245,8 +245,8 @@ TEST(PlanMemoryTest, AutocastKeepsLinearActivationsInBf16) {
   PlanInput autocast = fp32;
   autocast.autocast = true;
   const int64_t weights = 2 * (4 * kC * kC + 2 * kC * kF);
-  const int64_t per_block = (32 - 20) * kBtc + (8 - 4) * kBtf +
-                            (4 - 6) * kBhtt - weights;
+  const int64_t per_block =
+      (32 - 20) * kBtc + (8 - 4) * kBtf + (4 - 6) * kBhtt - weights;
   EXPECT_EQ(Term(PlanMemory(fp32), "activations") -
                 Term(PlanMemory(autocast), "activations"),
             kLayers * per_block);

@@ -1,7 +1,7 @@
 #include "launch/plan_train.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,8 +47,7 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   in.grad_accumulation = local_batch / micro;
   // The parameters' dtype: --precision=fp16 keeps the model in fp16;
   // otherwise --param_dtype. --precision=bf16 is autocast over them.
-  in.precision =
-      o.precision == Precision::kFp16 ? "fp16" : o.param_dtype;
+  in.precision = o.precision == Precision::kFp16 ? "fp16" : o.param_dtype;
   in.autocast = o.precision == Precision::kBf16;
   in.activation_checkpointing = !o.checkpoint_units.empty();
   in.cpu_offload = o.fsdp_cpu_offload;
@@ -79,8 +78,8 @@ std::string PlanEndLine(const MemoryPlan& plan,
                         const std::vector<int64_t>& tensor_peak_bytes,
                         const std::vector<int64_t>& peak_resident_bytes) {
   constexpr double kMiB = 1048576.0;
-  std::string line =
-      absl::StrFormat("plan: predicted peak %.2f MiB, ", plan.peak_bytes / kMiB);
+  std::string line = absl::StrFormat("plan: predicted peak %.2f MiB, ",
+                                     plan.peak_bytes / kMiB);
   if (tensor_peak_bytes.empty()) {
     absl::StrAppend(&line,
                     "measured: not tracked (tensor storage needs the tracking "
