@@ -443,10 +443,9 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   // A checkpointed block keeps only its input (B T C, the residual dtype).
   const int64_t block_kept = ac ? ab.r * s.btc : block_saved;
   const std::string block_formula = absl::StrCat(
-      m.family == "gpt"
-          ? "(2r + 6l) BTC + 2l BTF + 4r BT"
-          : absl::StrCat("(12 + 2r + ", ab.autocast ? 9 : 6,
-                         "l) BTC + 8 BTkv + 4l BTF + 8 BT"),
+      m.family == "gpt" ? "(2r + 6l) BTC + 2l BTF + 4r BT"
+                        : absl::StrCat("(12 + 2r + ", ab.autocast ? 9 : 6,
+                                       "l) BTC + 8 BTkv + 4l BTF + 8 BT"),
       in.fused_attention ? " + 4 BHT lse" : " + BHTT probs",
       ab.autocast ? " + 2 W (bf16 weights)" : "",
       absl::StrFormat(", r = %d, l = %d", ab.r, ab.l));
