@@ -48,7 +48,7 @@ constexpr int64_t kSeqLen = 64;
 constexpr int kSteps = 2;
 
 // A precision as the train binary sets it up.
-struct Precision {
+struct PrecisionCase {
   std::string name;            // "autocast", "bf16", "fp16".
   std::string plan_precision;  // PlanInput::precision.
   bool autocast = false;       // PlanInput::autocast.
@@ -57,8 +57,8 @@ struct Precision {
   bool loss_scaling = false;
 };
 
-Precision PrecisionNamed(const std::string& name) {
-  Precision p;
+PrecisionCase PrecisionNamed(const std::string& name) {
+  PrecisionCase p;
   p.name = name;
   if (name == "autocast") {
     p.plan_precision = "fp32";
@@ -77,8 +77,8 @@ Precision PrecisionNamed(const std::string& name) {
 
 // The per-rank peak (bytes) over ranks of `kSteps` steps.
 int64_t MeasuredPeakBytes(const std::string& model_name,
-                          const std::string& strategy, const Precision& prec,
-                          int world_size) {
+                          const std::string& strategy,
+                          const PrecisionCase& prec, int world_size) {
   auto config = models::ConfigByName(model_name);
   CHECK(config.ok()) << config.status();
   std::mutex mu;
@@ -151,7 +151,7 @@ class PlanPrecisionValidationTest
 
 TEST_P(PlanPrecisionValidationTest, PredictedPeakWithinTenPercentOfMeasured) {
   const auto& [precision_name, model_name, strategy] = GetParam();
-  const Precision prec = PrecisionNamed(precision_name);
+  const PrecisionCase prec = PrecisionNamed(precision_name);
   if (prec.param_dtype == at::kHalf) {
     const absl::Status can = strategies::CheckCpuComputeDtype(at::kHalf);
     if (!can.ok()) GTEST_SKIP() << can.message();
