@@ -1,8 +1,10 @@
 #include "launch/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,27 +56,61 @@ Shape ShapeOf(const PlanInput& in) {
   return s;
 }
 
+// Bytes per element of the activations: `r` for the residual stream and
+// what the norms keep (the parameters' dtype: fp32 also under autocast),
+// `l` for the linear layers' inputs and outputs (2 under autocast or with
+// 2-byte parameters). autocast: bf16 autocast inside the units.
+struct ActivationBytes {
+  int64_t r = 4;
+  int64_t l = 4;
+  bool autocast = false;
+};
+
+ActivationBytes ActivationBytesOf(const PlanInput& in) {
+  const int64_t p = in.precision == "fp32" ? 4 : 2;
+  return {p, in.autocast ? 2 : p, in.autocast};
+}
+
 // Bytes autograd saves for one block's backward (models/gpt.cc GptBlock,
-// models/llama.cc LlamaBlock, CausalAttention in models/layers.cc), `a`
-// bytes per activation element:
-//   GPT:   x, ln_1 out, q k v reshaped copies, attention output copy, h,
-//          ln_2 out (8 BTC); fc out, gelu out (2 BTF); softmax probs
-//          (BHTT); LayerNorm mean and rstd (4 BT, fp32).
-//   Llama: x, h (2 BTC); per RMSNorm three B T C tensors (6 BTC: measured
-//          with the tracking allocator, one more than the normalised value
-//          and its product with the gain); q k v copies, attention output
-//          copy (4 BTC); w1 out, silu out, w3 out, product (4 BTF); probs
-//          (BHTT); rsqrt (2 BT, fp32).
-// With bf16 the probabilities are kept twice (the fp32 softmax output and
-// its bf16 copy for the bmm): 6 bytes an element. A fused attention kernel
-// keeps a B H T fp32 log-sum-exp instead of the probabilities.
-int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s, int64_t a,
-                        bool fused_attention) {
-  const int64_t probs = fused_attention ? 4 * s.bht : s.bhtt * (a == 4 ? 4 : 6);
+// models/llama.cc LlamaBlock; CausalAttention, RmsNorm, ApplyRotary in
+// models/layers.cc), counted tensor by tensor and checked with the tracking
+// allocator (live bytes after the forward of 1, 2 and 3 blocks, fp32,
+// autocast and bf16 parameters: the per-block difference matches to the
+// byte for gpt-tiny and llama-tiny):
+//   GPT:   x and h, kept by the LayerNorms (2 BTC, r); ln_1 out, q k v
+//          reshaped copies, attention output copy, ln_2 out (6 BTC, l);
+//          fc out, gelu out (2 BTF, l); LayerNorm mean and rstd (4 BT, r).
+//   Llama: per RMSNorm its fp32 input (x, h, or their fp32 copies: 4 BTC
+//          each), the normalised value (r) and its product with the gain
+//          (l; under autocast one bf16 copy per linear reading it: 3 for
+//          q k v, 2 for w1 w3); q: the fp32 copy ApplyRotary rotates (4 BTC;
+//          with fp32 parameters the linear's output itself) and its
+//          reshaped copy (l); k: the same at B T kv (4) plus one more B T kv
+//          fp32 tensor the allocator shows, and its repeated, reshaped copy
+//          (BTC, l); v's and the attention output's copies (2 BTC, l); w1
+//          out, silu out, w3 out, product (4 BTF, l); rsqrt (2 BT, fp32).
+//   Both:  softmax's fp32 probabilities (4 BHTT), and with l = 2 their copy
+//          for the bmm (2 BHTT more); under autocast the bf16 copies of the
+//          block's matmul weights (2 W), which the linears save.
+// A fused attention kernel keeps a B H T fp32 log-sum-exp instead of the
+// probabilities.
+int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
+                        const ActivationBytes& b, bool fused_attention) {
+  const int64_t probs =
+      fused_attention ? 4 * s.bht : s.bhtt * (b.l == 4 ? 4 : 6);
+  const int64_t weights =
+      b.autocast
+          ? 2 * (m.family == "gpt" ? 4 * m.dim * m.dim + 2 * m.dim * m.ffn_dim
+                                   : BlockParameters(m) - 2 * m.dim)
+          : 0;
   if (m.family == "gpt") {
-    return a * (8 * s.btc + 2 * s.btf) + probs + 4 * 4 * s.bt;
+    return (2 * b.r + 6 * b.l) * s.btc + 2 * b.l * s.btf + probs +
+           4 * b.r * s.bt + weights;
   }
-  return a * (12 * s.btc + 4 * s.btf) + probs + 4 * 2 * s.bt;
+  const int64_t btkv = s.bt * m.num_kv_heads * (m.dim / m.num_heads);
+  const int64_t norm_copies = b.autocast ? 3 + 2 : 1 + 1;
+  return (12 + 2 * b.r + (4 + norm_copies) * b.l) * s.btc + 8 * btkv +
+         4 * b.l * s.btf + probs + 4 * 2 * s.bt + weights;
 }
 
 // Transient bytes while one block's backward runs (besides what it saved):
@@ -128,8 +164,8 @@ struct Moment {
 // Model state (parameters, gradients, optimizer state) and the communication
 // buffers held for the whole step.
 std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
-  const bool bf16 = in.precision == "bf16";
-  const int64_t p = bf16 ? 2 : 4;  // Parameter / gradient element.
+  const bool bf16 = in.precision != "fp32";  // 2-byte parameters.
+  const int64_t p = bf16 ? 2 : 4;            // Parameter / gradient element.
   const int64_t n = in.world_size;
   const int64_t s = ShardGroupSize(in);
   std::vector<PlanTerm> terms;
@@ -139,8 +175,11 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
     terms.push_back(
         {"parameters", p * psi + (bf16 ? 4 * psi : 0),
          absl::StrCat(p, " Psi", masters, "(replicated), Psi = ", ps)});
-    terms.push_back({"gradients", p * psi,
-                     absl::StrCat(p, " Psi (flat buffer; buckets are views)")});
+    // With 2-byte parameters autograd fills a 2-byte flat buffer and
+    // FoldGradients adds it into fp32 accumulated gradients (4 Psi).
+    terms.push_back({"gradients", p * psi + (bf16 ? 4 * psi : 0),
+                     absl::StrCat(p, " Psi (flat buffer; buckets are views)",
+                                  bf16 ? " + 4 Psi (fp32 accumulated)" : "")});
     terms.push_back({"optimizer state", 8 * psi, "8 Psi (AdamW m, v fp32)"});
   } else if (in.strategy == "zero1" || in.strategy == "zero2") {
     const int64_t padded = CeilDiv(psi, n) * n;
@@ -150,10 +189,20 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
          absl::StrCat(p, " Psi replicated", bf16 ? " + 4 Psi/N masters" : "",
                       ", Psi = ", ps, " (padded to ", padded, ")")});
     if (in.strategy == "zero1") {
-      terms.push_back({"gradients", p * padded,
-                       absl::StrCat(p, " Psi (full flat buffer)")});
+      terms.push_back(
+          {"gradients", p * padded + (bf16 ? 4 * padded : 0),
+           absl::StrCat(p, " Psi (full flat buffer)",
+                        bf16 ? " + 4 Psi (fp32 accumulated)" : "")});
     } else {
-      terms.push_back({"gradients", 4 * shard, "4 Psi/N (fp32 shard)"});
+      // With gradients reduced in 2 bytes (bf16; fp16 reduces in fp32) the
+      // reduce-scatter lands in a 2-byte shard before it is added into the
+      // fp32 one (ZeroStrategy's reduce_shard_).
+      const bool cast = in.precision == "bf16";
+      terms.push_back(
+          {"gradients", 4 * shard + (cast ? 2 * shard : 0),
+           cast ? "4 Psi/N (fp32 shard) + 2 Psi/N (bf16 reduce-scatter "
+                  "output)"
+                : "4 Psi/N (fp32 shard)"});
     }
     terms.push_back({"optimizer state", 8 * shard, "8 Psi/N (AdamW m, v)"});
     terms.push_back({"communication buffers", p * shard,
@@ -227,7 +276,85 @@ std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
   return terms;
 }
 
+// The elements of fp32 optimizer state (masters, AdamW m and v) one rank
+// updates: all of them (single, DDP), a 1/N shard (ZeRO), a 1/S shard (FSDP).
+double OptimizerElements(const PlanInput& in, double psi) {
+  if (in.strategy == "single" || in.strategy == "ddp") return psi;
+  return std::ceil(psi / static_cast<double>(ShardGroupSize(in)));
+}
+
+// Bytes one optimizer step moves through memory on one rank, per element E
+// of its optimizer share (OptimizerElements):
+//   AdamW's fused pass (optim/adamw.h): reads parameter, gradient, m and v
+//     and writes parameter, m and v, 7 fp32 values: 28 bytes;
+//   the gradient norm of clipping (optim/clip.h): one read of the
+//     gradients, 4 bytes;
+//   with 2-byte parameters, refreshing the compute copy from the masters:
+//     a 4-byte read and a 2-byte write, 6 bytes;
+// and ZeroGrad's one write of the gradient buffer backward fills (the full
+// buffer, p bytes a parameter, for single, DDP and ZeRO-1; the fp32 shard,
+// 4 bytes an element of E, for ZeRO-2 and FSDP).
+double OptimizerBytes(const PlanInput& in, double psi) {
+  const double e = OptimizerElements(in, psi);
+  const double p = in.precision == "fp32" ? 4 : 2;
+  double bytes = (28 + 4 + (p == 2 ? 6 : 0)) * e;
+  const bool full_gradients =
+      in.strategy == "single" || in.strategy == "ddp" || in.strategy == "zero1";
+  bytes += full_gradients ? p * psi : 4 * e;
+  return bytes;
+}
+
+// Bytes the elementwise work (norms, activations, softmax, residual adds,
+// copies, the log-softmax) of one micro-batch moves on one rank. Each
+// activation a block's forward creates (BlockSavedBytes) is written once
+// and read once by the next op in the forward (2x), and in the backward
+// read once, its gradient written once and read once (3x): 5x per block,
+// plus 2x for a checkpointed block's recomputed forward; the head's
+// log-probabilities (B T V fp32, one B T V logits gradient in the
+// backward) likewise 5x. Matmul outputs are among those activations, so
+// their write, also in the matmul's time, is counted twice: a small
+// over-count against the elementwise ops whose temporaries are not saved.
+double ElementwiseBytes(const PlanInput& in) {
+  const models::ModelConfig& m = in.model;
+  const Shape s = ShapeOf(in);
+  const int64_t a = in.precision == "fp32" ? 4 : 2;
+  const double block = static_cast<double>(
+      BlockSavedBytes(m, s, ActivationBytesOf(in), in.fused_attention));
+  const double per_block = (in.activation_checkpointing ? 7 : 5) * block;
+  const double head =
+      5.0 * 4 *
+      (m.loss_chunk_tokens > 0 ? std::min(m.loss_chunk_tokens, s.bt) : s.bt) *
+      m.vocab_size;
+  return m.num_layers * per_block + head;
+}
+
 }  // namespace
+
+std::vector<GemmShape> TrainingGemmShapes(const PlanInput& in) {
+  const models::ModelConfig& m = in.model;
+  const int64_t bt = ShapeOf(in).bt, c = m.dim, f = m.ffn_dim;
+  const int64_t layers = m.num_layers;
+  // (in, out, count) of each linear layer.
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> linears;
+  if (m.family == "gpt") {
+    linears = {
+        {c, 3 * c, layers}, {c, c, layers}, {c, f, layers}, {f, c, layers}};
+  } else {
+    const int64_t kv = m.num_kv_heads * (c / m.num_heads);
+    linears = {{c, c, 2 * layers},
+               {c, kv, 2 * layers},
+               {c, f, 2 * layers},
+               {f, c, layers}};
+  }
+  linears.push_back({c, m.vocab_size, 1});  // The head.
+  std::vector<GemmShape> shapes;
+  for (const auto& [in_dim, out_dim, count] : linears) {
+    shapes.push_back({bt, in_dim, out_dim, count});  // Forward.
+    shapes.push_back({bt, out_dim, in_dim, count});  // Input gradient.
+    shapes.push_back({in_dim, bt, out_dim, count});  // Weight gradient.
+  }
+  return shapes;
+}
 
 bool FsdpRootStaysGathered(const std::string& fsdp_sharding) {
   return fsdp_sharding != "full_shard" && fsdp_sharding != "hybrid_shard";
@@ -288,9 +415,10 @@ absl::Status ValidatePlanInput(const PlanInput& in) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grad_accumulation must be >= 1, got ", in.grad_accumulation));
   }
-  if (in.precision != "fp32" && in.precision != "bf16") {
+  if (in.precision != "fp32" && in.precision != "bf16" &&
+      in.precision != "fp16") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--precision must be fp32 or bf16, got '", in.precision, "'"));
+        "--precision must be fp32, bf16 or fp16, got '", in.precision, "'"));
   }
   if (in.bucket_bytes < 1 || in.first_bucket_bytes < 1) {
     return absl::InvalidArgumentError(
@@ -306,22 +434,29 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   const int64_t layers = m.num_layers;
   const int64_t unit = BlockParameters(m);
   const int64_t root = psi - layers * unit;
-  const int64_t p = in.precision == "bf16" ? 2 : 4;
-  const int64_t a = p;  // Activations in the compute dtype.
+  const int64_t p = in.precision == "fp32" ? 4 : 2;
+  const ActivationBytes ab = ActivationBytesOf(in);
+  const int64_t a = ab.l;  // Backward temporaries, in the compute dtype.
   const Shape s = ShapeOf(in);
   const bool ac = in.activation_checkpointing;
-  const int64_t block_saved = BlockSavedBytes(m, s, a, in.fused_attention);
-  // A checkpointed block keeps only its input (B T C).
-  const int64_t block_kept = ac ? a * s.btc : block_saved;
-  const std::string block_formula =
-      absl::StrCat(m.family == "gpt" ? "(8 BTC + 2 BTF) a + 16 BT"
-                                     : "(12 BTC + 4 BTF) a + 8 BT",
-                   in.fused_attention ? " + 4 BHT lse" : " + BHTT probs");
-  // The head keeps the last block's output and the final norm's output
-  // (Llama's RMSNorm: three B T C tensors, as in the blocks); the
-  // log-probabilities are in LogitsTerm.
+  const int64_t block_saved = BlockSavedBytes(m, s, ab, in.fused_attention);
+  // A checkpointed block keeps only its input (B T C, the residual dtype).
+  const int64_t block_kept = ac ? ab.r * s.btc : block_saved;
+  const std::string block_formula = absl::StrCat(
+      m.family == "gpt" ? "(2r + 6l) BTC + 2l BTF + 4r BT"
+                        : absl::StrCat("(12 + 2r + ", ab.autocast ? 9 : 6,
+                                       "l) BTC + 8 BTkv + 4l BTF + 8 BT"),
+      in.fused_attention ? " + 4 BHT lse" : " + BHTT probs",
+      ab.autocast ? " + 2 W (bf16 weights)" : "",
+      absl::StrFormat(", r = %d, l = %d", ab.r, ab.l));
+  // The head keeps the last block's output (r) and the final norm's output
+  // (l; Llama's RMSNorm also its fp32 input and one more fp32 B T C tensor,
+  // as measured); autocast leaves the head's fp32 (measured: its saved
+  // bytes are fp32's); the log-probabilities are in LogitsTerm.
+  const int64_t head_l = ab.autocast ? 4 : ab.l;
   const int64_t head_kept =
-      a * s.btc * (m.family == "gpt" ? 2 : 4) + 4 * s.bt * 2;
+      (m.family == "gpt" ? ab.r + head_l : 8 + ab.r + head_l) * s.btc +
+      (m.family == "gpt" ? 2 * ab.r : 8) * s.bt;
 
   const std::vector<PlanTerm> state = StateTerms(in, psi);
   // What is gathered or in flight, per strategy.
@@ -405,7 +540,7 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   StepTimePlan plan;
   plan.compute_s = flops / hw.flops_per_s;
   const double psi = static_cast<double>(models::NumParameters(m));
-  const double p = in.precision == "bf16" ? 2 : 4;
+  const double p = in.precision == "fp32" ? 4 : 2;
   const double n = static_cast<double>(in.world_size);
   const double ring = n > 1 ? (n - 1) / n : 0;
   double payloads = 0;  // In units of P = Psi p, each moved (N-1)/N.
@@ -435,16 +570,29 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   const double exposed_fixed =
       exposed_payloads * payload_bytes * ring / hw.bus_bandwidth_bytes_per_s;
   const double hideable = plan.communication_s - exposed_fixed;
+  if (hw.memory_bandwidth_bytes_per_s > 0) {
+    plan.elementwise_bytes = ElementwiseBytes(in) * in.grad_accumulation;
+    plan.optimizer_bytes = OptimizerBytes(in, psi);
+    plan.elementwise_s =
+        plan.elementwise_bytes / hw.memory_bandwidth_bytes_per_s;
+    plan.optimizer_s = plan.optimizer_bytes / hw.memory_bandwidth_bytes_per_s;
+    // The backward's elementwise work (3 of its 5 passes) overlaps like
+    // the backward's matmuls; FSDP's, all of it.
+    overlappable_s += plan.elementwise_s * (in.strategy == "fsdp" ? 1 : 0.6);
+  }
   if (!hw.overlap_communication) overlappable_s = 0;
   plan.exposed_communication_s =
       exposed_fixed + std::max(0.0, hideable - overlappable_s);
-  plan.step_s = plan.compute_s + plan.exposed_communication_s;
+  plan.step_s = plan.compute_s + plan.elementwise_s + plan.optimizer_s +
+                plan.exposed_communication_s;
   plan.formula = absl::StrFormat(
-      "compute = %.3g FLOP / %.3g FLOP/s; communication = %.0f x %.0f Psi "
+      "compute = %.3g FLOP / %.3g FLOP/s; elementwise = %.3g B and "
+      "optimizer = %.3g B / %.3g B/s; communication = %.0f x %.0f Psi "
       "bytes x (N-1)/N / %.3g B/s; exposed = %.0f payload(s) not "
       "overlapped + max(0, rest - %.3g s of overlappable compute)",
-      flops, hw.flops_per_s, payloads, p, hw.bus_bandwidth_bytes_per_s,
-      exposed_payloads, overlappable_s);
+      flops, hw.flops_per_s, plan.elementwise_bytes, plan.optimizer_bytes,
+      hw.memory_bandwidth_bytes_per_s, payloads, p,
+      hw.bus_bandwidth_bytes_per_s, exposed_payloads, overlappable_s);
   return plan;
 }
 
@@ -454,7 +602,8 @@ std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
       "%s%s%s\n",
       in.model.family, plan.num_parameters, in.strategy, in.world_size,
       in.micro_batch, in.seq_len > 0 ? in.seq_len : in.model.seq_len,
-      in.precision, in.activation_checkpointing ? ", checkpointed blocks" : "",
+      absl::StrCat(in.precision, in.autocast ? ", bf16 autocast" : ""),
+      in.activation_checkpointing ? ", checkpointed blocks" : "",
       in.model.loss_chunk_tokens > 0
           ? absl::StrCat(", loss chunks of ", in.model.loss_chunk_tokens)
           : "");

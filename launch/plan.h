@@ -10,7 +10,9 @@
 // (strategies/ddp.h, zero.h, fsdp.h; BENCHMARKS.md "Peak per-rank memory"):
 // what the tracking allocator (base/tracking_allocator.h) counts. It is
 // validated against the allocator's measured peak in plan_validation_test.cc
-// (every strategy, N = 1..4, gpt-tiny and llama-tiny, within 10 %).
+// (every strategy, N = 1..4, gpt-tiny and llama-tiny, within 10 %) and in
+// plan_precision_validation_test.cc (bf16 autocast, bf16 parameters; fp16
+// under LibTorch 2.x; N = 1, 2).
 //
 // The peak is the largest of a few moments of a training step, each a sum
 // of terms (PlanMoment): the head's backward (all activations saved, the
@@ -57,8 +59,14 @@ struct PlanInput {
   int64_t micro_batch = 1;  // Sequences per rank per micro-batch.
   int64_t seq_len = 0;      // Tokens per sequence; 0: model.seq_len.
   int64_t grad_accumulation = 1;
-  // "fp32" or "bf16" (param_dtype = reduce_dtype = bf16, fp32 masters).
+  // The parameters' dtype: "fp32"; "bf16" (train --param_dtype=bf16
+  // --reduce_dtype=bf16: bf16 parameters, gradients and reductions, fp32
+  // masters); "fp16" (train --precision=fp16: fp16 parameters and gradients,
+  // fp32 masters, gradients reduced in fp32, loss scaling).
   std::string precision = "fp32";
+  // bf16 autocast inside every unit (train --precision=bf16,
+  // strategies/autocast.h) over `precision`'s parameters.
+  bool autocast = false;
   bool activation_checkpointing = false;  // Every transformer block.
   // Attention as a fused kernel (LibTorch >= 2 on CUDA,
   // models/layers.cc CausalAttention): the B H T T probabilities never
@@ -105,13 +113,38 @@ struct Hardware {
   // stream). false: it takes the compute's time (CPU-only ranks, where
   // Gloo's rings run on the cores that do the matmuls): all of it exposed.
   bool overlap_communication = true;
+  // Memory bandwidth of one rank (base/kernel_rates.h
+  // MeasureMemoryBandwidth, all ranks at once), for the memory-bound work:
+  // elementwise ops and the optimizer. 0: that work is left out.
+  double memory_bandwidth_bytes_per_s = 0;
 };
 
+// The matmuls of one micro-batch's forward and backward on one rank, for
+// measuring the FLOP rate at the model's own shapes (strata_plan --measure;
+// base/kernel_rates.h MeasureGemmFlops): each linear layer's forward
+// (BT x in by in x out), its input gradient (BT x out by out x in) and its
+// weight gradient (in x BT by BT x out), `count` times per micro-batch.
+// Attention's batched products are left out (their FLOPs are rated at the
+// linear layers' rate).
+struct GemmShape {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t count = 0;
+};
+std::vector<GemmShape> TrainingGemmShapes(const PlanInput& input);
+
 struct StepTimePlan {
-  double compute_s = 0;        // FLOPs / flops_per_s (with recompute).
+  double compute_s = 0;  // FLOPs / flops_per_s (with recompute).
+  // Memory-bound work at Hardware::memory_bandwidth_bytes_per_s (0 when it
+  // is 0): elementwise ops of forward and backward, and the optimizer step
+  // (with clipping's norm and zeroing the gradients).
+  double elementwise_s = 0;
+  double optimizer_s = 0;
+  double elementwise_bytes = 0;  // Per rank per step.
+  double optimizer_bytes = 0;
   double communication_s = 0;  // Bus bytes / bus bandwidth.
   double exposed_communication_s = 0;
-  double step_s = 0;               // compute_s + exposed_communication_s.
+  // compute_s + elementwise_s + optimizer_s + exposed_communication_s.
+  double step_s = 0;
   double communication_bytes = 0;  // Per rank per step, bus bytes.
   std::string formula;             // How the four were computed.
 };
@@ -129,7 +162,17 @@ struct StepTimePlan {
 // the compute), ZeRO's parameter all-gather after the optimizer is exposed,
 // FSDP's collectives hide behind all of forward and backward: exposed =
 // the exposed all-gather + max(0, the rest - overlappable compute). The
-// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives).
+// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives). With a
+// memory bandwidth, the memory-bound work is added (plan.cc derives both):
+// elementwise, 5 passes over every activation a block saves (2 forward, 3
+// backward; 7 with recompute) and over the B T V log-probabilities, per
+// micro-batch; the optimizer, 28 bytes per element of the rank's AdamW
+// share (4 reads, 3 writes of fp32), 4 for clipping's norm, 6 more with
+// 2-byte parameters (refreshing them), and ZeroGrad's write of the
+// gradient buffer. step = compute + elementwise + optimizer + exposed.
+// flops_per_s is best measured at the model's own GEMM shapes
+// (TrainingGemmShapes; strata_plan --measure): a micro-batch of few tokens
+// runs far below the 1024^3 peak.
 StepTimePlan PlanStepTime(const PlanInput& input, const Hardware& hardware);
 
 // The breakdown as an aligned text table (MiB, with formulas).

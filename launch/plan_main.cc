@@ -9,7 +9,10 @@
 //       --bus_bandwidth_gbps=100
 //
 // Prints the breakdown of the configuration the flags give; with
-// --tflops and --bus_bandwidth_gbps its predicted step time; with
+// --tflops and --bus_bandwidth_gbps its predicted step time (with
+// --memory_bandwidth_gbps, the elementwise work and the optimizer too;
+// --measure measures both rates on this machine, --world_size threads at
+// once: run it with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1); with
 // --memory_per_rank_gib too, every strategy / checkpointing / loss-chunking
 // variant that fits, fastest first. Bad flags: exit 1 with a message naming
 // the flag.
@@ -25,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/kernel_rates.h"
 #include "launch/plan.h"
 #include "models/config.h"
 
@@ -56,7 +60,12 @@ DEFINE_int64(micro_batch, 1, "Sequences per rank per micro-batch.");
 DEFINE_int64(seq_len, 0, "Tokens per sequence; 0: the model's context.");
 DEFINE_int64(grad_accumulation, 1, "Micro-batches per optimizer step.");
 DEFINE_string(precision, "fp32",
-              "fp32 or bf16 (bf16 parameters and gradients, fp32 masters).");
+              "Parameter dtype: fp32; bf16 (bf16 parameters, gradients and "
+              "reductions, fp32 masters: train --param_dtype=bf16 "
+              "--reduce_dtype=bf16); fp16 (train --precision=fp16: fp16 "
+              "parameters and gradients, fp32 masters and reductions).");
+DEFINE_bool(autocast, false,
+            "bf16 autocast inside every unit (train --precision=bf16).");
 DEFINE_bool(activation_checkpointing, false,
             "Recompute every transformer block in backward.");
 DEFINE_bool(fused_attention, false,
@@ -76,6 +85,14 @@ DEFINE_bool(overlap_communication, true,
             "Communication runs beside compute (GPUs). false: CPU-only "
             "ranks, where collectives take the compute's cores: all of it "
             "exposed.");
+DEFINE_double(memory_bandwidth_gbps, 0,
+              "Memory bandwidth of one rank in GB/s, for the elementwise "
+              "work and the optimizer; 0: left out of the step time.");
+DEFINE_bool(measure, false,
+            "Measure --tflops (fp32 matmuls at this model's GEMM shapes, "
+            "TrainingGemmShapes) and --memory_bandwidth_gbps (64 MiB copies) "
+            "on this machine, --world_size threads at once as that many "
+            "ranks would; they replace those flags.");
 DEFINE_double(bus_bandwidth_gbps, 0,
               "Collectives' bus bandwidth in GB/s (10^9 bytes/s), as "
               "//benchmarks:collectives reports it.");
@@ -144,11 +161,33 @@ absl::StatusOr<PlanInput> InputFromFlags() {
   in.seq_len = FLAGS_seq_len;
   in.grad_accumulation = FLAGS_grad_accumulation;
   in.precision = FLAGS_precision;
+  in.autocast = FLAGS_autocast;
   in.activation_checkpointing = FLAGS_activation_checkpointing;
   in.cpu_offload = FLAGS_cpu_offload;
   in.fused_attention = FLAGS_fused_attention;
   if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
   return in;
+}
+
+// --measure: the FLOP rate over the model's matmul shapes (their FLOPs over
+// their measured times) and the memory bandwidth, per rank with
+// --world_size threads measuring at once; written into --tflops and
+// --memory_bandwidth_gbps.
+void MeasureRates(const PlanInput& in) {
+  const int threads = static_cast<int>(in.world_size);
+  double flops = 0, seconds = 0;
+  for (const GemmShape& g : TrainingGemmShapes(in)) {
+    const double f = 2.0 * g.m * g.k * g.n * g.count;
+    flops += f;
+    seconds += f / MeasureGemmFlops(g.m, g.k, g.n, 0.2, threads);
+  }
+  FLAGS_tflops = flops / seconds / 1e12;
+  FLAGS_memory_bandwidth_gbps =
+      MeasureMemoryBandwidth(int64_t{64} << 20, 0.3, threads) / 1e9;
+  std::printf(
+      "measured on %d thread(s) at once: %.2f GFLOP/s per rank at the "
+      "model's GEMM shapes, %.2f GB/s memory bandwidth per rank\n",
+      threads, FLAGS_tflops * 1e3, FLAGS_memory_bandwidth_gbps);
 }
 
 int Main() {
@@ -157,6 +196,7 @@ int Main() {
     LOG(ERROR) << "strata_plan: " << in.status().message();
     return 1;
   }
+  if (FLAGS_measure) MeasureRates(*in);
   const bool timed = FLAGS_tflops > 0 || FLAGS_bus_bandwidth_gbps > 0 ||
                      FLAGS_memory_per_rank_gib > 0;
   if (timed && !(FLAGS_tflops > 0)) {
@@ -179,14 +219,17 @@ int Main() {
   const MemoryPlan plan = PlanMemory(*in);
   std::printf("%s", FormatMemoryPlan(*in, plan).c_str());
   if (!timed) return 0;
-  const Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9,
-                    FLAGS_overlap_communication};
+  Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9,
+              FLAGS_overlap_communication};
+  hw.memory_bandwidth_bytes_per_s = FLAGS_memory_bandwidth_gbps * 1e9;
   const StepTimePlan time = PlanStepTime(*in, hw);
   std::printf(
-      "step time: %.3f s = compute %.3f s + exposed communication %.3f s "
-      "(communication %.3f s, %.3g bytes per rank)\n  %s\n",
-      time.step_s, time.compute_s, time.exposed_communication_s,
-      time.communication_s, time.communication_bytes, time.formula.c_str());
+      "step time: %.3f s = compute %.3f s + elementwise %.3f s + optimizer "
+      "%.3f s + exposed communication %.3f s (communication %.3f s, %.3g "
+      "bytes per rank)\n  %s\n",
+      time.step_s, time.compute_s, time.elementwise_s, time.optimizer_s,
+      time.exposed_communication_s, time.communication_s,
+      time.communication_bytes, time.formula.c_str());
   if (FLAGS_memory_per_rank_gib <= 0) return 0;
   const int64_t budget =
       static_cast<int64_t>(FLAGS_memory_per_rank_gib * 1073741824.0);

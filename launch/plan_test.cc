@@ -1,5 +1,6 @@
 #include "launch/plan.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -227,6 +228,105 @@ TEST(RankConfigurationsTest, NothingFitsInOneByte) {
   EXPECT_TRUE(
       RankConfigurations(Input("gpt-tiny", "ddp", 2), 1, Hardware{1e9, 1e9})
           .empty());
+}
+
+// gpt-tiny, B T = 2 x 64: C = 64, F = 256, H = 4, L = 2, Psi = 124672.
+constexpr int64_t kBt = 2 * 64, kC = 64, kF = 256, kH = 4, kLayers = 2;
+constexpr int64_t kBtc = kBt * kC, kBtf = kBt * kF, kBhtt = 2 * kH * 64 * 64;
+
+TEST(PlanMemoryTest, AutocastKeepsLinearActivationsInBf16) {
+  // Per GPT block, fp32: 32 BTC + 8 BTF + 4 BHTT + 16 BT bytes; autocast:
+  // x and h fp32 (8 BTC), six B T C linear activations in bf16 (12 BTC),
+  // 4 BTF, the probabilities fp32 and bf16 (6 BHTT), 16 BT, and the bf16
+  // copies of the block's matmul weights (2 (4 C^2 + 2 C F)). The head is
+  // unchanged, so the activations differ by L times the blocks'
+  // difference.
+  PlanInput fp32 = Input("gpt-tiny", "ddp", 1);
+  PlanInput autocast = fp32;
+  autocast.autocast = true;
+  const int64_t weights = 2 * (4 * kC * kC + 2 * kC * kF);
+  const int64_t per_block =
+      (32 - 20) * kBtc + (8 - 4) * kBtf + (4 - 6) * kBhtt - weights;
+  EXPECT_EQ(Term(PlanMemory(fp32), "activations") -
+                Term(PlanMemory(autocast), "activations"),
+            kLayers * per_block);
+  // Autocast stores nothing in bf16: the model state is fp32's.
+  EXPECT_EQ(State(PlanMemory(autocast)), State(PlanMemory(fp32)));
+}
+
+TEST(PlanMemoryTest, TwoByteParametersAccumulateGradientsInFp32) {
+  // DDP: 2 Psi bf16 gradients + 4 Psi fp32 accumulated; parameters 2 Psi +
+  // 4 Psi masters; AdamW 8 Psi.
+  PlanInput input = Input("gpt-tiny", "ddp", 2);
+  input.precision = "bf16";
+  const MemoryPlan plan = PlanMemory(input);
+  const int64_t psi = plan.num_parameters;
+  EXPECT_EQ(Term(plan, "gradients"), 6 * psi);
+  EXPECT_EQ(Term(plan, "parameters"), 6 * psi);
+  EXPECT_EQ(Term(plan, "optimizer state"), 8 * psi);
+}
+
+TEST(PlanMemoryTest, Zero2Bf16ReducesIntoA2ByteShard) {
+  // ZeRO-2 on 4 ranks: the fp32 gradient shard (4 Psi/N) and, reducing in
+  // bf16, the reduce-scatter's bf16 shard (2 Psi/N); fp16 reduces in fp32.
+  PlanInput input = Input("gpt-tiny", "zero2", 4);
+  input.precision = "bf16";
+  const int64_t shard = (PlanMemory(input).num_parameters + 3) / 4;
+  EXPECT_EQ(Term(PlanMemory(input), "gradients"), 6 * shard);
+  input.precision = "fp16";
+  EXPECT_EQ(Term(PlanMemory(input), "gradients"), 4 * shard);
+}
+
+TEST(TrainingGemmShapesTest, CarryTheLinearLayersTrainingFlops) {
+  // Forward, input gradient and weight gradient of every linear layer:
+  // 2 m k n each, 6 FLOPs per matmul weight per token in all.
+  const PlanInput input = Input("gpt-tiny", "ddp", 1);
+  double flops = 0;
+  for (const GemmShape& g : TrainingGemmShapes(input)) {
+    flops += 2.0 * g.m * g.k * g.n * g.count;
+  }
+  EXPECT_DOUBLE_EQ(flops, 6.0 * models::NumMatmulParameters(input.model) * kBt);
+}
+
+TEST(PlanStepTimeTest, OptimizerMovesThirtySixBytesAParameter) {
+  // DDP fp32: AdamW's 28 bytes + the norm's 4 per parameter, and ZeroGrad's
+  // 4-byte write of the gradient buffer; FSDP on 4 ranks: the same over a
+  // quarter (its gradient shard zeroed). At 1 GB/s.
+  PlanInput input = Input("gpt-tiny", "ddp", 1);
+  Hardware hw{1e12, 1e9};
+  hw.memory_bandwidth_bytes_per_s = 1e9;
+  const double psi = models::NumParameters(input.model);
+  StepTimePlan plan = PlanStepTime(input, hw);
+  EXPECT_DOUBLE_EQ(plan.optimizer_bytes, 36 * psi);
+  EXPECT_DOUBLE_EQ(plan.optimizer_s, 36 * psi / 1e9);
+  input = Input("gpt-tiny", "fsdp", 4);
+  plan = PlanStepTime(input, hw);
+  EXPECT_DOUBLE_EQ(plan.optimizer_bytes, 36 * std::ceil(psi / 4));
+}
+
+TEST(PlanStepTimeTest, ElementwiseMovesEachActivationFiveTimes) {
+  // gpt-tiny fp32, one rank: 5 x (L x (32 BTC + 8 BTF + 4 BHTT + 16 BT) +
+  // 4 B T V) bytes per micro-batch, twice with 2 micro-batches; the step
+  // adds it and the optimizer to the compute.
+  PlanInput input = Input("gpt-tiny", "ddp", 1);
+  input.grad_accumulation = 2;
+  Hardware hw{1e12, 1e9};
+  hw.memory_bandwidth_bytes_per_s = 2e9;
+  const double block = 32.0 * kBtc + 8 * kBtf + 4 * kBhtt + 16 * kBt;
+  const double per_micro_batch =
+      5 * (kLayers * block + 4.0 * kBt * input.model.vocab_size);
+  const StepTimePlan plan = PlanStepTime(input, hw);
+  EXPECT_DOUBLE_EQ(plan.elementwise_bytes, 2 * per_micro_batch);
+  EXPECT_DOUBLE_EQ(plan.elementwise_s, 2 * per_micro_batch / 2e9);
+  EXPECT_DOUBLE_EQ(plan.step_s,
+                   plan.compute_s + plan.elementwise_s + plan.optimizer_s);
+}
+
+TEST(PlanStepTimeTest, NoMemoryBandwidthLeavesTheMemoryBoundWorkOut) {
+  const StepTimePlan plan =
+      PlanStepTime(Input("gpt-tiny", "ddp", 1), Hardware{1e9, 1e9});
+  EXPECT_EQ(plan.elementwise_s, 0);
+  EXPECT_EQ(plan.optimizer_s, 0);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include "launch/plan_train.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "launch/option_kinds.h"
 #include "launch/plan.h"
@@ -42,11 +45,10 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   in.micro_batch = micro;
   in.seq_len = o.seq_len;
   in.grad_accumulation = local_batch / micro;
-  // 2-byte parameters: --param_dtype bf16 / fp16, or --precision=fp16
-  // (which keeps the model in fp16).
-  in.precision = o.param_dtype == "fp32" && o.precision != Precision::kFp16
-                     ? "fp32"
-                     : "bf16";
+  // The parameters' dtype: --precision=fp16 keeps the model in fp16;
+  // otherwise --param_dtype. --precision=bf16 is autocast over them.
+  in.precision = o.precision == Precision::kFp16 ? "fp16" : o.param_dtype;
+  in.autocast = o.precision == Precision::kBf16;
   in.activation_checkpointing = !o.checkpoint_units.empty();
   in.cpu_offload = o.fsdp_cpu_offload;
   in.bucket_bytes = o.bucket_bytes;
@@ -61,6 +63,43 @@ std::string PlanLine(const PlanInput& in, const MemoryPlan& plan) {
       "ranks, micro-batch %d x %d, at %s)",
       plan.peak_bytes / 1048576.0, in.strategy, in.world_size, in.micro_batch,
       in.seq_len > 0 ? in.seq_len : in.model.seq_len, plan.peak_moment);
+}
+
+namespace {
+
+// The index of the largest value (the first of equals); `v` non-empty.
+size_t ArgMax(const std::vector<int64_t>& v) {
+  return std::max_element(v.begin(), v.end()) - v.begin();
+}
+
+}  // namespace
+
+std::string PlanEndLine(const MemoryPlan& plan,
+                        const std::vector<int64_t>& tensor_peak_bytes,
+                        const std::vector<int64_t>& peak_resident_bytes) {
+  constexpr double kMiB = 1048576.0;
+  std::string line = absl::StrFormat("plan: predicted peak %.2f MiB, ",
+                                     plan.peak_bytes / kMiB);
+  if (tensor_peak_bytes.empty()) {
+    absl::StrAppend(&line,
+                    "measured: not tracked (tensor storage needs the tracking "
+                    "allocator, train --track_tensor_memory, on the CPU)");
+  } else {
+    const size_t rank = ArgMax(tensor_peak_bytes);
+    const int64_t measured = tensor_peak_bytes[rank];
+    absl::StrAppendFormat(
+        &line,
+        "measured %.2f MiB (tensor storage, tracking allocator; largest rank "
+        "%d of %d), error %+.1f %%",
+        measured / kMiB, rank, tensor_peak_bytes.size(),
+        measured > 0 ? 100.0 * (plan.peak_bytes - measured) / measured : 0.0);
+  }
+  if (!peak_resident_bytes.empty()) {
+    const size_t rank = ArgMax(peak_resident_bytes);
+    absl::StrAppendFormat(&line, "; peak resident set %d MiB (largest rank %d)",
+                          peak_resident_bytes[rank] >> 20, rank);
+  }
+  return line;
 }
 
 }  // namespace strata::launch

@@ -36,7 +36,18 @@ TEST(PlanInputOfTest, Fp16PrecisionPlansTwoByteParameters) {
   o.precision = Precision::kFp16;
   auto in = PlanInputOf(o, 1);
   ASSERT_TRUE(in.ok()) << in.status();
-  EXPECT_EQ(in->precision, "bf16");
+  EXPECT_EQ(in->precision, "fp16");
+  EXPECT_FALSE(in->autocast);
+}
+
+TEST(PlanInputOfTest, Bf16PrecisionIsAutocastOverTheParameterDtype) {
+  TrainOptions o;
+  o.global_batch = 4;
+  o.precision = Precision::kBf16;
+  auto in = PlanInputOf(o, 1);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->precision, "fp32");
+  EXPECT_TRUE(in->autocast);
 }
 
 TEST(PlanInputOfTest, AWorldThatDoesNotDivideTheBatchNamesTheFlag) {
@@ -60,6 +71,26 @@ TEST(PlanLineTest, SaysThePeakInMiB) {
   EXPECT_EQ(
       PlanLine(*in, plan).rfind("plan: predicted peak 3.0 MiB per rank", 0), 0u)
       << PlanLine(*in, plan);
+}
+
+TEST(PlanEndLineTest, ComparesWithTheLargestRanksTrackedPeak) {
+  MemoryPlan plan;
+  plan.peak_bytes = 11 << 20;  // 11 MiB against a measured 10 MiB: +10 %.
+  EXPECT_EQ(PlanEndLine(plan, {int64_t{9} << 20, int64_t{10} << 20},
+                        {int64_t{400} << 20, int64_t{390} << 20}),
+            "plan: predicted peak 11.00 MiB, measured 10.00 MiB (tensor "
+            "storage, tracking allocator; largest rank 1 of 2), error +10.0 "
+            "%; peak resident set 400 MiB (largest rank 0)");
+}
+
+TEST(PlanEndLineTest, SaysWhenTensorStorageIsNotTracked) {
+  MemoryPlan plan;
+  plan.peak_bytes = 3 << 20;
+  EXPECT_EQ(PlanEndLine(plan, {}, {int64_t{100} << 20}),
+            "plan: predicted peak 3.00 MiB, measured: not tracked (tensor "
+            "storage needs the tracking allocator, train "
+            "--track_tensor_memory, on the CPU); peak resident set 100 MiB "
+            "(largest rank 0)");
 }
 
 }  // namespace

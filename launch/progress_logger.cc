@@ -65,6 +65,10 @@ std::string FormatMetricsRecord(const ProgressRecord& r) {
                   {{"loss_scale", *r.loss_scale},
                    {"skipped_steps", static_cast<double>(r.skipped_steps)}});
   }
+  if (r.tensor_peak_bytes.has_value()) {
+    fields.push_back(
+        {"tensor_peak_bytes", static_cast<double>(*r.tensor_peak_bytes)});
+  }
   if (r.phases.has_value()) {
     const PhaseTimes& p = *r.phases;
     fields.insert(fields.end(), {{"forward_backward_s", p.forward_backward_s},

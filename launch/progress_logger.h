@@ -15,6 +15,9 @@
 // "data_s" and "checkpoint_s". With loss scaling (--precision=fp16) the line
 // adds "| loss scale 32768 (skipped 3)" after the grad norm, and the record
 // "loss_scale" and "skipped_steps" (steps skipped for overflow so far).
+// With the tracking allocator (train --track_tensor_memory) the record has
+// "tensor_peak_bytes": rank 0's peak of tensor storage so far in the steps
+// (launch/tensor_memory.h), what the planner predicts (launch/plan.h).
 #ifndef STRATA_LAUNCH_PROGRESS_LOGGER_H_
 #define STRATA_LAUNCH_PROGRESS_LOGGER_H_
 
@@ -74,6 +77,10 @@ struct ProgressRecord {
   // --tensorboard_dir (TensorBoard only, not the progress line or
   // metrics.jsonl).
   std::vector<int64_t> peak_resident_bytes;
+  // Rank 0's peak of tensor storage since the first step, above what was
+  // live before the model was built (launch/tensor_memory.h); unset without
+  // the tracking allocator (metrics.jsonl only).
+  std::optional<int64_t> tensor_peak_bytes;
 };
 
 // A duration in whole seconds as absl::FormatDuration writes it ("1m30s"),

@@ -111,6 +111,15 @@ TEST(FormatMetricsRecordTest, LossScaleAndSkippedStepsAreWritten) {
               ::testing::Not(HasSubstr("loss_scale")));
 }
 
+TEST(FormatMetricsRecordTest, TensorPeakIsWrittenInBytesWhenTracked) {
+  ProgressRecord r = Record();
+  r.tensor_peak_bytes = 5545984;
+  EXPECT_THAT(FormatMetricsRecord(r),
+              HasSubstr("\"elapsed_s\": 10, \"tensor_peak_bytes\": 5545984}"));
+  EXPECT_THAT(FormatMetricsRecord(Record()),
+              ::testing::Not(HasSubstr("tensor_peak_bytes")));
+}
+
 TEST(FormatMetricsRecordTest, PhaseTimesAreWrittenInSeconds) {
   ProgressRecord r = Record();
   r.phases = Phases();

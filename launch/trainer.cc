@@ -36,6 +36,7 @@
 #include "launch/evaluation.h"
 #include "launch/kill_schedule.h"
 #include "launch/progress_logger.h"
+#include "launch/tensor_memory.h"
 #include "launch/tensorboard.h"
 #include "launch/tensorboard_scalars.h"
 #include "launch/trace_session.h"
@@ -197,6 +198,9 @@ struct Run {
   int64_t local_batch = 0;  // Sequences per rank and step.
   int64_t micro = 0;        // Sequences per forward.
   int64_t tokens_per_step = 0;
+  // Tensor storage live before the model was built (launch/tensor_memory.h);
+  // unset without the tracking allocator or on a CUDA device.
+  std::optional<int64_t> tensor_baseline_bytes;
   double flops_per_token = 0;
   double peak_flops = 0;  // The world's: the sum over ranks.
 };
@@ -318,7 +322,9 @@ absl::Status BuildRun(const TrainOptions& o, comm::Group* group, Run* run) {
   STRATA_RETURN_IF_ERROR(CheckWorld(o, run->world_size));
   if (o.threads > 0) at::set_num_threads(o.threads);
   STRATA_RETURN_IF_ERROR(BuildDataAndOutput(o, run));
+  const std::optional<int64_t> before_model = TrackedLiveBytes();
   STRATA_RETURN_IF_ERROR(BuildTraining(o, run));
+  if (run->device.is_cpu()) run->tensor_baseline_bytes = before_model;
   run->local_batch = o.global_batch / run->world_size;
   run->micro = o.micro_batch == 0 ? run->local_batch : o.micro_batch;
   run->tokens_per_step = o.global_batch * o.seq_len;
@@ -557,6 +563,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
       STRATA_ASSIGN_OR_RETURN(record.peak_resident_bytes,
                               WorldPeakResident(run));
     }
+    record.tensor_peak_bytes = TrackedPeakAbove(run.tensor_baseline_bytes);
     if (run.rank == 0) run.progress->Log(record);
     if (run.tensorboard != nullptr) {
       STRATA_RETURN_IF_ERROR(WriteProgressScalars(record, *run.tensorboard));
@@ -625,12 +632,16 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   STRATA_RETURN_IF_ERROR(run.checkpoints->MaybeLoadWeights(run.config));
   STRATA_ASSIGN_OR_RETURN(const int64_t first_step,
                           run.checkpoints->MaybeResume());
+  ResetTrackedPeak();  // The steps' peak, not the start-up's.
   STRATA_RETURN_IF_ERROR(RunSteps(o, run, first_step, &result));
   if (run.trace) STRATA_RETURN_IF_ERROR(run.trace->Finish());
   STRATA_RETURN_IF_ERROR(run.checkpoints->Finish());
   // What `top` showed at its highest, per rank (one all-gather).
   STRATA_ASSIGN_OR_RETURN(result.peak_resident_bytes, WorldPeakResident(run));
   if (run.rank == 0) LOG(INFO) << PeakResidentLine(result.peak_resident_bytes);
+  STRATA_ASSIGN_OR_RETURN(
+      result.tensor_peak_bytes,
+      WorldTensorPeakBytes(run.group, run.tensor_baseline_bytes));
   result.steps = o.steps;
   // Gathered on every rank (a collective for sharded strategies).
   STRATA_ASSIGN_OR_RETURN(auto full_state, run.strategy->FullModelState());

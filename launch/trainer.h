@@ -36,6 +36,10 @@ struct TrainResult {
   // Every rank's peak resident set (VmHWM) at the end of training, rank
   // order (rank 0 also logs it); empty with --eval_only.
   std::vector<int64_t> peak_resident_bytes;
+  // Every rank's peak of tensor storage during the steps above what was live
+  // before the model was built (launch/tensor_memory.h), rank order; empty
+  // without the tracking allocator (train --track_tensor_memory) or on CUDA.
+  std::vector<int64_t> tensor_peak_bytes;
 };
 
 // With --eval_only: loads the weights (LoadWeightsOnly: of --resume only
