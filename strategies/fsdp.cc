@@ -188,7 +188,7 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
         alias_master,
         alias_master && options_.mixed_precision.reduce_dtype == at::kFloat &&
             !options_.fsdp.reduce_scatter_every_micro_step,
-        param_dtype(), compute_device_);
+        param_dtype(), compute_device_, &unit_buffers_);
     if (!unit->full_aliases_master) {
       if ((unit->root && !root_sharded_) || shard_size_ == 1) {
         Gather(*unit);  // Stays gathered.
@@ -344,9 +344,7 @@ FlatUnit* FsdpStrategy::WrappedAt(int position) {
 int FsdpStrategy::num_units_gathered() const {
   int n = 0;
   for (const auto& unit : flat_units_) {
-    if (!unit->root && unit->full_allocated()) {
-      ++n;
-    }
+    if (!unit->root && unit->full_allocated()) ++n;
   }
   return n;
 }
@@ -621,6 +619,7 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   // A sharded root's: by the first backward reading it (PreBackward).
   if (root_ != nullptr && !root_sharded_) root_->AllocateGrads();
   readiness_->Arm();
+  unit_buffers_.Open();  // Until the step ends (DoStep).
   in_micro_batch_ = true;
   return absl::OkStatus();
 }
@@ -635,6 +634,7 @@ absl::Status FsdpStrategy::AfterMicroBatch(bool last_micro_batch,
 }
 
 absl::StatusOr<StepResult> FsdpStrategy::DoStep(int64_t step) {
+  unit_buffers_.Close();  // Frees what it pooled: between steps, only shards.
   DrainReductions(0);
   STRATA_RETURN_IF_ERROR(latched_error());
   StepResult result;
@@ -678,6 +678,7 @@ MemoryReport FsdpStrategy::Memory() const {
   MemoryReport report;
   report.parameter_bytes = master_.nbytes();
   report.gradient_bytes = grad_shards_.nbytes();
+  report.parameter_bytes += unit_buffers_.pooled_bytes();
   for (const auto& unit : flat_units_) {
     report.parameter_bytes += unit->held_parameter_bytes();
     report.gradient_bytes += unit->held_gradient_bytes();
