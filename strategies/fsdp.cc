@@ -119,13 +119,12 @@ FsdpStrategy::FsdpStrategy(std::shared_ptr<models::UnitModel> model,
 FsdpStrategy::~FsdpStrategy() {
   if (interceptor_ != nullptr) interceptor_->Detach();
   for (auto& reduction : reductions_) {
-    if (reduction->work != nullptr) {
-      absl::Status status = reduction->work->Wait();
-      LOG_IF(WARNING, !status.ok())
-          << "fsdp: a gradient reduction failed while the strategy was "
-             "destroyed: "
-          << status;
-    }
+    if (reduction->work == nullptr) continue;
+    absl::Status status = reduction->work->Wait();
+    LOG_IF(WARNING, !status.ok())
+        << "fsdp: a gradient reduction failed while the strategy was "
+           "destroyed: "
+        << status;
   }
   for (FlatUnit* unit : gathers_in_flight_) {
     absl::Status status = unit->gather_work->Wait();
@@ -464,6 +463,7 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
   if (root && (next >= unit_reads_root_.size() || !unit_reads_root_[next])) {
     Reshard(*root_);
   }
+  if (next >= unit_reads_root_.size()) unit_buffers_.Flush();  // Loss next.
   return output;
 }
 

@@ -21,6 +21,9 @@ void FlatUnit::CreateViews(const at::Tensor& master,
                            bool alias_grad_shard, at::ScalarType dtype,
                            at::Device device, UnitBufferPool* pool) {
   CHECK(alias_master || !alias_grad_shard);
+  // The root is released for long stretches (all of the blocks' forward or
+  // backward): pooled, its memory would sit beside their peak. Not pooled.
+  if (root) pool = nullptr;
   if (alias_master) {
     full = master;
     full_aliases_master = true;

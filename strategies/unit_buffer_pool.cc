@@ -13,9 +13,13 @@ void UnitBufferPool::Open() {
   high_water_bytes_ = live_bytes_;
 }
 
-void UnitBufferPool::Close() {
+void UnitBufferPool::Flush() {
   blocks_.clear();  // Frees them.
   pooled_bytes_ = 0;
+}
+
+void UnitBufferPool::Close() {
+  Flush();
   high_water_bytes_ = 0;
   open_ = false;
 }

@@ -10,7 +10,9 @@
 // Open() (the step's high-water mark of live unit buffers: what FSDP without
 // the pool held at that moment). A fresh allocation that would exceed it
 // first frees pooled blocks, the oldest first. So the pool never makes unit
-// buffers take more memory than they took at their peak without it.
+// buffers take more memory than they took at their peak without it. (Pooled
+// blocks still sit beside what other code allocates until the next Take();
+// Flush() frees them before a long stretch without one.)
 //
 // Scoped: Open() starts keeping released blocks (FSDP: at each micro-batch),
 // Close() frees every pooled block and stops keeping them (FSDP: when the
@@ -55,6 +57,10 @@ class UnitBufferPool {
   // Frees every pooled block, stops keeping them and resets the high-water
   // mark.
   void Close();
+  // Frees every pooled block; stays open. Before a stretch of computation
+  // that takes no block (FSDP: the loss, after the last unit's forward),
+  // where pooled blocks would add to whatever that computation holds.
+  void Flush();
 
   // A block of `nbytes` on `device`: a pooled one of that size and device if
   // any (the most recently released), else a fresh one from the device's
