@@ -106,7 +106,9 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            comm::Group* group,
                                            bool deferred = false,
                                            bool checkpoint_blocks = false) {
-  const bool no_reuse = absl::ConsumeSuffix(&kind, "+noreuse");
+  absl::string_view base = kind;
+  const bool no_reuse = absl::ConsumeSuffix(&base, "+noreuse");
+  kind = std::string(base);
   models::BuildOptions build;
   build.seed = 1;
   build.deferred = deferred;
@@ -229,10 +231,9 @@ void Throughput(comm::Group& group) {
                       absl::StrFormat("%.0f", tps));
     }
     const std::string exposed =
-        exposed_of[k].empty()
-            ? ""
-            : absl::StrFormat("%.1f%% of the step",
-                              100 * Median(exposed_of[k]));
+        exposed_of[k].empty() ? ""
+                              : absl::StrFormat("%.1f%% of the step",
+                                                100 * Median(exposed_of[k]));
     std::printf("| %s | %.0f (%s) | %.2f | %s |\n", kinds[k].c_str(),
                 Median(tps_of[k]), runs.c_str(), Median(tps_of[k]) / first,
                 exposed.c_str());

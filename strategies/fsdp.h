@@ -37,11 +37,13 @@
 // (ReleasableBuffer, mixed_precision.h; docs/ARCHITECTURE.md "Freeing gathered
 // parameters"), so tensors and views stay valid objects and the same storage
 // is refilled by the next all-gather. A unit's tensors and their release are
-// fsdp_unit.h's. Within a step, released memory goes to a UnitBufferPool
-// (unit_buffer_pool.h; FsdpOptions::reuse_buffers, on by default) and the
-// next buffer of the same size reuses it; the pool holds no more than the
-// unit buffers held at once at their peak, and is emptied when the step ends
-// (before the optimizer), so between steps FSDP holds only its shards.
+// fsdp_unit.h's. Within a step, wrapped units' released memory goes to a
+// UnitBufferPool (unit_buffer_pool.h; FsdpOptions::reuse_buffers, on by
+// default) and the next buffer of the same size reuses it; the pool holds no
+// more than the unit buffers held at once at their peak, is flushed after
+// the last unit's forward (the loss follows) and emptied when the step ends
+// (before the optimizer), so between steps FSDP holds only its shards. The
+// root's buffers are not pooled (released for long stretches).
 //
 // Forward (an interceptor, models/unit.h): before a wrapped unit runs, its
 // parameters are all-gathered from the master shards (cast to param_dtype),

@@ -26,11 +26,11 @@
 namespace strata::strategies {
 namespace {
 
+using comm::Group;
+using comm::testing::RunOnRanks;
 using ::strata::MemoryTagScope;
 using ::strata::TrackingAllocator;
 using ::strata::testing::IsOk;
-using comm::Group;
-using comm::testing::RunOnRanks;
 using testing::Build;
 using testing::Config;
 using testing::ExpectEqual;
@@ -64,17 +64,17 @@ StrategyOptions Fsdp(ShardingStrategy sharding,
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  cases.push_back({"full_shard", "gpt-tiny", Fsdp(ShardingStrategy::kFullShard)});
-  cases.push_back({"full_shard, every unit wrapped", "gpt-tiny",
-                   Fsdp(ShardingStrategy::kFullShard,
-                        {"Embedding", "GPTBlock", "Head"})});
   cases.push_back(
-      {"llama full_shard", "llama-tiny",
-       Fsdp(ShardingStrategy::kFullShard, {"LlamaBlock"})});
+      {"full_shard", "gpt-tiny", Fsdp(ShardingStrategy::kFullShard)});
+  cases.push_back(
+      {"full_shard, every unit wrapped", "gpt-tiny",
+       Fsdp(ShardingStrategy::kFullShard, {"Embedding", "GPTBlock", "Head"})});
+  cases.push_back({"llama full_shard", "llama-tiny",
+                   Fsdp(ShardingStrategy::kFullShard, {"LlamaBlock"})});
   cases.push_back(
       {"shard_grad_op", "gpt-tiny", Fsdp(ShardingStrategy::kShardGradOp)});
-  Case hybrid{"hybrid_shard", "gpt-tiny",
-              Fsdp(ShardingStrategy::kHybridShard), /*world=*/4};
+  Case hybrid{"hybrid_shard", "gpt-tiny", Fsdp(ShardingStrategy::kHybridShard),
+              /*world=*/4};
   hybrid.options.fsdp.hybrid_shard_group_size = 2;
   cases.push_back(hybrid);
   Case bf16{"bf16", "gpt-tiny", Fsdp(ShardingStrategy::kFullShard)};
@@ -103,19 +103,22 @@ Params TrainCase(const Case& c, bool reuse, int64_t* reuses) {
   StrategyOptions options = c.options;
   options.fsdp.reuse_buffers = reuse;
   EXPECT_TRUE(
-      RunOnRanks(c.world, [&](Group& group) {
-        auto created = CreateStrategy(options, Build(Config(c.model), 7),
+      RunOnRanks(c.world,
+                 [&](Group& group) {
+                   auto created =
+                       CreateStrategy(options, Build(Config(c.model), 7),
                                       &group, Optimizer(), Schedule());
-        ASSERT_THAT(created, IsOk());
-        ASSERT_THAT(Train(**created, group.rank(), c.world, c.micro_batches,
-                          nullptr, /*steps=*/3),
-                    IsOk());
-        auto full = AsFsdp(**created).FullModelState();
-        ASSERT_THAT(full, IsOk());
-        if (group.rank() != 0) return;
-        for (auto& [name, tensor] : *full) params[name] = tensor;
-        *reuses = AsFsdp(**created).unit_buffers().counters().reuses;
-      }).ok())
+                   ASSERT_THAT(created, IsOk());
+                   ASSERT_THAT(Train(**created, group.rank(), c.world,
+                                     c.micro_batches, nullptr, /*steps=*/3),
+                               IsOk());
+                   auto full = AsFsdp(**created).FullModelState();
+                   ASSERT_THAT(full, IsOk());
+                   if (group.rank() != 0) return;
+                   for (auto& [name, tensor] : *full) params[name] = tensor;
+                   *reuses = AsFsdp(**created).unit_buffers().counters().reuses;
+                 })
+          .ok())
       << c.name;
   return params;
 }
@@ -159,8 +162,8 @@ StepMemory MeasureStep(const models::ModelConfig& config,
   options.fsdp.reuse_buffers = reuse;
   EXPECT_TRUE(
       RunOnRanks(2, [&](Group& group) {
-        const std::string tag = absl::StrCat("reuse_", block, "_", reuse, "_",
-                                             group.rank());
+        const std::string tag =
+            absl::StrCat("reuse_", block, "_", reuse, "_", group.rank());
         MemoryTagScope scope(tag);
         auto created = CreateStrategy(options, Build(config, 7), &group,
                                       Optimizer(), Schedule());

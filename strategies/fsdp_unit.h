@@ -39,7 +39,9 @@ struct FlatUnit : FlatUnitPlan {
   // released). Otherwise `full` is a new [padded_numel] buffer of `dtype` on
   // `device` (its memory allocated, not filled) and `full_grad` its like,
   // their memory released into and taken from `pool` (borrowed, outlives
-  // this unit; null: freed and allocated each time). Call once, at creation.
+  // this unit; null: freed and allocated each time), except the root's: it
+  // is released for long stretches (every block's forward or backward), and
+  // pooled it would sit beside their peak. Call once, at creation.
   void CreateViews(const at::Tensor& master, const at::Tensor& grad_shard,
                    bool alias_master, bool alias_grad_shard,
                    at::ScalarType dtype, at::Device device,

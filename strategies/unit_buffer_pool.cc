@@ -42,7 +42,8 @@ c10::DataPtr UnitBufferPool::Take(int64_t nbytes, c10::Device device) {
     // Without the pool, live_bytes_ would be held now: the bound may rise to
     // it, and the pooled blocks must fit under it with the new one.
     high_water_bytes_ = std::max(high_water_bytes_, live_bytes_);
-    while (!blocks_.empty() && live_bytes_ + pooled_bytes_ > high_water_bytes_) {
+    while (!blocks_.empty() &&
+           live_bytes_ + pooled_bytes_ > high_water_bytes_) {
       pooled_bytes_ -= blocks_.front().nbytes;
       blocks_.pop_front();
       ++counters_.evictions;
