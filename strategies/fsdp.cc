@@ -474,6 +474,7 @@ void FsdpStrategy::PreBackward(FlatUnit& unit) {
   Gather(unit);
   ThrowIfFailed(latched_error());
   unit.AllocateGrads();
+  if (!unit.root && unit.position == 0) unit_buffers_.Close();  // Last taker.
   if (options_.fsdp.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     Prefetch(WrappedAt(unit.position - 1));
   }

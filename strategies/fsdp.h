@@ -41,9 +41,12 @@
 // UnitBufferPool (unit_buffer_pool.h; FsdpOptions::reuse_buffers, on by
 // default) and the next buffer of the same size reuses it; the pool holds no
 // more than the unit buffers held at once at their peak, is flushed after
-// the last unit's forward (the loss follows) and emptied when the step ends
-// (before the optimizer), so between steps FSDP holds only its shards. The
-// root's buffers are not pooled (released for long stretches).
+// the last unit's forward (the loss follows), closed once the first unit's
+// backward has its buffers (no unit is gathered after it; the embedding's
+// backward, with its dense gradient, runs beside nothing pooled) and emptied
+// at the step's end (before the optimizer), so between steps FSDP holds only
+// its shards. The root's buffers are not pooled (released for long
+// stretches).
 //
 // Forward (an interceptor, models/unit.h): before a wrapped unit runs, its
 // parameters are all-gathered from the master shards (cast to param_dtype),
