@@ -620,7 +620,7 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   // A sharded root's: by the first backward reading it (PreBackward).
   if (root_ != nullptr && !root_sharded_) root_->AllocateGrads();
   readiness_->Arm();
-  unit_buffers_.Open();  // Until the step ends (DoStep).
+  unit_buffers_.Open();  // Until unit 0's PreBackward, or DoStep.
   in_micro_batch_ = true;
   return absl::OkStatus();
 }
@@ -677,9 +677,8 @@ absl::Status FsdpStrategy::AfterStateLoaded() {
 
 MemoryReport FsdpStrategy::Memory() const {
   MemoryReport report;
-  report.parameter_bytes = master_.nbytes();
+  report.parameter_bytes = master_.nbytes() + unit_buffers_.pooled_bytes();
   report.gradient_bytes = grad_shards_.nbytes();
-  report.parameter_bytes += unit_buffers_.pooled_bytes();
   for (const auto& unit : flat_units_) {
     report.parameter_bytes += unit->held_parameter_bytes();
     report.gradient_bytes += unit->held_gradient_bytes();
