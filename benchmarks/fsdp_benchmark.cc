@@ -10,6 +10,8 @@
 // forward + cross-entropy + backward + global-norm clipping + AdamW. FSDP's
 // exposed communication is the time its training thread waited for
 // all-gathers and reductions (FsdpStrategy::Counters), as a share of the step.
+// --throughput_cases picks the cases (e.g. ddp,fsdp,fsdp+noreuse: FSDP with
+// and without reusing unit buffers within a step).
 //
 // Memory (--mode=memory): peak per-rank bytes of tensor storage during two
 // training steps of --memory_model (default gpt-100m, 91.5M parameters) for
@@ -65,13 +67,19 @@ DEFINE_int64(seq_len, 256, "Tokens per sequence.");
 DEFINE_int32(warmup_steps, 1, "Untimed steps before each timed run.");
 DEFINE_int32(steps, 4, "Timed steps per run.");
 DEFINE_int32(repetitions, 3, "Alternating DDP / FSDP runs (medians).");
+DEFINE_string(throughput_cases, "ddp,fsdp",
+              "--mode=throughput: comma-separated ddp, zero2, fsdp (blocks "
+              "wrapped, prefetch), fsdp_lean or fsdp_default, run in turn "
+              "each repetition; ratios are to the first. A +noreuse suffix "
+              "on an FSDP case turns off FsdpOptions::reuse_buffers.");
 DEFINE_string(memory_cases,
               "ddp,zero1,zero2,fsdp_default,fsdp,fsdp_lean,ddp+ckpt,"
               "zero2+ckpt,fsdp_lean+ckpt",
               "--mode=memory: comma-separated ddp, zero1, zero2, "
               "fsdp_default (FsdpOptions' defaults, as the train binary's "
               "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
-              "+ckpt checkpoints the blocks.");
+              "+noreuse turns off FSDP's buffer reuse within a step; +ckpt "
+              "(last) checkpoints the blocks.");
 DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
              "As train's flag: allocations of at least this size are mmapped "
              "(returned to the kernel when freed); -1: glibc's default.");
@@ -92,12 +100,15 @@ models::ModelConfig ConfigOf(const std::string& name) {
 // kind: "ddp", "zero2", "fsdp" (throughput settings: forward prefetch,
 // backward prefetch "pre", 2 all-gathers and 1 reduction in flight) or
 // "fsdp_lean" (no prefetch, 1 all-gather and no reduction in flight: the
-// least memory).
-std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
+// least memory); a "+noreuse" suffix turns off FsdpOptions::reuse_buffers.
+std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            const models::ModelConfig& config,
                                            comm::Group* group,
                                            bool deferred = false,
                                            bool checkpoint_blocks = false) {
+  absl::string_view base = kind;
+  const bool no_reuse = absl::ConsumeSuffix(&base, "+noreuse");
+  kind = std::string(base);
   models::BuildOptions build;
   build.seed = 1;
   build.deferred = deferred;
@@ -109,6 +120,7 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
   CHECK(parsed.ok()) << parsed.status();
   options.kind = *parsed;
   if (checkpoint_blocks) options.checkpoint_units = {"GPTBlock"};
+  options.fsdp.reuse_buffers = !no_reuse;
   if (kind == "fsdp_default") {
     options.fsdp.init_seed = 1;  // Every other FSDP option at its default.
   } else if (options.kind == strategies::StrategyKind::kFsdp) {
@@ -168,9 +180,15 @@ double WorldMax(comm::Group& group, double local) {
 
 void Throughput(comm::Group& group) {
   const models::ModelConfig config = ConfigOf(FLAGS_model);
-  std::vector<double> ddp_tps, fsdp_tps, exposed_share;
+  const std::vector<std::string> kinds =
+      absl::StrSplit(FLAGS_throughput_cases, ',', absl::SkipEmpty());
+  CHECK(!kinds.empty()) << "--throughput_cases is empty";
+  // Per case: tokens/s and FSDP's exposed communication share per run.
+  std::vector<std::vector<double>> tps_of(kinds.size()),
+      exposed_of(kinds.size());
   for (int rep = 0; rep < FLAGS_repetitions; ++rep) {
-    for (const std::string kind : {"ddp", "fsdp"}) {
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const std::string& kind = kinds[k];
       std::unique_ptr<strategies::Strategy> strategy =
           Make(kind, config, &group);
       TrainSteps(*strategy, FLAGS_warmup_steps, config);
@@ -184,12 +202,10 @@ void Throughput(comm::Group& group) {
           std::chrono::duration<double>(Clock::now() - start).count();
       const double tps =
           FLAGS_batch * FLAGS_seq_len * group.size() * FLAGS_steps / seconds;
+      tps_of[k].push_back(tps);
       if (fsdp != nullptr) {
-        fsdp_tps.push_back(tps);
-        exposed_share.push_back(WorldMean(
+        exposed_of[k].push_back(WorldMean(
             group, fsdp->counters().exposed_communication_ms / 1000 / seconds));
-      } else {
-        ddp_tps.push_back(tps);
       }
       if (group.rank() == 0) {
         LOG(INFO) << absl::StrFormat("rep %d %s: %.0f tokens/s", rep, kind,
@@ -198,18 +214,30 @@ void Throughput(comm::Group& group) {
     }
   }
   if (group.rank() != 0) return;
-  const double ddp = Median(ddp_tps), fsdp = Median(fsdp_tps);
   std::printf(
       "\nThroughput, %s, %d ranks x %lld sequences x %lld tokens, medians of "
-      "%d alternating runs of %d steps:\n\n"
-      "| strategy | tokens/s | ratio to DDP | exposed communication |\n"
-      "| --- | --- | --- | --- |\n"
-      "| Strata DDP | %.0f | 1.00 | |\n"
-      "| Strata FSDP FULL_SHARD (prefetch) | %.0f | %.2f | %.1f%% of the "
-      "step |\n",
+      "%d alternating runs of %d steps (malloc mmap threshold %lld):\n\n"
+      "| case | tokens/s (runs) | ratio to %s | exposed communication |\n"
+      "| --- | --- | --- | --- |\n",
       FLAGS_model.c_str(), group.size(), static_cast<long long>(FLAGS_batch),
       static_cast<long long>(FLAGS_seq_len), FLAGS_repetitions, FLAGS_steps,
-      ddp, fsdp, fsdp / ddp, 100 * Median(exposed_share));
+      static_cast<long long>(FLAGS_malloc_mmap_threshold_bytes),
+      kinds[0].c_str());
+  const double first = Median(tps_of[0]);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    std::string runs;
+    for (double tps : tps_of[k]) {
+      absl::StrAppend(&runs, runs.empty() ? "" : ", ",
+                      absl::StrFormat("%.0f", tps));
+    }
+    const std::string exposed =
+        exposed_of[k].empty() ? ""
+                              : absl::StrFormat("%.1f%% of the step",
+                                                100 * Median(exposed_of[k]));
+    std::printf("| %s | %.0f (%s) | %.2f | %s |\n", kinds[k].c_str(),
+                Median(tps_of[k]), runs.c_str(), Median(tps_of[k]) / first,
+                exposed.c_str());
+  }
   std::fflush(stdout);
 }
 

@@ -196,6 +196,11 @@ DEFINE_bool(fsdp_reduce_scatter_every_micro_step,
             "--strategy=fsdp with gradient accumulation: reduce-scatter every "
             "micro-batch and free the full gradients (less memory, more "
             "communication).");
+DEFINE_bool(fsdp_reuse_buffers, kDefaults.fsdp_reuse_buffers,
+            "--strategy=fsdp: keep released unit buffers (gathered "
+            "parameters, full gradients) within a step and reuse them for the "
+            "next of the same size instead of allocating per gather; emptied "
+            "at the step's end. Off only to measure its effect.");
 DEFINE_bool(fsdp_deferred_init, kDefaults.fsdp_deferred_init,
             "--strategy=fsdp: build the model without allocating its "
             "parameters and materialise only each rank's shards (values "
@@ -544,6 +549,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.fsdp_reduce_scatter_every_micro_step =
       FLAGS_fsdp_reduce_scatter_every_micro_step;
   o.fsdp_deferred_init = FLAGS_fsdp_deferred_init;
+  o.fsdp_reuse_buffers = FLAGS_fsdp_reuse_buffers;
   STRATA_ASSIGN_OR_RETURN(o.ckpt_format,
                           ParseCheckpointFormat(FLAGS_ckpt_format));
   o.ckpt_dir = FLAGS_ckpt_dir;

@@ -294,6 +294,7 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
   f.cpu_offload = o.fsdp_cpu_offload;
   f.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
   f.reduce_scatter_every_micro_step = o.fsdp_reduce_scatter_every_micro_step;
+  f.reuse_buffers = o.fsdp_reuse_buffers;
   f.init_seed = o.seed;
   return options;
 }

@@ -113,6 +113,8 @@ struct TrainOptions {
   // materialises only its shards (DeferredInit). Ignored by the other
   // strategies, and on CUDA (the full model is built there; logged).
   bool fsdp_deferred_init = true;
+  // FsdpOptions::reuse_buffers: reuse released unit buffers within a step.
+  bool fsdp_reuse_buffers = true;
   // Checkpoints (launch/training_checkpoint.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
   CheckpointFormat ckpt_format = CheckpointFormat::kSharded;

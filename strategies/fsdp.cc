@@ -119,13 +119,12 @@ FsdpStrategy::FsdpStrategy(std::shared_ptr<models::UnitModel> model,
 FsdpStrategy::~FsdpStrategy() {
   if (interceptor_ != nullptr) interceptor_->Detach();
   for (auto& reduction : reductions_) {
-    if (reduction->work != nullptr) {
-      absl::Status status = reduction->work->Wait();
-      LOG_IF(WARNING, !status.ok())
-          << "fsdp: a gradient reduction failed while the strategy was "
-             "destroyed: "
-          << status;
-    }
+    if (reduction->work == nullptr) continue;
+    absl::Status status = reduction->work->Wait();
+    LOG_IF(WARNING, !status.ok())
+        << "fsdp: a gradient reduction failed while the strategy was "
+           "destroyed: "
+        << status;
   }
   for (FlatUnit* unit : gathers_in_flight_) {
     absl::Status status = unit->gather_work->Wait();
@@ -188,7 +187,7 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
         alias_master,
         alias_master && options_.mixed_precision.reduce_dtype == at::kFloat &&
             !options_.fsdp.reduce_scatter_every_micro_step,
-        param_dtype(), compute_device_);
+        param_dtype(), compute_device_, &unit_buffers_);
     if (!unit->full_aliases_master) {
       if ((unit->root && !root_sharded_) || shard_size_ == 1) {
         Gather(*unit);  // Stays gathered.
@@ -344,9 +343,7 @@ FlatUnit* FsdpStrategy::WrappedAt(int position) {
 int FsdpStrategy::num_units_gathered() const {
   int n = 0;
   for (const auto& unit : flat_units_) {
-    if (!unit->root && unit->full_allocated()) {
-      ++n;
-    }
+    if (!unit->root && unit->full_allocated()) ++n;
   }
   return n;
 }
@@ -466,6 +463,7 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
   if (root && (next >= unit_reads_root_.size() || !unit_reads_root_[next])) {
     Reshard(*root_);
   }
+  if (next >= unit_reads_root_.size()) unit_buffers_.Flush();  // Loss next.
   return output;
 }
 
@@ -476,6 +474,7 @@ void FsdpStrategy::PreBackward(FlatUnit& unit) {
   Gather(unit);
   ThrowIfFailed(latched_error());
   unit.AllocateGrads();
+  if (!unit.root && unit.position == 0) unit_buffers_.Close();  // Last taker.
   if (options_.fsdp.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     Prefetch(WrappedAt(unit.position - 1));
   }
@@ -621,6 +620,7 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   // A sharded root's: by the first backward reading it (PreBackward).
   if (root_ != nullptr && !root_sharded_) root_->AllocateGrads();
   readiness_->Arm();
+  unit_buffers_.Open();  // Until unit 0's PreBackward, or DoStep.
   in_micro_batch_ = true;
   return absl::OkStatus();
 }
@@ -635,6 +635,7 @@ absl::Status FsdpStrategy::AfterMicroBatch(bool last_micro_batch,
 }
 
 absl::StatusOr<StepResult> FsdpStrategy::DoStep(int64_t step) {
+  unit_buffers_.Close();  // Frees what it pooled: between steps, only shards.
   DrainReductions(0);
   STRATA_RETURN_IF_ERROR(latched_error());
   StepResult result;
@@ -676,7 +677,7 @@ absl::Status FsdpStrategy::AfterStateLoaded() {
 
 MemoryReport FsdpStrategy::Memory() const {
   MemoryReport report;
-  report.parameter_bytes = master_.nbytes();
+  report.parameter_bytes = master_.nbytes() + unit_buffers_.pooled_bytes();
   report.gradient_bytes = grad_shards_.nbytes();
   for (const auto& unit : flat_units_) {
     report.parameter_bytes += unit->held_parameter_bytes();

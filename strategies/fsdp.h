@@ -37,7 +37,16 @@
 // (ReleasableBuffer, mixed_precision.h; docs/ARCHITECTURE.md "Freeing gathered
 // parameters"), so tensors and views stay valid objects and the same storage
 // is refilled by the next all-gather. A unit's tensors and their release are
-// fsdp_unit.h's.
+// fsdp_unit.h's. Within a step, wrapped units' released memory goes to a
+// UnitBufferPool (unit_buffer_pool.h; FsdpOptions::reuse_buffers, on by
+// default) and the next buffer of the same size reuses it; the pool holds no
+// more than the unit buffers held at once at their peak, is flushed after
+// the last unit's forward (the loss follows), closed once the first unit's
+// backward has its buffers (no unit is gathered after it; the embedding's
+// backward, with its dense gradient, runs beside nothing pooled) and emptied
+// at the step's end (before the optimizer), so between steps FSDP holds only
+// its shards. The root's buffers are not pooled (released for long
+// stretches).
 //
 // Forward (an interceptor, models/unit.h): before a wrapped unit runs, its
 // parameters are all-gathered from the master shards (cast to param_dtype),
@@ -109,6 +118,7 @@
 #include "optim/optimizer.h"
 #include "strategies/bucket_readiness.h"
 #include "strategies/strategy.h"
+#include "strategies/unit_buffer_pool.h"
 
 namespace strata::strategies {
 
@@ -156,8 +166,9 @@ class FsdpStrategy : public Strategy {
 
   std::string name() const override { return "fsdp"; }
   void ZeroGrad() override;
-  // Bytes held now (counted from the tensors): master shards and gathered
-  // full buffers (parameters), gradient shards, allocated full gradients
+  // Bytes held now (counted from the tensors): master shards, gathered
+  // full buffers and unit buffers pooled for reuse within a step
+  // (parameters), gradient shards, allocated full gradients
   // and fp32 accumulators (gradients), optimizer state, staging of
   // collectives in flight (communication).
   MemoryReport Memory() const override;
@@ -194,6 +205,9 @@ class FsdpStrategy : public Strategy {
   void ResetCounters() { counters_ = Counters(); }
   // Wrapped units whose full parameters are allocated now.
   int num_units_gathered() const;
+  // Unit buffers released and reused within a step (FsdpOptions::
+  // reuse_buffers); its counters count with the option off too.
+  const UnitBufferPool& unit_buffers() const { return unit_buffers_; }
 
  private:
   struct Reduction;
@@ -272,6 +286,9 @@ class FsdpStrategy : public Strategy {
   int shard_rank_ = 0;
   int replicate_size_ = 1;
 
+  // Keeps released unit buffers within a step (declared before the units
+  // whose buffers use it).
+  UnitBufferPool unit_buffers_{options_.fsdp.reuse_buffers};
   // The root's flat parameter (if any parameter is left to it) first, then
   // the wrapped units' in forward order. Owns them.
   std::vector<std::unique_ptr<FlatUnit>> flat_units_;

@@ -19,15 +19,18 @@ FlatUnit::FlatUnit(FlatUnitPlan plan, std::vector<at::Tensor> params)
 void FlatUnit::CreateViews(const at::Tensor& master,
                            const at::Tensor& grad_shard, bool alias_master,
                            bool alias_grad_shard, at::ScalarType dtype,
-                           at::Device device) {
+                           at::Device device, UnitBufferPool* pool) {
   CHECK(alias_master || !alias_grad_shard);
+  // The root is released for long stretches (all of the blocks' forward or
+  // backward): pooled, its memory would sit beside their peak. Not pooled.
+  if (root) pool = nullptr;
   if (alias_master) {
     full = master;
     full_aliases_master = true;
   } else {
     full = at::empty({padded_numel},
                      at::TensorOptions().dtype(dtype).device(device));
-    full_storage = ReleasableBuffer(full);
+    full_storage = ReleasableBuffer(full, pool);
   }
   if (alias_grad_shard) {
     full_grad = grad_shard;
@@ -35,7 +38,7 @@ void FlatUnit::CreateViews(const at::Tensor& master,
   } else {
     // Released below; AllocateGrads zeroes it when it is needed.
     full_grad = at::empty_like(full);
-    grad_storage = ReleasableBuffer(full_grad);
+    grad_storage = ReleasableBuffer(full_grad, pool);
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];

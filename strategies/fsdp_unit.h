@@ -23,6 +23,7 @@
 #include "comm/group.h"
 #include "strategies/fsdp_plan.h"
 #include "strategies/mixed_precision.h"
+#include "strategies/unit_buffer_pool.h"
 
 namespace strata::strategies {
 
@@ -36,11 +37,15 @@ struct FlatUnit : FlatUnitPlan {
   // With `alias_master` (no sharding, fp32, one device) `full` is `master`;
   // with `alias_grad_shard` too, `full_grad` is `grad_shard` (neither is ever
   // released). Otherwise `full` is a new [padded_numel] buffer of `dtype` on
-  // `device` (its memory allocated, not filled) and `full_grad` its like.
-  // Call once, at creation.
+  // `device` (its memory allocated, not filled) and `full_grad` its like,
+  // their memory released into and taken from `pool` (borrowed, outlives
+  // this unit; null: freed and allocated each time), except the root's: it
+  // is released for long stretches (every block's forward or backward), and
+  // pooled it would sit beside their peak. Call once, at creation.
   void CreateViews(const at::Tensor& master, const at::Tensor& grad_shard,
                    bool alias_master, bool alias_grad_shard,
-                   at::ScalarType dtype, at::Device device);
+                   at::ScalarType dtype, at::Device device,
+                   UnitBufferPool* pool = nullptr);
 
   // Whether the full parameters' memory is allocated (always false when
   // `full` aliases the master).

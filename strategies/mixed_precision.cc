@@ -94,12 +94,13 @@ void FoldGradients(const at::Tensor& low, const at::Tensor& fp32) {
   low.zero_();
 }
 
-ReleasableBuffer::ReleasableBuffer(at::Tensor tensor)
-    : tensor_(std::move(tensor)) {
+ReleasableBuffer::ReleasableBuffer(at::Tensor tensor, UnitBufferPool* pool)
+    : tensor_(std::move(tensor)), pool_(pool) {
   CHECK(tensor_.is_contiguous());
   CHECK_EQ(tensor_.storage_offset(), 0);
   full_bytes_ = tensor_.nbytes();
   CHECK_EQ(static_cast<int64_t>(tensor_.storage().nbytes()), full_bytes_);
+  if (pool_ != nullptr && allocated()) pool_->Track(full_bytes_);
 }
 
 bool ReleasableBuffer::allocated() const {
@@ -112,14 +113,24 @@ int64_t ReleasableBuffer::held_bytes() const {
 
 void ReleasableBuffer::Release() {
   if (!allocated()) return;
-  tensor_.storage().unsafeGetStorageImpl()->reset();
+  c10::StorageImpl* storage = tensor_.storage().unsafeGetStorageImpl();
+  if (pool_ == nullptr) {
+    storage->reset();
+    return;
+  }
+  // As reset(), keeping the memory for the pool.
+  pool_->Give(storage->set_data_ptr(c10::DataPtr(nullptr, tensor_.device())),
+              full_bytes_);
+  storage->set_nbytes(size_t{0});
 }
 
 void ReleasableBuffer::Allocate() {
   if (!tensor_.defined() || allocated()) return;
   c10::StorageImpl* storage = tensor_.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(
-      c10::GetAllocator(tensor_.device().type())->allocate(full_bytes_));
+      pool_ != nullptr
+          ? pool_->Take(full_bytes_, tensor_.device())
+          : c10::GetAllocator(tensor_.device().type())->allocate(full_bytes_));
   storage->set_nbytes(full_bytes_);
 }
 

@@ -20,6 +20,7 @@
 #include "models/unit.h"
 #include "optim/flat_parameters.h"
 #include "strategies/strategy.h"
+#include "strategies/unit_buffer_pool.h"
 
 namespace strata::strategies {
 
@@ -59,13 +60,17 @@ void FoldGradients(const at::Tensor& low, const at::Tensor& fp32);
 // current allocator of the tensor's device (so a TrackingAllocator installed
 // since counts it), as FSDP does for gathered parameters (docs/ARCHITECTURE.md
 // "Freeing gathered parameters"). While released, the tensor and its views must
-// not be read or written.
+// not be read or written. With a UnitBufferPool (unit_buffer_pool.h) the
+// memory is handed to the pool on release and taken from it on allocation
+// (FSDP reuses it within a step); the same in-place mechanism either way.
 class ReleasableBuffer {
  public:
   ReleasableBuffer() = default;
   // Borrows `tensor`'s storage (shares ownership); the tensor must be
-  // contiguous and cover its whole storage.
-  explicit ReleasableBuffer(at::Tensor tensor);
+  // contiguous and cover its whole storage. `pool` (borrowed, may be null:
+  // none; must outlive this buffer's releases and allocations) counts the
+  // tensor's memory as live (UnitBufferPool::Track).
+  explicit ReleasableBuffer(at::Tensor tensor, UnitBufferPool* pool = nullptr);
 
   const at::Tensor& tensor() const { return tensor_; }
   bool defined() const { return tensor_.defined(); }
@@ -85,6 +90,7 @@ class ReleasableBuffer {
  private:
   at::Tensor tensor_;
   int64_t full_bytes_ = 0;
+  UnitBufferPool* pool_ = nullptr;
 };
 
 }  // namespace strata::strategies

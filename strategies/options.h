@@ -181,6 +181,12 @@ struct FsdpOptions {
   // deferred, parameters on the meta device) was built with. Each rank then
   // materialises only its shards, with the values a full build would have.
   uint64_t init_seed = 0;
+  // Keep released unit buffers (gathered parameters, full gradients) within
+  // a step and reuse them for the next buffer of the same size, instead of
+  // freeing and allocating them per gather (UnitBufferPool,
+  // unit_buffer_pool.h); emptied at the step's end. Results are bitwise the
+  // same either way.
+  bool reuse_buffers = true;
 };
 
 struct StrategyOptions {
