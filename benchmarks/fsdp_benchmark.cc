@@ -10,8 +10,8 @@
 // forward + cross-entropy + backward + global-norm clipping + AdamW. FSDP's
 // exposed communication is the time its training thread waited for
 // all-gathers and reductions (FsdpStrategy::Counters), as a share of the step.
-// --throughput_cases picks the cases (e.g. ddp,fsdp,fsdp+noreuse: FSDP with
-// and without reusing unit buffers within a step).
+// --throughput_cases picks the cases (e.g. ddp,fsdp+reuse,fsdp+noreuse: FSDP
+// with and without reusing unit buffers within a step).
 //
 // Memory (--mode=memory): peak per-rank bytes of tensor storage during two
 // training steps of --memory_model (default gpt-100m, 91.5M parameters) for
@@ -70,16 +70,17 @@ DEFINE_int32(repetitions, 3, "Alternating DDP / FSDP runs (medians).");
 DEFINE_string(throughput_cases, "ddp,fsdp",
               "--mode=throughput: comma-separated ddp, zero2, fsdp (blocks "
               "wrapped, prefetch), fsdp_lean or fsdp_default, run in turn "
-              "each repetition; ratios are to the first. A +noreuse suffix "
-              "on an FSDP case turns off FsdpOptions::reuse_buffers.");
+              "each repetition; ratios are to the first. A +reuse (+noreuse) "
+              "suffix on an FSDP case turns FsdpOptions::reuse_buffers on "
+              "(off).");
 DEFINE_string(memory_cases,
               "ddp,zero1,zero2,fsdp_default,fsdp,fsdp_lean,ddp+ckpt,"
               "zero2+ckpt,fsdp_lean+ckpt",
               "--mode=memory: comma-separated ddp, zero1, zero2, "
               "fsdp_default (FsdpOptions' defaults, as the train binary's "
               "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
-              "+noreuse turns off FSDP's buffer reuse within a step; +ckpt "
-              "(last) checkpoints the blocks.");
+              "+reuse (+noreuse) turns FSDP's buffer reuse within a step on "
+              "(off); +ckpt (last) checkpoints the blocks.");
 DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
              "As train's flag: allocations of at least this size are mmapped "
              "(returned to the kernel when freed); -1: glibc's default.");
@@ -100,7 +101,8 @@ models::ModelConfig ConfigOf(const std::string& name) {
 // kind: "ddp", "zero2", "fsdp" (throughput settings: forward prefetch,
 // backward prefetch "pre", 2 all-gathers and 1 reduction in flight) or
 // "fsdp_lean" (no prefetch, 1 all-gather and no reduction in flight: the
-// least memory); a "+noreuse" suffix turns off FsdpOptions::reuse_buffers.
+// least memory); a "+reuse" ("+noreuse") suffix turns FsdpOptions::
+// reuse_buffers on (off; without either, its default).
 std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            const models::ModelConfig& config,
                                            comm::Group* group,
@@ -108,6 +110,7 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            bool checkpoint_blocks = false) {
   absl::string_view base = kind;
   const bool no_reuse = absl::ConsumeSuffix(&base, "+noreuse");
+  const bool reuse = !no_reuse && absl::ConsumeSuffix(&base, "+reuse");
   kind = std::string(base);
   models::BuildOptions build;
   build.seed = 1;
@@ -120,7 +123,7 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
   CHECK(parsed.ok()) << parsed.status();
   options.kind = *parsed;
   if (checkpoint_blocks) options.checkpoint_units = {"GPTBlock"};
-  options.fsdp.reuse_buffers = !no_reuse;
+  if (reuse || no_reuse) options.fsdp.reuse_buffers = reuse;
   if (kind == "fsdp_default") {
     options.fsdp.init_seed = 1;  // Every other FSDP option at its default.
   } else if (options.kind == strategies::StrategyKind::kFsdp) {

@@ -114,7 +114,7 @@ struct TrainOptions {
   // strategies, and on CUDA (the full model is built there; logged).
   bool fsdp_deferred_init = true;
   // FsdpOptions::reuse_buffers: reuse released unit buffers within a step.
-  bool fsdp_reuse_buffers = true;
+  bool fsdp_reuse_buffers = false;
   // Checkpoints (launch/training_checkpoint.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
   CheckpointFormat ckpt_format = CheckpointFormat::kSharded;

@@ -38,7 +38,7 @@
 // parameters"), so tensors and views stay valid objects and the same storage
 // is refilled by the next all-gather. A unit's tensors and their release are
 // fsdp_unit.h's. Within a step, wrapped units' released memory goes to a
-// UnitBufferPool (unit_buffer_pool.h; FsdpOptions::reuse_buffers, on by
+// UnitBufferPool (unit_buffer_pool.h; FsdpOptions::reuse_buffers, off by
 // default) and the next buffer of the same size reuses it; the pool holds no
 // more than the unit buffers held at once at their peak, is flushed after
 // the last unit's forward (the loss follows), closed once the first unit's

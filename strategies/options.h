@@ -185,8 +185,11 @@ struct FsdpOptions {
   // a step and reuse them for the next buffer of the same size, instead of
   // freeing and allocating them per gather (UnitBufferPool,
   // unit_buffer_pool.h); emptied at the step's end. Results are bitwise the
-  // same either way.
-  bool reuse_buffers = true;
+  // same either way. Off by default: on an idle machine it gained 2-5 % of
+  // FSDP's tokens/s (within the run-to-run spread) and cost 11-17 MiB of
+  // peak resident set per rank on gpt-100m (BENCHMARKS.md, "Reusing unit
+  // buffers within a step").
+  bool reuse_buffers = false;
 };
 
 struct StrategyOptions {
