@@ -42,8 +42,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/process_memory.h"
@@ -72,7 +74,9 @@ DEFINE_string(throughput_cases, "ddp,fsdp",
               "wrapped, prefetch), fsdp_lean or fsdp_default, run in turn "
               "each repetition; ratios are to the first. A +reuse (+noreuse) "
               "suffix on an FSDP case turns FsdpOptions::reuse_buffers on "
-              "(off).");
+              "(off); +bwd_post, +bwd_none, +gathers1 and +reductions0 set "
+              "backward prefetch post / none, limit_all_gathers 1 and "
+              "reductions_in_flight 0.");
 DEFINE_string(memory_cases,
               "ddp,zero1,zero2,fsdp_default,fsdp,fsdp_lean,ddp+ckpt,"
               "zero2+ckpt,fsdp_lean+ckpt",
@@ -80,7 +84,8 @@ DEFINE_string(memory_cases,
               "fsdp_default (FsdpOptions' defaults, as the train binary's "
               "flags), fsdp (blocks wrapped, prefetch) or fsdp_lean; "
               "+reuse (+noreuse) turns FSDP's buffer reuse within a step on "
-              "(off); +ckpt (last) checkpoints the blocks.");
+              "(off); the throughput cases' option overrides apply; +ckpt "
+              "(last) checkpoints the blocks.");
 DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
              "As train's flag: allocations of at least this size are mmapped "
              "(returned to the kernel when freed); -1: glibc's default.");
@@ -109,6 +114,19 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            bool deferred = false,
                                            bool checkpoint_blocks = false) {
   absl::string_view base = kind;
+  // Option overrides, after the base kind's settings: "+bwd_post",
+  // "+bwd_none", "+gathers1", "+reductions0".
+  std::vector<std::string> overrides;
+  for (const char* o :
+       {"+bwd_post", "+bwd_none", "+gathers1", "+reductions0"}) {
+    if (absl::StrContains(base, o)) overrides.push_back(o);
+  }
+  const std::string stripped =
+      absl::StrReplaceAll(base, {{"+bwd_post", ""},
+                                 {"+bwd_none", ""},
+                                 {"+gathers1", ""},
+                                 {"+reductions0", ""}});
+  base = stripped;
   const bool no_reuse = absl::ConsumeSuffix(&base, "+noreuse");
   const bool reuse = !no_reuse && absl::ConsumeSuffix(&base, "+reuse");
   kind = std::string(base);
@@ -137,6 +155,20 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
     options.fsdp.limit_all_gathers = lean ? 1 : 2;
     options.fsdp.reductions_in_flight = lean ? 0 : 1;
     options.fsdp.init_seed = 1;
+  }
+  for (const std::string& o : overrides) {
+    CHECK(options.kind == strategies::StrategyKind::kFsdp)
+        << o << " applies to FSDP cases only";
+    if (o == "+bwd_post") {
+      options.fsdp.backward_prefetch =
+          strategies::BackwardPrefetch::kBackwardPost;
+    } else if (o == "+bwd_none") {
+      options.fsdp.backward_prefetch = strategies::BackwardPrefetch::kNone;
+    } else if (o == "+gathers1") {
+      options.fsdp.limit_all_gathers = 1;
+    } else if (o == "+reductions0") {
+      options.fsdp.reductions_in_flight = 0;
+    }
   }
   strategies::OptimizerConfig optimizer;
   optim::LrScheduleOptions schedule;

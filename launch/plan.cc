@@ -79,7 +79,8 @@ ActivationBytes ActivationBytesOf(const PlanInput& in) {
 // byte for gpt-tiny and llama-tiny):
 //   GPT:   x and h, kept by the LayerNorms (2 BTC, r); ln_1 out, q k v
 //          reshaped copies, attention output copy, ln_2 out (6 BTC, l);
-//          fc out, gelu out (2 BTF, l); LayerNorm mean and rstd (4 BT, r).
+//          fc out (BTF, l: the GELU's output is recomputed in backward,
+//          models/gelu_linear.h); LayerNorm mean and rstd (4 BT, r).
 //   Llama: per RMSNorm its fp32 input (x, h, or their fp32 copies: 4 BTC
 //          each), the normalised value (r) and its product with the gain
 //          (l; under autocast one bf16 copy per linear reading it: 3 for
@@ -91,7 +92,8 @@ ActivationBytes ActivationBytesOf(const PlanInput& in) {
 //          out, silu out, w3 out, product (4 BTF, l); rsqrt (2 BT, fp32).
 //   Both:  softmax's fp32 probabilities (4 BHTT), and with l = 2 their copy
 //          for the bmm (2 BHTT more); under autocast the bf16 copies of the
-//          block's matmul weights (2 W), which the linears save.
+//          block's matmul weights (2 W), which the linears save (GPT:
+//          but mlp.proj's, which GeluLinear casts again in backward).
 // A fused attention kernel keeps a B H T fp32 log-sum-exp instead of the
 // probabilities.
 int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
@@ -100,12 +102,12 @@ int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
       fused_attention ? 4 * s.bht : s.bhtt * (b.l == 4 ? 4 : 6);
   const int64_t weights =
       b.autocast
-          ? 2 * (m.family == "gpt" ? 4 * m.dim * m.dim + 2 * m.dim * m.ffn_dim
+          ? 2 * (m.family == "gpt" ? 4 * m.dim * m.dim + m.dim * m.ffn_dim
                                    : BlockParameters(m) - 2 * m.dim)
           : 0;
   if (m.family == "gpt") {
-    return (2 * b.r + 6 * b.l) * s.btc + 2 * b.l * s.btf + probs +
-           4 * b.r * s.bt + weights;
+    return (2 * b.r + 6 * b.l) * s.btc + b.l * s.btf + probs + 4 * b.r * s.bt +
+           weights;
   }
   const int64_t btkv = s.bt * m.num_kv_heads * (m.dim / m.num_heads);
   const int64_t norm_copies = b.autocast ? 3 + 2 : 1 + 1;

@@ -52,8 +52,10 @@ struct PlanInput {
   std::string fsdp_sharding = "full_shard";
   int64_t hybrid_shard_group_size = 0;
   // FSDP: whether the next block is gathered while the current one runs
-  // backward (--fsdp_backward_prefetch pre/post), and how many gradient
-  // reductions stay in flight (--fsdp_reductions_in_flight).
+  // backward (--fsdp_backward_prefetch=pre; with post it is gathered after
+  // the current block's parameters are freed), and how many gradient
+  // reductions stay in flight (--fsdp_reductions_in_flight), both as
+  // resolved for the device (strategies::ResolveFsdpSchedule).
   bool fsdp_backward_prefetch = true;
   int64_t fsdp_reductions_in_flight = 1;
   int64_t micro_batch = 1;  // Sequences per rank per micro-batch.

@@ -53,9 +53,13 @@ DEFINE_string(fsdp_sharding, "full_shard",
               "hybrid_shard_zero2.");
 DEFINE_int64(fsdp_hybrid_shard_group_size, 0,
              "Hybrid sharding: ranks per shard group.");
-DEFINE_string(fsdp_backward_prefetch, "pre", "pre, post or none.");
-DEFINE_int64(fsdp_reductions_in_flight, 1,
-             "FSDP gradient reductions left running during backward.");
+DEFINE_string(fsdp_backward_prefetch, "auto",
+              "pre, post, none or auto (as train's flag on CUDA: pre; pass "
+              "post to plan a CPU run with train's defaults).");
+DEFINE_int64(fsdp_reductions_in_flight, -1,
+             "FSDP gradient reductions left running during backward; -1 "
+             "(auto): as train's flag on CUDA, 1 (pass 0 to plan a CPU run "
+             "with train's defaults).");
 DEFINE_int64(micro_batch, 1, "Sequences per rank per micro-batch.");
 DEFINE_int64(seq_len, 0, "Tokens per sequence; 0: the model's context.");
 DEFINE_int64(grad_accumulation, 1, "Micro-batches per optimizer step.");
@@ -150,13 +154,19 @@ absl::StatusOr<PlanInput> InputFromFlags() {
   in.hybrid_shard_group_size = FLAGS_fsdp_hybrid_shard_group_size;
   if (FLAGS_fsdp_backward_prefetch != "pre" &&
       FLAGS_fsdp_backward_prefetch != "post" &&
-      FLAGS_fsdp_backward_prefetch != "none") {
+      FLAGS_fsdp_backward_prefetch != "none" &&
+      FLAGS_fsdp_backward_prefetch != "auto") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--fsdp_backward_prefetch must be pre, post or none, got '",
+        "--fsdp_backward_prefetch must be pre, post, none or auto, got '",
         FLAGS_fsdp_backward_prefetch, "'"));
   }
-  in.fsdp_backward_prefetch = FLAGS_fsdp_backward_prefetch != "none";
-  in.fsdp_reductions_in_flight = FLAGS_fsdp_reductions_in_flight;
+  // "auto" as strategies::ResolveFsdpSchedule on CUDA: the planner plans
+  // GPU runs unless told otherwise.
+  in.fsdp_backward_prefetch = FLAGS_fsdp_backward_prefetch == "pre" ||
+                              FLAGS_fsdp_backward_prefetch == "auto";
+  in.fsdp_reductions_in_flight = FLAGS_fsdp_reductions_in_flight == -1
+                                     ? 1
+                                     : FLAGS_fsdp_reductions_in_flight;
   in.micro_batch = FLAGS_micro_batch;
   in.seq_len = FLAGS_seq_len;
   in.grad_accumulation = FLAGS_grad_accumulation;

@@ -40,8 +40,20 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   in.strategy = strategies::StrategyKindName(o.strategy);
   in.fsdp_sharding = o.fsdp_sharding;
   in.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
-  in.fsdp_backward_prefetch = o.fsdp_backward_prefetch != "none";
-  in.fsdp_reductions_in_flight = o.fsdp_reductions_in_flight;
+  // FSDP's schedule as the strategy resolves it for the run's device.
+  absl::StatusOr<at::Device> device = ResolveDevice(o);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<strategies::BackwardPrefetch> prefetch =
+      strategies::ParseBackwardPrefetch(o.fsdp_backward_prefetch);
+  if (!prefetch.ok()) return prefetch.status();
+  strategies::FsdpOptions fsdp;
+  fsdp.backward_prefetch = *prefetch;
+  fsdp.reductions_in_flight = o.fsdp_reductions_in_flight;
+  const strategies::FsdpSchedule schedule =
+      strategies::ResolveFsdpSchedule(fsdp, device->is_cuda());
+  in.fsdp_backward_prefetch =
+      schedule.backward_prefetch == strategies::BackwardPrefetch::kBackwardPre;
+  in.fsdp_reductions_in_flight = schedule.reductions_in_flight;
   in.micro_batch = micro;
   in.seq_len = o.seq_len;
   in.grad_accumulation = local_batch / micro;

@@ -176,14 +176,17 @@ DEFINE_bool(fsdp_forward_prefetch, kDefaults.fsdp_forward_prefetch,
 DEFINE_string(fsdp_backward_prefetch, kDefaults.fsdp_backward_prefetch,
               "--strategy=fsdp: prefetch the next unit's parameters in "
               "backward before (pre) or after (post) the current unit's "
-              "gradient computation, or not at all (none).");
+              "gradient computation, or not at all (none); auto: pre on "
+              "CUDA, post on the CPU (less memory; Gloo's communication "
+              "runs on the computing cores).");
 DEFINE_int32(fsdp_limit_all_gathers, kDefaults.fsdp_limit_all_gathers,
              "--strategy=fsdp: at most this many unit all-gathers in flight "
              "(rate limiter); 0: no limit.");
 DEFINE_int32(fsdp_reductions_in_flight, kDefaults.fsdp_reductions_in_flight,
              "--strategy=fsdp: unit gradient reductions left running while "
              "backward continues (each holds a unit's full gradients); 0: "
-             "wait for each at once (least memory).");
+             "wait for each at once (least memory); -1 (auto): 1 on CUDA, "
+             "0 on the CPU.");
 DEFINE_bool(fsdp_cpu_offload, kDefaults.fsdp_cpu_offload,
             "--strategy=fsdp: keep shards and optimizer state in host "
             "memory (GPU builds; the identity on CPU builds).");

@@ -103,9 +103,9 @@ struct TrainOptions {
   std::string fsdp_wrap_unit_types = "";  // Comma-separated; empty: all.
   int64_t fsdp_wrap_min_params = 0;
   bool fsdp_forward_prefetch = false;
-  std::string fsdp_backward_prefetch = "pre";
+  std::string fsdp_backward_prefetch = "auto";
   int fsdp_limit_all_gathers = 2;
-  int fsdp_reductions_in_flight = 1;
+  int fsdp_reductions_in_flight = -1;  // auto
   bool fsdp_cpu_offload = false;
   int fsdp_hybrid_shard_group_size = 0;
   bool fsdp_reduce_scatter_every_micro_step = false;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "models/chunked_loss.h"
+#include "models/gelu_linear.h"
 #include "models/layers.h"
 
 namespace strata::models {
@@ -66,8 +67,10 @@ class GptBlock : public torch::nn::Module {
         x + Dropout(Attention(ln_1_->Forward(x),
                               {dropout_, train, context, attn_site_}),
                     {dropout_, train, context, resid_attn_site_});
-    return h + Dropout(mlp_proj_->Forward(
-                           at::gelu(fc_->Forward(ln_2_->Forward(h)), "tanh")),
+    // mlp.proj(gelu(mlp.fc(ln_2(h)))), keeping only fc's output for
+    // backward (gelu_linear.h).
+    return h + Dropout(GeluLinear(fc_->Forward(ln_2_->Forward(h)),
+                                  mlp_proj_->weight(), mlp_proj_->bias()),
                        {dropout_, train, context, resid_mlp_site_});
   }
 

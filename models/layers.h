@@ -24,6 +24,7 @@ class Linear : public torch::nn::Module {
   Linear(int64_t in_features, int64_t out_features, bool bias);
   at::Tensor Forward(const at::Tensor& x) const;
   const at::Tensor& weight() const { return weight_; }
+  const at::Tensor& bias() const { return bias_; }  // Undefined: no bias.
 
  private:
   at::Tensor weight_;

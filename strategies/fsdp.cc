@@ -19,6 +19,7 @@
 #include "strategies/fsdp_plan.h"
 #include "strategies/fsdp_root.h"
 #include "strategies/fsdp_unit.h"
+#include "strategies/gradient_arrival_hooks.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/optimizer_factory.h"
 #include "strategies/replicas.h"
@@ -163,6 +164,8 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
   }
   state_device_ =
       options_.fsdp.cpu_offload ? at::Device(at::kCPU) : compute_device_;
+  fsdp_schedule_ =
+      ResolveFsdpSchedule(options_.fsdp, compute_device_.is_cuda());
   master_ =
       at::zeros({master_numel},
                 at::TensorOptions().dtype(at::kFloat).device(state_device_));
@@ -213,7 +216,10 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
               << replicate_size_ << ", param " << c10::toString(param_dtype())
               << " / reduce "
               << c10::toString(options_.mixed_precision.reduce_dtype)
-              << (deferred ? ", deferred init" : "");
+              << (deferred ? ", deferred init" : "") << ", backward prefetch "
+              << BackwardPrefetchName(fsdp_schedule_.backward_prefetch) << ", "
+              << fsdp_schedule_.reductions_in_flight
+              << " reduction(s) in flight";
   }
   return absl::OkStatus();
 }
@@ -326,6 +332,10 @@ void FsdpStrategy::AddHooks() {
                                                  std::move(requires_grad));
   readiness_->AddHooks(hook_params,
                        [this](size_t bucket) { PostBackward(bucket); });
+  if (root_sharded_ && root_ != nullptr) {
+    root_grad_hooks_ = std::make_unique<GradientArrivalHooks>(
+        root_->params, [root = root_] { root->AllocateGrads(); });
+  }
   interceptor_ = std::make_shared<Interceptor>(this, flat_of_model_unit_,
                                                unit_reads_root_);
   model().AddInterceptor(interceptor_);
@@ -445,10 +455,18 @@ at::Tensor FsdpStrategy::RunUnit(int model_unit, const at::Tensor& input,
   }
   at::Tensor output = forward(input);
   if (grad_mode && output.requires_grad()) {
-    output.register_hook([this, unit, root](const at::Tensor&) {
-      if (root) PreBackward(*root_);  // Also allocates the root's gradients.
-      if (unit != nullptr) PreBackward(*unit);
-    });
+    const size_t next_unit = static_cast<size_t>(model_unit) + 1;
+    const bool next_reads_root = !root && next_unit < unit_reads_root_.size() &&
+                                 unit_reads_root_[next_unit];
+    output.register_hook(
+        [this, unit, root, next_reads_root](const at::Tensor&) {
+          // The next unit's backward, which read the root, is done: free the
+          // root before this unit gathers (the next unit's input hook, which
+          // also frees it, runs after this one: it was registered later).
+          if (next_reads_root) Reshard(*root_);
+          if (root) PreBackward(*root_);
+          if (unit != nullptr) PreBackward(*unit);
+        });
     // The unit's backward has run when its input's gradient is ready: the
     // root can go until the next backward reading it (not the unit before).
     const bool before = model_unit > 0 && unit_reads_root_[model_unit - 1];
@@ -473,9 +491,10 @@ void FsdpStrategy::PreBackward(FlatUnit& unit) {
   ThrowIfFailed(latched_error());
   Gather(unit);
   ThrowIfFailed(latched_error());
-  unit.AllocateGrads();
+  // A sharded root's gradients: at their first arrival (root_grad_hooks_).
+  if (!unit.root) unit.AllocateGrads();
   if (!unit.root && unit.position == 0) unit_buffers_.Close();  // Last taker.
-  if (options_.fsdp.backward_prefetch == BackwardPrefetch::kBackwardPre) {
+  if (fsdp_schedule_.backward_prefetch == BackwardPrefetch::kBackwardPre) {
     Prefetch(WrappedAt(unit.position - 1));
   }
 }
@@ -487,7 +506,7 @@ void FsdpStrategy::PostBackward(size_t bucket) {
   // that reads a frozen parameter may still run after its gradients are
   // complete.
   if (!unit.has_frozen) Reshard(unit);
-  if (options_.fsdp.backward_prefetch == BackwardPrefetch::kBackwardPost) {
+  if (fsdp_schedule_.backward_prefetch == BackwardPrefetch::kBackwardPost) {
     Prefetch(WrappedAt(unit.position - 1));
   }
   CompleteGradients(unit);
@@ -554,7 +573,7 @@ void FsdpStrategy::LaunchReduction(FlatUnit& unit) {
   // Earlier units' reductions have had this unit's backward to finish:
   // complete all but the last reductions_in_flight, so that at most that
   // many units' full gradients wait for communication.
-  DrainReductions(static_cast<size_t>(options_.fsdp.reductions_in_flight));
+  DrainReductions(static_cast<size_t>(fsdp_schedule_.reductions_in_flight));
 }
 
 void FsdpStrategy::DrainReductions(size_t keep) {
@@ -617,7 +636,7 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
   }
   communicate_ =
       last_micro_batch || options_.fsdp.reduce_scatter_every_micro_step;
-  // A sharded root's: by the first backward reading it (PreBackward).
+  // A sharded root's: at its first gradient (root_grad_hooks_).
   if (root_ != nullptr && !root_sharded_) root_->AllocateGrads();
   readiness_->Arm();
   unit_buffers_.Open();  // Until unit 0's PreBackward, or DoStep.
@@ -673,7 +692,7 @@ absl::Status FsdpStrategy::AfterStateLoaded() {
   return RefreshFullParameters();
 }
 
-// --- State -----------------------------------------------------------------
+// --- State (the rest: fsdp_state.cc) ---------------------------------------
 
 MemoryReport FsdpStrategy::Memory() const {
   MemoryReport report;
@@ -694,106 +713,6 @@ MemoryReport FsdpStrategy::Memory() const {
     report.optimizer_bytes += tensor.nbytes();
   }
   return report;
-}
-
-std::vector<ShardedTensor> FsdpStrategy::ModelState() const {
-  std::vector<ShardedTensor> out;
-  for (const auto& unit : flat_units_) {
-    AppendShardRuns(*unit, shard_rank_, master_, "", &out);
-  }
-  return out;
-}
-
-std::vector<ShardedTensor> FsdpStrategy::OptimizerState() const {
-  std::vector<ShardedTensor> out;
-  optim::NamedTensors state = optimizer_->State();
-  for (const auto& unit : flat_units_) {
-    for (const auto& [key, tensor] : state) {
-      if (key != "step") AppendShardRuns(*unit, shard_rank_, tensor, key, &out);
-    }
-  }
-  for (const auto& [key, tensor] : state) {
-    if (key == "step") out.push_back({"step", {}, 0, tensor});
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
-FsdpStrategy::FullModelState() {
-  if (in_micro_batch_) {
-    return absl::FailedPreconditionError(
-        "fsdp: FullModelState during a micro-batch");
-  }
-  std::map<std::string, at::Tensor> values;
-  for (auto& unit : flat_units_) {
-    at::Tensor master =
-        master_.narrow(0, unit->master_offset, unit->shard_numel);
-    at::Tensor full;
-    if (shard_size_ > 1) {
-      full = at::empty({unit->padded_numel}, at::kFloat);
-      STRATA_RETURN_IF_ERROR(Annotate(
-          shard_group_->AllGather(master, full),
-          absl::StrCat("fsdp: gathering the full state of unit ", unit->name)));
-    } else {
-      full = master;
-    }
-    for (const auto& e : unit->entries) {
-      values[e.name] = full.narrow(0, e.offset, e.numel).view(e.shape).clone();
-    }
-  }
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& item : model().named_parameters()) {
-    out.emplace_back(item.key(), values.at(item.key()));
-  }
-  return out;
-}
-
-absl::Status FsdpStrategy::SummonFullParams() {
-  if (in_micro_batch_ || last_micro_batch_done()) {
-    return absl::FailedPreconditionError(
-        "fsdp: SummonFullParams between a step's micro-batches; call it "
-        "before the first micro-batch or after Step()");
-  }
-  if (summoned_) return absl::OkStatus();
-  for (auto& unit : flat_units_) Gather(*unit);
-  summoned_ = true;
-  return latched_error();
-}
-
-absl::Status FsdpStrategy::ReleaseFullParams(bool writeback) {
-  if (!summoned_) {
-    return absl::FailedPreconditionError(
-        "fsdp: ReleaseFullParams without SummonFullParams");
-  }
-  if (writeback && param_dtype() != at::kFloat) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "fsdp: ReleaseFullParams(writeback = true) needs fp32 parameters; the "
-        "model computes in ",
-        c10::toString(param_dtype()),
-        " and its values are rounded copies of the fp32 masters"));
-  }
-  summoned_ = false;
-  for (auto& unit : flat_units_) {
-    if (writeback && !unit->full_aliases_master) {
-      at::NoGradGuard no_grad;
-      master_.narrow(0, unit->master_offset, unit->shard_numel)
-          .copy_(unit->full.narrow(0, shard_rank_ * unit->shard_numel,
-                                   unit->shard_numel));
-    }
-    Reshard(*unit);  // Not a root that stays gathered.
-  }
-  return latched_error();
-}
-
-std::vector<FsdpStrategy::FlatUnitInfo> FsdpStrategy::flat_units() const {
-  std::vector<FlatUnitInfo> out;
-  for (const auto& unit : flat_units_) {
-    std::vector<std::string> names;
-    for (const auto& e : unit->entries) names.push_back(e.name);
-    out.push_back({unit->name, unit->root, std::move(names), unit->numel,
-                   unit->padded_numel});
-  }
-  return out;
 }
 
 }  // namespace strata::strategies

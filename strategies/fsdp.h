@@ -117,6 +117,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "strategies/bucket_readiness.h"
+#include "strategies/gradient_arrival_hooks.h"
 #include "strategies/strategy.h"
 #include "strategies/unit_buffer_pool.h"
 
@@ -281,7 +282,9 @@ class FsdpStrategy : public Strategy {
   comm::Group* shard_group_ = nullptr;                // Null: shard size 1.
   comm::Group* replicate_group_ = nullptr;            // Null: replicate size 1.
   at::Device compute_device_ = at::Device(at::kCPU);  // The model's.
-  at::Device state_device_ = at::Device(at::kCPU);    // Shards, optimizer.
+  // options_.fsdp's backward schedule resolved for compute_device_.
+  FsdpSchedule fsdp_schedule_;
+  at::Device state_device_ = at::Device(at::kCPU);  // Shards, optimizer.
   int shard_size_ = 1;
   int shard_rank_ = 0;
   int replicate_size_ = 1;
@@ -308,6 +311,9 @@ class FsdpStrategy : public Strategy {
   std::unique_ptr<optim::LrSchedule> schedule_;
   // Buckets are the wrapped units in reverse forward order.
   std::unique_ptr<BucketReadiness> readiness_;
+  // A sharded root's gradients are allocated when its first gradient arrives
+  // (a tied parameter's waits in autograd until its last use in backward).
+  std::unique_ptr<GradientArrivalHooks> root_grad_hooks_;
   std::shared_ptr<Interceptor> interceptor_;
 
   // Per micro-batch / step state.

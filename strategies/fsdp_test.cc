@@ -595,7 +595,7 @@ TEST(FsdpTest, InvalidOptionsFailBeforeTraining) {
   limit.fsdp.limit_all_gathers = -1;
   cases.push_back({limit, 1, "--fsdp_limit_all_gathers must be >= 0"});
   StrategyOptions reductions = Fsdp(ShardingStrategy::kFullShard);
-  reductions.fsdp.reductions_in_flight = -1;
+  reductions.fsdp.reductions_in_flight = -2;
   cases.push_back({reductions, 1, "--fsdp_reductions_in_flight must be >= 0"});
   StrategyOptions dtype = Fsdp(ShardingStrategy::kFullShard);
   dtype.mixed_precision.param_dtype = at::kDouble;

@@ -41,6 +41,7 @@ constexpr NamedValue<BackwardPrefetch> kBackwardPrefetches[] = {
     {BackwardPrefetch::kBackwardPre, "pre"},
     {BackwardPrefetch::kBackwardPost, "post"},
     {BackwardPrefetch::kNone, "none"},
+    {BackwardPrefetch::kAuto, "auto"},
 };
 
 // "a, b or c".
@@ -115,6 +116,21 @@ absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(
 std::string BackwardPrefetchName(BackwardPrefetch prefetch) {
   const std::string name = Name(kBackwardPrefetches, prefetch);
   return name.empty() ? "?" : name;
+}
+
+FsdpSchedule ResolveFsdpSchedule(const FsdpOptions& options, bool cuda) {
+  FsdpSchedule schedule;
+  schedule.backward_prefetch =
+      options.backward_prefetch != BackwardPrefetch::kAuto
+          ? options.backward_prefetch
+      : cuda ? BackwardPrefetch::kBackwardPre
+             : BackwardPrefetch::kBackwardPost;
+  schedule.reductions_in_flight =
+      options.reductions_in_flight != FsdpOptions::kAutoReductions
+          ? options.reductions_in_flight
+      : cuda ? 1
+             : 0;
+  return schedule;
 }
 
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(const std::string& value) {
@@ -224,10 +240,12 @@ absl::Status ValidateFsdpOptions(const StrategyOptions& options,
                      "--fsdp_sharding=",
                      ShardingStrategyName(f.sharding)));
   }
-  if (f.reductions_in_flight < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fsdp_reductions_in_flight must be >= 0, got ",
-                     f.reductions_in_flight));
+  if (f.reductions_in_flight < 0 &&
+      f.reductions_in_flight != FsdpOptions::kAutoReductions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fsdp_reductions_in_flight must be >= 0, or -1 (auto: by the "
+        "device), got ",
+        f.reductions_in_flight));
   }
   if (f.limit_all_gathers < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -133,9 +133,11 @@ enum class BackwardPrefetch {
   kBackwardPre,   // Before the current unit's gradient computation.
   kBackwardPost,  // After the current unit's gradient computation.
   kNone,
+  kAuto,  // By the compute device: ResolveFsdpSchedule.
 };
 
-// "pre", "post", "none" and back; errors name --fsdp_backward_prefetch.
+// "pre", "post", "none", "auto" and back; errors name
+// --fsdp_backward_prefetch.
 absl::StatusOr<BackwardPrefetch> ParseBackwardPrefetch(
     const std::string& value);
 std::string BackwardPrefetchName(BackwardPrefetch prefetch);
@@ -159,14 +161,16 @@ struct FsdpOptions {
   // All-gather the next unit's parameters while the current unit's forward
   // runs.
   bool forward_prefetch = false;
-  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kAuto;
   // At most this many unit all-gathers in flight (the rate limiter); 0: no
   // limit.
   int limit_all_gathers = 2;
   // Unit gradient reductions left running while backward goes on, each
   // holding that unit's full gradients until it completes; 0: wait for each
-  // one at once (least memory, communication exposed).
-  int reductions_in_flight = 1;
+  // one at once (least memory, communication exposed); kAutoReductions: by
+  // the compute device (ResolveFsdpSchedule).
+  static constexpr int kAutoReductions = -1;
+  int reductions_in_flight = kAutoReductions;
   // Keep parameter shards, gradient shards and optimizer state in host
   // memory (GPU builds); on CPU builds this is the identity.
   bool cpu_offload = false;
@@ -191,6 +195,22 @@ struct FsdpOptions {
   // buffers within a step").
   bool reuse_buffers = false;
 };
+
+// FSDP's backward schedule with kAuto / kAutoReductions resolved for the
+// device the units compute on. On CUDA: prefetch before each unit's
+// backward and one reduction in flight (PyTorch FSDP's defaults): NCCL runs
+// beside the kernels, so both hide communication. On the CPU: prefetch after
+// each unit's backward and no reduction in flight: Gloo's copies and
+// reductions run on the cores that compute, so starting them earlier hides
+// little, while each holds one more unit's full parameters or gradients
+// (gpt-100m, 2 ranks: 1029 -> 985 MB, tokens/s within the spread;
+// BENCHMARKS.md, "FSDP's defaults at the memory target"). Explicit values
+// are kept.
+struct FsdpSchedule {
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::kBackwardPre;
+  int reductions_in_flight = 1;
+};
+FsdpSchedule ResolveFsdpSchedule(const FsdpOptions& options, bool cuda);
 
 struct StrategyOptions {
   StrategyKind kind = StrategyKind::kSingle;
@@ -219,7 +239,8 @@ absl::Status ValidateStrategyOptions(const StrategyOptions& options);
 
 // Checks options.fsdp against a world of `world_size` ranks; errors name the
 // flag (--fsdp_hybrid_shard_group_size with a world size it does not divide,
-// a group size set without hybrid sharding, negative limits). Dtypes are
+// a group size set without hybrid sharding, negative limits other than
+// kAutoReductions). Dtypes are
 // ValidateStrategyOptions's.
 absl::Status ValidateFsdpOptions(const StrategyOptions& options,
                                  int world_size);

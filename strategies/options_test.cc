@@ -175,7 +175,7 @@ TEST(ShardingStrategyTest, HybridAndReshardAfterForward) {
 TEST(BackwardPrefetchTest, ParsesEveryNameBack) {
   for (BackwardPrefetch p :
        {BackwardPrefetch::kBackwardPre, BackwardPrefetch::kBackwardPost,
-        BackwardPrefetch::kNone}) {
+        BackwardPrefetch::kNone, BackwardPrefetch::kAuto}) {
     ASSERT_OK_AND_ASSIGN(BackwardPrefetch parsed,
                          ParseBackwardPrefetch(BackwardPrefetchName(p)));
     EXPECT_EQ(parsed, p) << BackwardPrefetchName(p);
@@ -186,8 +186,8 @@ TEST(BackwardPrefetchTest, ParsesEveryNameBack) {
 TEST(BackwardPrefetchTest, UnknownNameNamesTheFlag) {
   EXPECT_THAT(ParseBackwardPrefetch("early"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--fsdp_backward_prefetch must be pre, post or none, "
-                       "got 'early'"));
+                       "--fsdp_backward_prefetch must be pre, post, none or "
+                       "auto, got 'early'"));
 }
 
 TEST(ValidateFsdpOptionsTest, HybridNeedsAGroupSizeDividingTheWorld) {
@@ -216,7 +216,7 @@ TEST(ValidateFsdpOptionsTest, GroupSizeWithoutHybridIsRejected) {
 
 TEST(ValidateFsdpOptionsTest, NegativeLimitsAreRejected) {
   StrategyOptions options;
-  options.fsdp.reductions_in_flight = -1;
+  options.fsdp.reductions_in_flight = -2;
   EXPECT_THAT(ValidateFsdpOptions(options, 1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--fsdp_reductions_in_flight must be >= 0")));
@@ -225,6 +225,33 @@ TEST(ValidateFsdpOptionsTest, NegativeLimitsAreRejected) {
   EXPECT_THAT(ValidateFsdpOptions(options, 1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--fsdp_limit_all_gathers must be >= 0")));
+}
+
+TEST(ValidateFsdpOptionsTest, AutoReductionsAreAccepted) {
+  StrategyOptions options;
+  options.fsdp.reductions_in_flight = FsdpOptions::kAutoReductions;
+  EXPECT_THAT(ValidateFsdpOptions(options, 2), IsOk());
+}
+
+TEST(ResolveFsdpScheduleTest, AutoOnCudaIsPrefetchBeforeAndOneReduction) {
+  const FsdpSchedule s = ResolveFsdpSchedule(FsdpOptions(), /*cuda=*/true);
+  EXPECT_EQ(s.backward_prefetch, BackwardPrefetch::kBackwardPre);
+  EXPECT_EQ(s.reductions_in_flight, 1);
+}
+
+TEST(ResolveFsdpScheduleTest, AutoOnCpuIsPrefetchAfterAndNoReduction) {
+  const FsdpSchedule s = ResolveFsdpSchedule(FsdpOptions(), /*cuda=*/false);
+  EXPECT_EQ(s.backward_prefetch, BackwardPrefetch::kBackwardPost);
+  EXPECT_EQ(s.reductions_in_flight, 0);
+}
+
+TEST(ResolveFsdpScheduleTest, ExplicitValuesAreKept) {
+  FsdpOptions options;
+  options.backward_prefetch = BackwardPrefetch::kNone;
+  options.reductions_in_flight = 3;
+  const FsdpSchedule s = ResolveFsdpSchedule(options, /*cuda=*/false);
+  EXPECT_EQ(s.backward_prefetch, BackwardPrefetch::kNone);
+  EXPECT_EQ(s.reductions_in_flight, 3);
 }
 
 }  // namespace
