@@ -74,9 +74,10 @@ DEFINE_string(throughput_cases, "ddp,fsdp",
               "wrapped, prefetch), fsdp_lean or fsdp_default, run in turn "
               "each repetition; ratios are to the first. A +reuse (+noreuse) "
               "suffix on an FSDP case turns FsdpOptions::reuse_buffers on "
-              "(off); +bwd_post, +bwd_none, +gathers1 and +reductions0 set "
-              "backward prefetch post / none, limit_all_gathers 1 and "
-              "reductions_in_flight 0.");
+              "(off); +bwd_pre, +bwd_post, +bwd_none, +gathers1, "
+              "+reductions0 and +reductions1 set backward prefetch pre / "
+              "post / none, limit_all_gathers 1 and reductions_in_flight 0 "
+              "/ 1.");
 DEFINE_string(memory_cases,
               "ddp,zero1,zero2,fsdp_default,fsdp,fsdp_lean,ddp+ckpt,"
               "zero2+ckpt,fsdp_lean+ckpt",
@@ -114,18 +115,17 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            bool deferred = false,
                                            bool checkpoint_blocks = false) {
   absl::string_view base = kind;
-  // Option overrides, after the base kind's settings: "+bwd_post",
-  // "+bwd_none", "+gathers1", "+reductions0".
+  // Option overrides, after the base kind's settings.
+  constexpr const char* kOverrides[] = {"+bwd_pre",     "+bwd_post",
+                                        "+bwd_none",    "+gathers1",
+                                        "+reductions0", "+reductions1"};
   std::vector<std::string> overrides;
-  for (const char* o :
-       {"+bwd_post", "+bwd_none", "+gathers1", "+reductions0"}) {
-    if (absl::StrContains(base, o)) overrides.push_back(o);
+  std::string stripped(base);
+  for (const char* o : kOverrides) {
+    if (!absl::StrContains(stripped, o)) continue;
+    overrides.push_back(o);
+    stripped = absl::StrReplaceAll(stripped, {{o, ""}});
   }
-  const std::string stripped =
-      absl::StrReplaceAll(base, {{"+bwd_post", ""},
-                                 {"+bwd_none", ""},
-                                 {"+gathers1", ""},
-                                 {"+reductions0", ""}});
   base = stripped;
   const bool no_reuse = absl::ConsumeSuffix(&base, "+noreuse");
   const bool reuse = !no_reuse && absl::ConsumeSuffix(&base, "+reuse");
@@ -159,7 +159,10 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
   for (const std::string& o : overrides) {
     CHECK(options.kind == strategies::StrategyKind::kFsdp)
         << o << " applies to FSDP cases only";
-    if (o == "+bwd_post") {
+    if (o == "+bwd_pre") {
+      options.fsdp.backward_prefetch =
+          strategies::BackwardPrefetch::kBackwardPre;
+    } else if (o == "+bwd_post") {
       options.fsdp.backward_prefetch =
           strategies::BackwardPrefetch::kBackwardPost;
     } else if (o == "+bwd_none") {
@@ -168,6 +171,8 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
       options.fsdp.limit_all_gathers = 1;
     } else if (o == "+reductions0") {
       options.fsdp.reductions_in_flight = 0;
+    } else if (o == "+reductions1") {
+      options.fsdp.reductions_in_flight = 1;
     }
   }
   strategies::OptimizerConfig optimizer;

@@ -61,8 +61,10 @@ TEST(GeluLinearTest, Bf16InputsGradientsAreBitwiseTheUnfusedOnes) {
     at::manual_seed(3);
     const at::Tensor h =
         at::randn({3, 4, 16}).to(at::kBFloat16).set_requires_grad(true);
-    const at::Tensor w = at::randn({8, 16}).to(at::kBFloat16).set_requires_grad(true);
-    const at::Tensor b = at::randn({8}).to(at::kBFloat16).set_requires_grad(true);
+    const at::Tensor w =
+        at::randn({8, 16}).to(at::kBFloat16).set_requires_grad(true);
+    const at::Tensor b =
+        at::randn({8}).to(at::kBFloat16).set_requires_grad(true);
     const at::Tensor out =
         fused ? GeluLinear(h, w, b) : at::linear(at::gelu(h, "tanh"), w, b);
     torch::autograd::backward({out},
