@@ -545,13 +545,18 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
       hw.rates, hw.flops_per_s, hw.memory_bandwidth_bytes_per_s, ab.l);
   const MicroBatchWork work = MicroBatchWorkOf(
       m, in.micro_batch, t, in.fused_attention, in.activation_checkpointing);
+  MicroBatchWork fresh_work = work;
+  fresh_work.fresh_bytes =
+      FreshMatmulBytes(m, in.micro_batch, t, static_cast<int64_t>(p),
+                       hw.fresh_buffer_threshold_bytes);
   StepTimePlan plan;
-  plan.classes = TimesOf(work, rates);
+  plan.classes = TimesOf(fresh_work, rates);
   for (double* c :
        {&plan.classes.attention_s, &plan.classes.layer_norm_s,
         &plan.classes.gelu_s, &plan.classes.softmax_s,
         &plan.classes.cross_entropy_s, &plan.classes.add_s,
-        &plan.classes.head_copy_s, &plan.classes.embedding_s}) {
+        &plan.classes.head_copy_s, &plan.classes.embedding_s,
+        &plan.classes.fresh_s}) {
     *c *= accumulation;
   }
   const double flops = work.linear_flops * accumulation;
@@ -573,7 +578,10 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   const bool fsdp_gathers =
       in.strategy == "fsdp" &&
       !(ShardGroupSize(in) == 1 && p == 4 && !in.cpu_offload);
-  if (fsdp_gathers) {
+  const double unit_bytes =
+      p * static_cast<double>(BlockParameters(m));  // The smallest unit.
+  if (fsdp_gathers && hw.fresh_buffer_threshold_bytes >= 0 &&
+      unit_bytes >= static_cast<double>(hw.fresh_buffer_threshold_bytes)) {
     const double per_unit = FsdpRootStaysGathered(in.fsdp_sharding) ? 2 : 3;
     plan.fsdp_buffer_bytes = per_unit * p * psi * accumulation;
     if (rates.fresh_buffer_bytes_per_s > 0) {

@@ -122,6 +122,12 @@ struct Hardware {
   // bandwidth form, CollectiveCostFromTwoPoints); 0: none. With it,
   // bus_bandwidth_bytes_per_s is that form's asymptotic bandwidth.
   double collective_latency_s = 0;
+  // Buffers at least this large are fresh mappings, page-faulted when
+  // first written (glibc's mmap threshold, train
+  // --malloc_mmap_threshold_bytes, 4 MiB by default; CPU ranks): FSDP's
+  // unit buffers and large matmul outputs (FreshMatmulBytes) are timed at
+  // rates.fresh_buffer_bytes_per_s. < 0: none (GPUs' caching allocator).
+  int64_t fresh_buffer_threshold_bytes = -1;
   // Rates of the kernel classes beside the linear layers' matmuls
   // (launch/step_work.h), measured (strata_plan --measure,
   // launch/plan_rates.h); each 0 is derived (DerivedKernelRates) from

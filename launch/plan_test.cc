@@ -361,6 +361,7 @@ TEST(PlanStepTimeTest, FsdpAllocatesThreeUnitBuffersAParameter) {
   PlanInput input = Input("gpt-tiny", "fsdp", 2);
   Hardware hw{1e12, 1e9};
   hw.rates.fresh_buffer_bytes_per_s = 2e9;
+  hw.fresh_buffer_threshold_bytes = 0;  // Every buffer a fresh mapping.
   const double psi = models::NumParameters(input.model);
   StepTimePlan plan = PlanStepTime(input, hw);
   EXPECT_DOUBLE_EQ(plan.fsdp_buffer_bytes, 12 * psi);
@@ -368,6 +369,9 @@ TEST(PlanStepTimeTest, FsdpAllocatesThreeUnitBuffersAParameter) {
   input.fsdp_sharding = "shard_grad_op";
   EXPECT_DOUBLE_EQ(PlanStepTime(input, hw).fsdp_buffer_bytes, 8 * psi);
   EXPECT_EQ(PlanStepTime(Input("gpt-tiny", "fsdp", 1), hw).fsdp_buffers_s, 0);
+  // A block's 4 U bytes below the mmap threshold: reused heap, none.
+  hw.fresh_buffer_threshold_bytes = int64_t{1} << 30;
+  EXPECT_EQ(PlanStepTime(input, hw).fsdp_buffers_s, 0);
 }
 
 TEST(PlanStepTimeTest, EachCollectivePaysTheLatency) {

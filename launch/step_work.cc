@@ -1,6 +1,8 @@
 #include "launch/step_work.h"
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "glog/logging.h"
 
@@ -79,6 +81,38 @@ MicroBatchWork MicroBatchWorkOf(const models::ModelConfig& m,
   return w;
 }
 
+double FreshMatmulBytes(const models::ModelConfig& m, int64_t micro_batch,
+                        int64_t seq_len, int64_t param_bytes,
+                        int64_t threshold_bytes) {
+  if (threshold_bytes < 0) return 0;
+  const double c = static_cast<double>(m.dim);
+  const double f = static_cast<double>(m.ffn_dim);
+  const double layers = static_cast<double>(m.num_layers);
+  const double p = static_cast<double>(param_bytes);
+  const double kv = static_cast<double>(m.num_kv_heads) *
+                    static_cast<double>(m.dim / m.num_heads);
+  // (bytes, count) of each weight gradient, as TrainingGemmShapes.
+  const std::vector<std::pair<double, double>> weights =
+      m.family == "gpt"
+          ? std::vector<std::pair<double, double>>{{3 * c * c * p, layers},
+                                                   {c * c * p, layers},
+                                                   {c * f * p, 2 * layers}}
+          : std::vector<std::pair<double, double>>{{c * c * p, 2 * layers},
+                                                   {c * kv * p, 2 * layers},
+                                                   {c * f * p, 3 * layers}};
+  const double threshold = static_cast<double>(threshold_bytes);
+  double bytes = 0;
+  for (const auto& [size, count] : weights) {
+    if (size >= threshold) bytes += size * count;
+  }
+  const double head = static_cast<double>(m.vocab_size) * c * p;
+  if (head >= threshold) bytes += head;
+  const double logits = 4.0 * static_cast<double>(micro_batch) *
+                        static_cast<double>(seq_len) * m.vocab_size;
+  if (logits >= threshold) bytes += logits;
+  return bytes;
+}
+
 ClassTimes TimesOf(const MicroBatchWork& w, const KernelRates& r) {
   ClassTimes t;
   t.attention_s = Time(w.attention_flops, r.attention_flops_per_s);
@@ -90,6 +124,7 @@ ClassTimes TimesOf(const MicroBatchWork& w, const KernelRates& r) {
   t.add_s = Time(w.add_elements, r.add_elements_per_s);
   t.head_copy_s = Time(w.head_copy_elements, r.head_copy_elements_per_s);
   t.embedding_s = Time(w.embedding_elements, r.embedding_elements_per_s);
+  t.fresh_s = Time(w.fresh_bytes, r.fresh_buffer_bytes_per_s);
   return t;
 }
 

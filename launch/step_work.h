@@ -68,7 +68,23 @@ struct MicroBatchWork {
   double add_elements = 0;
   double head_copy_elements = 0;
   double embedding_elements = 0;
+  // Bytes of matmul outputs that are fresh buffers (at least
+  // fresh_threshold_bytes; FreshMatmulBytes), timed at
+  // KernelRates::fresh_buffer_bytes_per_s.
+  double fresh_bytes = 0;
 };
+
+// The bytes of one micro-batch's matmul outputs that are fresh mappings:
+// those of at least `threshold_bytes` (glibc's mmap threshold; train
+// --malloc_mmap_threshold_bytes) among each linear layer's weight gradient
+// (in x out x param_bytes; count per micro-batch as TrainingGemmShapes) and
+// the head's B T V logits (fp32). The GEMM rate is measured into
+// preallocated outputs and the embedding's and the loss's rates include
+// their own fresh gradients, so these are the fresh pages no rate has
+// counted. threshold_bytes < 0: none (a caching allocator, GPUs).
+double FreshMatmulBytes(const models::ModelConfig& model, int64_t micro_batch,
+                        int64_t seq_len, int64_t param_bytes,
+                        int64_t threshold_bytes);
 
 // Counted from the models' forward (each class once per forward call, its
 // backward in the class's rate):
@@ -101,9 +117,10 @@ struct ClassTimes {
   double attention_s = 0, layer_norm_s = 0, gelu_s = 0, softmax_s = 0,
          cross_entropy_s = 0, add_s = 0, head_copy_s = 0, embedding_s = 0;
   // Every class but attention (which is compute).
+  double fresh_s = 0;  // MicroBatchWork::fresh_bytes.
   double ElementwiseS() const {
     return layer_norm_s + gelu_s + softmax_s + cross_entropy_s + add_s +
-           head_copy_s + embedding_s;
+           head_copy_s + embedding_s + fresh_s;
   }
 };
 ClassTimes TimesOf(const MicroBatchWork& work, const KernelRates& rates);

@@ -74,6 +74,20 @@ TEST(MicroBatchWorkTest, LlamaAddsGateRotaryAndGqaCopies) {
   EXPECT_DOUBLE_EQ(w.embedding_elements, 256 * c);
 }
 
+TEST(FreshMatmulBytesTest, CountsWeightGradientsAndLogitsAboveTheThreshold) {
+  // gpt-tiny fp32: weight gradients qkv 3 C C 4 = 49152 bytes, proj C C 4
+  // = 16384, fc and proj C F 4 = 65536 each (L = 2 of each); the head V C 4
+  // = 65536; the logits B T V 4 = 131072.
+  const models::ModelConfig m = Model("gpt-tiny");
+  EXPECT_DOUBLE_EQ(FreshMatmulBytes(m, 2, 64, 4, 0),
+                   2 * (49152 + 16384 + 2 * 65536) + 65536 + 131072);
+  // At 65536 only fc, proj2, the head and the logits.
+  EXPECT_DOUBLE_EQ(FreshMatmulBytes(m, 2, 64, 4, 65536),
+                   2 * 2 * 65536 + 65536 + 131072);
+  EXPECT_EQ(FreshMatmulBytes(m, 2, 64, 4, 1 << 30), 0);
+  EXPECT_EQ(FreshMatmulBytes(m, 2, 64, 4, -1), 0);
+}
+
 TEST(DerivedKernelRatesTest, MemoryBoundClassesAtTheirPassesOfBandwidth) {
   // 1.2e11 B/s, fp32: elements/s = bandwidth / (passes x 4 bytes).
   const KernelRates r = DerivedKernelRates({}, 1e12, 1.2e11, 4);
