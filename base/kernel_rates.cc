@@ -89,18 +89,17 @@ double MeasureCallsPerSecond(
 double MeasureLayerNormRate(int64_t rows, int64_t dim, double seconds,
                             int threads) {
   CHECK(rows > 0 && dim > 0) << rows << " x " << dim;
-  return rows * dim * MeasureCallsPerSecond(
-                          [&] {
-                            const at::Tensor x = Leaf({rows, dim});
-                            const at::Tensor w = Leaf({dim});
-                            const at::Tensor b = Leaf({dim});
-                            return ForwardBackward(
-                                [=] {
-                                  return at::layer_norm(x, {dim}, w, b, 1e-5);
-                                },
-                                {x, w, b});
-                          },
-                          seconds, threads);
+  return rows * dim *
+         MeasureCallsPerSecond(
+             [&] {
+               const at::Tensor x = Leaf({rows, dim});
+               const at::Tensor w = Leaf({dim});
+               const at::Tensor b = Leaf({dim});
+               return ForwardBackward(
+                   [=] { return at::layer_norm(x, {dim}, w, b, 1e-5); },
+                   {x, w, b});
+             },
+             seconds, threads);
 }
 
 double MeasureGeluRate(int64_t elements, double seconds, int threads) {
@@ -139,24 +138,24 @@ double MeasureAttentionProductsFlops(int64_t batch_heads, int64_t seq,
   CHECK(batch_heads > 0 && seq > 0 && head_dim > 0)
       << batch_heads << " x " << seq << " x " << head_dim;
   const double flops = 3.0 * 2 * 2 * batch_heads * seq * seq * head_dim;
-  return flops * MeasureCallsPerSecond(
-                     [&] {
-                       const at::Tensor q = Leaf({batch_heads, seq, head_dim});
-                       const at::Tensor k = Leaf({batch_heads, seq, head_dim});
-                       const at::Tensor v = Leaf({batch_heads, seq, head_dim});
-                       const at::Tensor mask = at::full({seq, seq}, 0.0);
-                       // The scores feed the second product directly (no
-                       // softmax between: that is MeasureSoftmaxRate's).
-                       return ForwardBackward(
-                           [=] {
-                             return at::bmm(
-                                 at::baddbmm(mask, q, k.transpose(1, 2), 1.0,
-                                             0.125),
-                                 v);
-                           },
-                           {q, k, v});
-                     },
-                     seconds, threads);
+  return flops *
+         MeasureCallsPerSecond(
+             [&] {
+               const at::Tensor q = Leaf({batch_heads, seq, head_dim});
+               const at::Tensor k = Leaf({batch_heads, seq, head_dim});
+               const at::Tensor v = Leaf({batch_heads, seq, head_dim});
+               const at::Tensor mask = at::full({seq, seq}, 0.0);
+               // The scores feed the second product directly (no
+               // softmax between: that is MeasureSoftmaxRate's).
+               return ForwardBackward(
+                   [=] {
+                     return at::bmm(
+                         at::baddbmm(mask, q, k.transpose(1, 2), 1.0, 0.125),
+                         v);
+                   },
+                   {q, k, v});
+             },
+             seconds, threads);
 }
 
 double MeasureCrossEntropyRate(int64_t tokens, int64_t vocab, double seconds,
@@ -176,13 +175,14 @@ double MeasureCrossEntropyRate(int64_t tokens, int64_t vocab, double seconds,
 
 double MeasureAddRate(int64_t elements, double seconds, int threads) {
   CHECK_GT(elements, 0);
-  return elements * MeasureCallsPerSecond(
-                        [&] {
-                          const at::Tensor a = Leaf({elements});
-                          const at::Tensor b = Leaf({elements});
-                          return ForwardBackward([=] { return at::add(a, b); }, {a, b});
-                        },
-                        seconds, threads);
+  return elements *
+         MeasureCallsPerSecond(
+             [&] {
+               const at::Tensor a = Leaf({elements});
+               const at::Tensor b = Leaf({elements});
+               return ForwardBackward([=] { return at::add(a, b); }, {a, b});
+             },
+             seconds, threads);
 }
 
 double MeasureHeadCopyRate(int64_t batch, int64_t seq, int64_t heads,
@@ -206,16 +206,15 @@ double MeasureHeadCopyRate(int64_t batch, int64_t seq, int64_t heads,
 double MeasureEmbeddingRate(int64_t vocab, int64_t dim, int64_t tokens,
                             double seconds, int threads) {
   CHECK(vocab > 0 && dim > 0 && tokens > 0);
-  return vocab * dim * MeasureCallsPerSecond(
-                           [&] {
-                             const at::Tensor table = Leaf({vocab, dim});
-                             const at::Tensor ids =
-                                 at::randint(vocab, {tokens});
-                             return ForwardBackward(
-                                 [=] { return at::embedding(table, ids); },
-                                 {table});
-                           },
-                           seconds, threads);
+  return vocab * dim *
+         MeasureCallsPerSecond(
+             [&] {
+               const at::Tensor table = Leaf({vocab, dim});
+               const at::Tensor ids = at::randint(vocab, {tokens});
+               return ForwardBackward([=] { return at::embedding(table, ids); },
+                                      {table});
+             },
+             seconds, threads);
 }
 
 double MeasureFreshBufferRate(int64_t bytes, double seconds, int threads) {

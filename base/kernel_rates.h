@@ -41,8 +41,7 @@ double MeasureLayerNormRate(int64_t rows, int64_t dim, double seconds = 0.2,
                             int threads = 1);
 
 // Elements per second of at::gelu(x, "tanh") (GPT-2's variant).
-double MeasureGeluRate(int64_t elements, double seconds = 0.2,
-                       int threads = 1);
+double MeasureGeluRate(int64_t elements, double seconds = 0.2, int threads = 1);
 
 // batch_heads x seq x seq elements per second of the fp32 softmax over the
 // last dimension of causally masked scores (-inf above the diagonal).

@@ -46,9 +46,11 @@ TEST(KernelRatesTest, AutogradKernelRatesArePositiveAndFinite) {
   const double s = 0.02;
   for (const double rate :
        {MeasureLayerNormRate(64, 64, s), MeasureGeluRate(4096, s),
-        MeasureSoftmaxRate(4, 32, s), MeasureAttentionProductsFlops(4, 32, 16, s),
+        MeasureSoftmaxRate(4, 32, s),
+        MeasureAttentionProductsFlops(4, 32, 16, s),
         MeasureCrossEntropyRate(64, 64, s), MeasureAddRate(4096, s),
-        MeasureHeadCopyRate(1, 32, 4, 32, s), MeasureEmbeddingRate(64, 64, 8, s),
+        MeasureHeadCopyRate(1, 32, 4, 32, s),
+        MeasureEmbeddingRate(64, 64, 8, s),
         MeasureFreshBufferRate(int64_t{1} << 20, s)}) {
     EXPECT_TRUE(std::isfinite(rate));
     EXPECT_GT(rate, 0);

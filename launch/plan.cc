@@ -551,12 +551,11 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
                        hw.fresh_buffer_threshold_bytes);
   StepTimePlan plan;
   plan.classes = TimesOf(fresh_work, rates);
-  for (double* c :
-       {&plan.classes.attention_s, &plan.classes.layer_norm_s,
-        &plan.classes.gelu_s, &plan.classes.softmax_s,
-        &plan.classes.cross_entropy_s, &plan.classes.add_s,
-        &plan.classes.head_copy_s, &plan.classes.embedding_s,
-        &plan.classes.fresh_s}) {
+  for (double* c : {&plan.classes.attention_s, &plan.classes.layer_norm_s,
+                    &plan.classes.gelu_s, &plan.classes.softmax_s,
+                    &plan.classes.cross_entropy_s, &plan.classes.add_s,
+                    &plan.classes.head_copy_s, &plan.classes.embedding_s,
+                    &plan.classes.fresh_s}) {
     *c *= accumulation;
   }
   const double flops = work.linear_flops * accumulation;

@@ -201,8 +201,8 @@ struct StepTimePlan {
   // allocated per step, at KernelRates::fresh_buffer_bytes_per_s.
   double fsdp_buffer_bytes = 0;
   double fsdp_buffers_s = 0;
-  double collectives = 0;        // CollectivesPerStep.
-  double communication_s = 0;    // Bus bytes / bus bandwidth + latencies.
+  double collectives = 0;      // CollectivesPerStep.
+  double communication_s = 0;  // Bus bytes / bus bandwidth + latencies.
   double exposed_communication_s = 0;
   // compute_s + elementwise_s + optimizer_s + fsdp_buffers_s +
   // exposed_communication_s.

@@ -74,19 +74,17 @@ MeasuredRates MeasureRates(const PlanInput& in, int threads, double seconds) {
   // AdamW over the rank's optimizer share, at most 16 M elements (64 MiB a
   // buffer, far above the cache: the rate per element is DRAM's there).
   const int64_t psi = models::NumParameters(m);
-  const int64_t share =
-      in.strategy == "single" || in.strategy == "ddp"
-          ? psi
-          : (psi + in.world_size - 1) / in.world_size;
+  const int64_t share = in.strategy == "single" || in.strategy == "ddp"
+                            ? psi
+                            : (psi + in.world_size - 1) / in.world_size;
   k.adamw_elements_per_s = MeasureAdamWRate(
       std::min<int64_t>(share, int64_t{16} << 20), seconds, threads);
   // FSDP's fresh buffers are a block's parameters (p U bytes).
   const int64_t p = in.precision == "fp32" ? 4 : 2;
   const int64_t unit_bytes =
       p * (psi - m.vocab_size * m.dim) / std::max<int64_t>(1, m.num_layers);
-  k.fresh_buffer_bytes_per_s =
-      MeasureFreshBufferRate(std::max<int64_t>(unit_bytes, 4), seconds,
-                             threads);
+  k.fresh_buffer_bytes_per_s = MeasureFreshBufferRate(
+      std::max<int64_t>(unit_bytes, 4), seconds, threads);
   return r;
 }
 
@@ -99,13 +97,12 @@ std::string FormatRates(const MeasuredRates& r, int threads) {
       "%.2f GFLOP/s; LayerNorm %.1f, GELU %.1f, softmax %.1f, "
       "cross-entropy %.1f, add %.1f, head copy %.1f, embedding %.1f, AdamW "
       "%.1f M elements/s; fresh buffers %.2f GB/s\n",
-      threads, r.gemm_flops_per_s / 1e9,
-      r.memory_bandwidth_bytes_per_s / 1e9, k.attention_flops_per_s / 1e9,
-      k.layer_norm_elements_per_s / 1e6, k.gelu_elements_per_s / 1e6,
-      k.softmax_elements_per_s / 1e6, k.cross_entropy_elements_per_s / 1e6,
-      k.add_elements_per_s / 1e6, k.head_copy_elements_per_s / 1e6,
-      k.embedding_elements_per_s / 1e6, k.adamw_elements_per_s / 1e6,
-      k.fresh_buffer_bytes_per_s / 1e9);
+      threads, r.gemm_flops_per_s / 1e9, r.memory_bandwidth_bytes_per_s / 1e9,
+      k.attention_flops_per_s / 1e9, k.layer_norm_elements_per_s / 1e6,
+      k.gelu_elements_per_s / 1e6, k.softmax_elements_per_s / 1e6,
+      k.cross_entropy_elements_per_s / 1e6, k.add_elements_per_s / 1e6,
+      k.head_copy_elements_per_s / 1e6, k.embedding_elements_per_s / 1e6,
+      k.adamw_elements_per_s / 1e6, k.fresh_buffer_bytes_per_s / 1e9);
 }
 
 }  // namespace strata::launch

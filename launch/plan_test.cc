@@ -336,10 +336,9 @@ TEST(PlanStepTimeTest, AttentionProductsAtTheirOwnRate) {
   const StepTimePlan plan = PlanStepTime(input, hw);
   const double attention = 12.0 * kLayers * kC * 64 * kBt;
   EXPECT_DOUBLE_EQ(plan.classes.attention_s, attention / 1e9);
-  EXPECT_DOUBLE_EQ(
-      plan.compute_s,
-      6.0 * models::NumMatmulParameters(input.model) * kBt / 1e12 +
-          attention / 1e9);
+  EXPECT_DOUBLE_EQ(plan.compute_s,
+                   6.0 * models::NumMatmulParameters(input.model) * kBt / 1e12 +
+                       attention / 1e9);
 }
 
 TEST(PlanStepTimeTest, AdamWAtItsRateTheRestAtTheBandwidth) {
@@ -406,9 +405,9 @@ TEST(CollectiveCostTest, TwoPointsGiveLatencyAndBandwidth) {
   EXPECT_NEAR(c.latency_s, 1e-3, 1e-15);
   // An all-reduce's bus factor 2 (N-1)/N = 1 at N = 2 reads the same; at
   // f = 1.5 the same busbw points mean 1.5x the times, so 1.5 ms latency.
-  EXPECT_NEAR(CollectiveCostFromTwoPoints(1e6, 0.5e9, 64e6, 64e9 / 65, 1.5)
-                  .latency_s,
-              1.5e-3, 1e-15);
+  EXPECT_NEAR(
+      CollectiveCostFromTwoPoints(1e6, 0.5e9, 64e6, 64e9 / 65, 1.5).latency_s,
+      1.5e-3, 1e-15);
 }
 
 TEST(CollectiveCostTest, NegativeLatencyIsClampedToTheLargePoint) {

@@ -61,14 +61,15 @@ MicroBatchWork MicroBatchWorkOf(const models::ModelConfig& m,
   const double ac = activation_checkpointing ? 7.0 / 5 : 1.0;
   MicroBatchWork w;
   const double block_linear_flops =
-      6.0 * static_cast<double>(models::NumMatmulParameters(m) -
-                                m.vocab_size * m.dim) *
+      6.0 *
+      static_cast<double>(models::NumMatmulParameters(m) -
+                          m.vocab_size * m.dim) *
       bt;
-  w.linear_flops = 6.0 * static_cast<double>(models::NumMatmulParameters(m)) *
-                       bt +
-                   (activation_checkpointing ? block_linear_flops / 3 : 0);
-  w.attention_flops = 12.0 * layers * c * t * bt *
-                      (activation_checkpointing ? 4.0 / 3 : 1.0);
+  w.linear_flops =
+      6.0 * static_cast<double>(models::NumMatmulParameters(m)) * bt +
+      (activation_checkpointing ? block_linear_flops / 3 : 0);
+  w.attention_flops =
+      12.0 * layers * c * t * bt * (activation_checkpointing ? 4.0 / 3 : 1.0);
   w.layer_norm_elements = layers * norms * ac + btc;
   w.gelu_elements = layers * gelu * ac;
   w.softmax_elements = layers * bhtt * ac;

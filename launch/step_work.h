@@ -51,8 +51,7 @@ struct KernelRates {
 // On one CPU thread GELU, softmax and the cross-entropy are bound by their
 // exp / tanh, not by memory: these derivations are for GPUs and other
 // machines where they are memory-bound.
-KernelRates DerivedKernelRates(const KernelRates& measured,
-                               double flops_per_s,
+KernelRates DerivedKernelRates(const KernelRates& measured, double flops_per_s,
                                double memory_bandwidth_bytes_per_s,
                                int64_t bytes_per_element);
 

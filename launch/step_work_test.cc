@@ -40,9 +40,9 @@ TEST(MicroBatchWorkTest, GptCountsEachKernelClassOfItsForward) {
 }
 
 TEST(MicroBatchWorkTest, FusedAttentionHasNoSoftmaxOverScores) {
-  EXPECT_EQ(MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, true, false)
-                .softmax_elements,
-            0);
+  EXPECT_EQ(
+      MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, true, false).softmax_elements,
+      0);
 }
 
 TEST(MicroBatchWorkTest, CheckpointingRecomputesTheBlocksForward) {
