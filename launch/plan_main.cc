@@ -327,14 +327,14 @@ int Main() {
       "(communication %.3f s, %.3g bytes per rank, %.0f collectives x %.3g "
       "ms)\n  compute: linear layers %.3f s, attention products %.3f s; "
       "elementwise: LayerNorm %.3f, GELU %.3f, softmax %.3f, cross-entropy "
-      "%.3f, adds %.3f, head copies %.3f, embedding %.3f, gradient "
-      "accumulation %.3f s\n  %s\n",
+      "%.3f, adds %.3f, head copies %.3f, embedding %.3f, fresh matmul "
+      "outputs %.3f, gradient accumulation %.3f s\n  %s\n",
       time.step_s, time.compute_s, time.elementwise_s, time.optimizer_s,
       time.fsdp_buffers_s, time.exposed_communication_s, time.communication_s,
       time.communication_bytes, time.collectives, hw.collective_latency_s * 1e3,
       time.compute_s - c.attention_s, c.attention_s, c.layer_norm_s, c.gelu_s,
       c.softmax_s, c.cross_entropy_s, c.add_s, c.head_copy_s, c.embedding_s,
-      time.grad_accumulate_s, time.formula.c_str());
+      c.fresh_s, time.grad_accumulate_s, time.formula.c_str());
   if (FLAGS_memory_per_rank_gib <= 0) return 0;
   const int64_t budget =
       static_cast<int64_t>(FLAGS_memory_per_rank_gib * 1073741824.0);
