@@ -239,7 +239,11 @@ struct StepTimePlan {
 // allocated zeroed; FULL_SHARD / HYBRID_SHARD gather each block twice, the
 // root for the embedding and the head: 3 p (L U + R) bytes; the others
 // once: 2 p (L U + R); per micro-batch; none with one rank per shard group,
-// fp32 and no offload, where the full unit is a view of the shard).
+// fp32 and no offload, where the full unit is a view of the shard, and
+// none when a block's p U bytes are below
+// Hardware::fresh_buffer_threshold_bytes, or it is < 0: reused heap). The
+// reduce-scatter lands straight in the gradient shard (no staging copy).
+// Not modelled: FSDP's --fsdp_reuse_buffers (off by default).
 // step = compute + elementwise + optimizer + FSDP buffers + exposed.
 // flops_per_s is best measured at the model's own GEMM shapes
 // (TrainingGemmShapes; strata_plan --measure): a micro-batch of few tokens
