@@ -306,30 +306,6 @@ double OptimizerBytes(const PlanInput& in, double psi) {
   return bytes;
 }
 
-// Bytes the elementwise work (norms, activations, softmax, residual adds,
-// copies, the log-softmax) of one micro-batch moves on one rank. Each
-// activation a block's forward creates (BlockSavedBytes) is written once
-// and read once by the next op in the forward (2x), and in the backward
-// read once, its gradient written once and read once (3x): 5x per block,
-// plus 2x for a checkpointed block's recomputed forward; the head's
-// log-probabilities (B T V fp32, one B T V logits gradient in the
-// backward) likewise 5x. Matmul outputs are among those activations, so
-// their write, also in the matmul's time, is counted twice: a small
-// over-count against the elementwise ops whose temporaries are not saved.
-double ElementwiseBytes(const PlanInput& in) {
-  const models::ModelConfig& m = in.model;
-  const Shape s = ShapeOf(in);
-  const int64_t a = in.precision == "fp32" ? 4 : 2;
-  const double block = static_cast<double>(
-      BlockSavedBytes(m, s, ActivationBytesOf(in), in.fused_attention));
-  const double per_block = (in.activation_checkpointing ? 7 : 5) * block;
-  const double head =
-      5.0 * 4 *
-      (m.loss_chunk_tokens > 0 ? std::min(m.loss_chunk_tokens, s.bt) : s.bt) *
-      m.vocab_size;
-  return m.num_layers * per_block + head;
-}
-
 }  // namespace
 
 std::vector<GemmShape> TrainingGemmShapes(const PlanInput& in) {
@@ -523,26 +499,97 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   return plan;
 }
 
+CollectiveCost CollectiveCostFromTwoPoints(double s1, double busbw1, double s2,
+                                           double busbw2, double f) {
+  CHECK(s1 > 0 && s2 > s1 && busbw1 > 0 && busbw2 > 0 && f > 0);
+  CHECK_GT(s2 / busbw2, s1 / busbw1) << "the larger message must take longer";
+  CollectiveCost c;
+  c.bus_bandwidth_bytes_per_s = (s2 - s1) / (s2 / busbw2 - s1 / busbw1);
+  c.latency_s = f * (s1 / busbw1 - s1 / c.bus_bandwidth_bytes_per_s);
+  if (c.latency_s < 0) {
+    c.latency_s = 0;
+    c.bus_bandwidth_bytes_per_s = busbw2;
+  }
+  return c;
+}
+
+double BusFactor(const PlanInput& in) {
+  const double n = static_cast<double>(in.world_size);
+  if (in.world_size < 2) return 0;
+  return (in.strategy == "fsdp" ? 1.0 : 2.0) * (n - 1) / n;
+}
+
+double CollectivesPerStep(const PlanInput& in) {
+  if (in.world_size < 2) return 0;
+  const double layers = static_cast<double>(in.model.num_layers);
+  if (in.strategy == "fsdp") {
+    const bool full = !FsdpRootStaysGathered(in.fsdp_sharding);
+    return (full ? 3 * layers + 3 : 2 * (layers + 1)) * in.grad_accumulation;
+  }
+  const double grad_bytes =
+      4.0 * static_cast<double>(models::NumParameters(in.model));
+  const double rest = std::max(0.0, grad_bytes - in.first_bucket_bytes);
+  const double buckets =
+      1 + std::ceil(rest / static_cast<double>(in.bucket_bytes));
+  return buckets + (in.strategy == "ddp" ? 0 : 1);
+}
+
 StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   CHECK(ValidatePlanInput(in).ok()) << ValidatePlanInput(in);
   CHECK_GT(hw.flops_per_s, 0);
   CHECK_GT(hw.bus_bandwidth_bytes_per_s, 0);
   const models::ModelConfig& m = in.model;
   const int64_t t = in.seq_len > 0 ? in.seq_len : m.seq_len;
-  const double tokens =
-      static_cast<double>(in.micro_batch) * t * in.grad_accumulation;
-  double flops = models::TrainingFlopsPerToken(m, t) * tokens;
-  // Recompute: one more forward (1/3 of forward + backward) of the blocks.
-  if (in.activation_checkpointing) {
-    const double block_share =
-        static_cast<double>(m.num_layers * BlockParameters(m)) /
-        std::max<int64_t>(1, models::NumMatmulParameters(m));
-    flops += flops / 3 * std::min(1.0, block_share);
-  }
-  StepTimePlan plan;
-  plan.compute_s = flops / hw.flops_per_s;
-  const double psi = static_cast<double>(models::NumParameters(m));
+  const double accumulation = static_cast<double>(in.grad_accumulation);
   const double p = in.precision == "fp32" ? 4 : 2;
+  const ActivationBytes ab = ActivationBytesOf(in);
+  const KernelRates rates = DerivedKernelRates(
+      hw.rates, hw.flops_per_s, hw.memory_bandwidth_bytes_per_s, ab.l);
+  const MicroBatchWork work = MicroBatchWorkOf(
+      m, in.micro_batch, t, in.fused_attention, in.activation_checkpointing);
+  MicroBatchWork fresh_work = work;
+  fresh_work.fresh_bytes =
+      FreshMatmulBytes(m, in.micro_batch, t, static_cast<int64_t>(p),
+                       hw.fresh_buffer_threshold_bytes);
+  StepTimePlan plan;
+  plan.classes = TimesOf(fresh_work, rates);
+  for (double* c : {&plan.classes.attention_s, &plan.classes.layer_norm_s,
+                    &plan.classes.gelu_s, &plan.classes.softmax_s,
+                    &plan.classes.cross_entropy_s, &plan.classes.add_s,
+                    &plan.classes.head_copy_s, &plan.classes.embedding_s,
+                    &plan.classes.fresh_s}) {
+    *c *= accumulation;
+  }
+  const double flops = work.linear_flops * accumulation;
+  plan.compute_s = flops / hw.flops_per_s + plan.classes.attention_s;
+  const double psi = static_cast<double>(models::NumParameters(m));
+  const double bw = hw.memory_bandwidth_bytes_per_s;
+  if (bw > 0) {
+    plan.grad_accumulate_s = 3 * p * psi * accumulation / bw;
+  }
+  plan.elementwise_s = plan.classes.ElementwiseS() + plan.grad_accumulate_s;
+  plan.optimizer_bytes = OptimizerBytes(in, psi);
+  const double adamw_elements = OptimizerElements(in, psi);
+  if (rates.adamw_elements_per_s > 0) {
+    plan.optimizer_s = adamw_elements / rates.adamw_elements_per_s;
+  }
+  if (bw > 0) {
+    plan.optimizer_s += (plan.optimizer_bytes - 28 * adamw_elements) / bw;
+  }
+  const bool fsdp_gathers =
+      in.strategy == "fsdp" &&
+      !(ShardGroupSize(in) == 1 && p == 4 && !in.cpu_offload);
+  const double unit_bytes =
+      p * static_cast<double>(BlockParameters(m));  // The smallest unit.
+  if (fsdp_gathers && hw.fresh_buffer_threshold_bytes >= 0 &&
+      unit_bytes >= static_cast<double>(hw.fresh_buffer_threshold_bytes)) {
+    const double per_unit = FsdpRootStaysGathered(in.fsdp_sharding) ? 2 : 3;
+    plan.fsdp_buffer_bytes = per_unit * p * psi * accumulation;
+    if (rates.fresh_buffer_bytes_per_s > 0) {
+      plan.fsdp_buffers_s =
+          plan.fsdp_buffer_bytes / rates.fresh_buffer_bytes_per_s;
+    }
+  }
   const double n = static_cast<double>(in.world_size);
   const double ring = n > 1 ? (n - 1) / n : 0;
   double payloads = 0;  // In units of P = Psi p, each moved (N-1)/N.
@@ -567,34 +614,35 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   }
   const double payload_bytes = psi * p;
   plan.communication_bytes = payloads * payload_bytes * ring;
+  plan.collectives = CollectivesPerStep(in);
   plan.communication_s =
-      plan.communication_bytes / hw.bus_bandwidth_bytes_per_s;
+      plan.communication_bytes / hw.bus_bandwidth_bytes_per_s +
+      plan.collectives * hw.collective_latency_s;
   const double exposed_fixed =
       exposed_payloads * payload_bytes * ring / hw.bus_bandwidth_bytes_per_s;
   const double hideable = plan.communication_s - exposed_fixed;
-  if (hw.memory_bandwidth_bytes_per_s > 0) {
-    plan.elementwise_bytes = ElementwiseBytes(in) * in.grad_accumulation;
-    plan.optimizer_bytes = OptimizerBytes(in, psi);
-    plan.elementwise_s =
-        plan.elementwise_bytes / hw.memory_bandwidth_bytes_per_s;
-    plan.optimizer_s = plan.optimizer_bytes / hw.memory_bandwidth_bytes_per_s;
-    // The backward's elementwise work (3 of its 5 passes) overlaps like
-    // the backward's matmuls; FSDP's, all of it.
-    overlappable_s += plan.elementwise_s * (in.strategy == "fsdp" ? 1 : 0.6);
-  }
+  // The backward's elementwise work (3 of its 5 passes) overlaps like the
+  // backward's matmuls; FSDP's, all of it.
+  overlappable_s += plan.elementwise_s * (in.strategy == "fsdp" ? 1 : 0.6);
   if (!hw.overlap_communication) overlappable_s = 0;
   plan.exposed_communication_s =
       exposed_fixed + std::max(0.0, hideable - overlappable_s);
   plan.step_s = plan.compute_s + plan.elementwise_s + plan.optimizer_s +
-                plan.exposed_communication_s;
+                plan.fsdp_buffers_s + plan.exposed_communication_s;
   plan.formula = absl::StrFormat(
-      "compute = %.3g FLOP / %.3g FLOP/s; elementwise = %.3g B and "
-      "optimizer = %.3g B / %.3g B/s; communication = %.0f x %.0f Psi "
-      "bytes x (N-1)/N / %.3g B/s; exposed = %.0f payload(s) not "
-      "overlapped + max(0, rest - %.3g s of overlappable compute)",
-      flops, hw.flops_per_s, plan.elementwise_bytes, plan.optimizer_bytes,
-      hw.memory_bandwidth_bytes_per_s, payloads, p,
-      hw.bus_bandwidth_bytes_per_s, exposed_payloads, overlappable_s);
+      "compute = %.3g FLOP / %.3g FLOP/s + attention %.3g FLOP / %.3g "
+      "FLOP/s; elementwise = each class's work / its rate + gradient "
+      "accumulation 3 p Psi / %.3g B/s; optimizer = %.3g elements / %.3g "
+      "elements/s + %.3g B / %.3g B/s; FSDP buffers = %.3g B / %.3g B/s; "
+      "communication = %.0f x %.0f Psi bytes x (N-1)/N / %.3g B/s + %.0f "
+      "collectives x %.3g s; exposed = %.0f payload(s) not overlapped + "
+      "max(0, rest - %.3g s of overlappable compute)",
+      flops, hw.flops_per_s, work.attention_flops * accumulation,
+      rates.attention_flops_per_s, bw, adamw_elements,
+      rates.adamw_elements_per_s, plan.optimizer_bytes - 28 * adamw_elements,
+      bw, plan.fsdp_buffer_bytes, rates.fresh_buffer_bytes_per_s, payloads, p,
+      hw.bus_bandwidth_bytes_per_s, plan.collectives, hw.collective_latency_s,
+      exposed_payloads, overlappable_s);
   return plan;
 }
 

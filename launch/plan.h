@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "launch/step_work.h"
 #include "models/config.h"
 
 namespace strata::launch {
@@ -119,7 +120,56 @@ struct Hardware {
   // MeasureMemoryBandwidth, all ranks at once), for the memory-bound work:
   // elementwise ops and the optimizer. 0: that work is left out.
   double memory_bandwidth_bytes_per_s = 0;
+  // Fixed cost of one collective (the latency of a latency + size /
+  // bandwidth form, CollectiveCostFromTwoPoints); 0: none. With it,
+  // bus_bandwidth_bytes_per_s is that form's asymptotic bandwidth.
+  double collective_latency_s = 0;
+  // Buffers at least this large are fresh mappings, page-faulted when
+  // first written (glibc's mmap threshold, train
+  // --malloc_mmap_threshold_bytes, 4 MiB by default; CPU ranks): FSDP's
+  // unit buffers and large matmul outputs (FreshMatmulBytes) are timed at
+  // rates.fresh_buffer_bytes_per_s. < 0: none (GPUs' caching allocator).
+  int64_t fresh_buffer_threshold_bytes = -1;
+  // Rates of the kernel classes beside the linear layers' matmuls
+  // (launch/step_work.h), measured (strata_plan --measure,
+  // launch/plan_rates.h); each 0 is derived (DerivedKernelRates) from
+  // flops_per_s and memory_bandwidth_bytes_per_s.
+  KernelRates rates;
 };
+
+// The latency and asymptotic bus bandwidth of t(S) = latency + S f / bw
+// through two points of //benchmarks:collectives: message sizes s1 < s2
+// bytes at bus bandwidths busbw1, busbw2 (bytes/s), for a collective of bus
+// factor f (2 (N-1)/N all-reduce, (N-1)/N all-gather / reduce-scatter):
+// busbw = S f / t, so t_i = S_i f / busbw_i. Then bw = f (s2 - s1) / (t2 -
+// t1) = (s2 - s1) / (s2 / busbw2 - s1 / busbw1) and latency = t1 - s1 f /
+// bw = f (s1 / busbw1 - s1 / bw). Needs s2 / busbw2 > s1 / busbw1; a
+// latency below 0 (noise) is clamped to 0 with bw the large point's.
+struct CollectiveCost {
+  double latency_s = 0;
+  double bus_bandwidth_bytes_per_s = 0;
+};
+CollectiveCost CollectiveCostFromTwoPoints(double s1_bytes,
+                                           double busbw1_bytes_per_s,
+                                           double s2_bytes,
+                                           double busbw2_bytes_per_s,
+                                           double bus_factor);
+
+// The bus factor f of `input`'s collectives (busbw = S f / t): DDP and
+// ZeRO's all-reduce 2 (N-1)/N, FSDP's all-gathers and reduce-scatters
+// (N-1)/N; 0 on one rank.
+double BusFactor(const PlanInput& input);
+
+// How many collectives one optimizer step of `input` issues on each rank
+// (for Hardware::collective_latency_s): DDP / ZeRO, one per gradient bucket
+// (the first of first_bucket_bytes, then bucket_bytes each, over the 4 Psi
+// fp32 gradient buffer), ZeRO one parameter all-gather more; FSDP FULL_SHARD
+// and HYBRID_SHARD two all-gathers (forward, backward) and one
+// reduce-scatter per block, the root's gathers for the embedding and the
+// head and its reduce-scatter (3 L + 3); SHARD_GRAD_OP, NO_SHARD and
+// HYBRID_SHARD_ZERO2 one gather and one reduction per unit (2 (L + 1)).
+// 0 on one rank.
+double CollectivesPerStep(const PlanInput& input);
 
 // The matmuls of one micro-batch's forward and backward on one rank, for
 // measuring the FLOP rate at the model's own shapes (strata_plan --measure;
@@ -135,20 +185,32 @@ struct GemmShape {
 std::vector<GemmShape> TrainingGemmShapes(const PlanInput& input);
 
 struct StepTimePlan {
-  double compute_s = 0;  // FLOPs / flops_per_s (with recompute).
-  // Memory-bound work at Hardware::memory_bandwidth_bytes_per_s (0 when it
-  // is 0): elementwise ops of forward and backward, and the optimizer step
-  // (with clipping's norm and zeroing the gradients).
+  // The linear layers' FLOPs / flops_per_s (with recompute), plus
+  // attention's batched products at their rate (classes.attention_s).
+  double compute_s = 0;
+  // The kernel classes' times per step (launch/step_work.h), the
+  // elementwise ones summed into elementwise_s with grad_accumulate_s, the
+  // parameter gradients' accumulation into the flat buffers (12 bytes a
+  // fp32 parameter per micro-batch at the memory bandwidth).
+  ClassTimes classes;
+  double grad_accumulate_s = 0;
   double elementwise_s = 0;
+  // AdamW at its rate plus the rest of the optimizer's bytes (clipping's
+  // norm, ZeroGrad, refreshing 2-byte parameters) at the memory bandwidth.
   double optimizer_s = 0;
-  double elementwise_bytes = 0;  // Per rank per step.
-  double optimizer_bytes = 0;
-  double communication_s = 0;  // Bus bytes / bus bandwidth.
+  double optimizer_bytes = 0;  // Per rank per step, AdamW's 28 included.
+  // FSDP's fresh buffers: bytes of gathered units and unit gradient buffers
+  // allocated per step, at KernelRates::fresh_buffer_bytes_per_s.
+  double fsdp_buffer_bytes = 0;
+  double fsdp_buffers_s = 0;
+  double collectives = 0;      // CollectivesPerStep.
+  double communication_s = 0;  // Bus bytes / bus bandwidth + latencies.
   double exposed_communication_s = 0;
-  // compute_s + elementwise_s + optimizer_s + exposed_communication_s.
+  // compute_s + elementwise_s + optimizer_s + fsdp_buffers_s +
+  // exposed_communication_s.
   double step_s = 0;
   double communication_bytes = 0;  // Per rank per step, bus bytes.
-  std::string formula;             // How the four were computed.
+  std::string formula;             // How they were computed.
 };
 
 // The time of one optimizer step (grad_accumulation micro-batches) under
@@ -164,14 +226,27 @@ struct StepTimePlan {
 // the compute), ZeRO's parameter all-gather after the optimizer is exposed,
 // FSDP's collectives hide behind all of forward and backward: exposed =
 // the exposed all-gather + max(0, the rest - overlappable compute). The
-// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives). With a
-// memory bandwidth, the memory-bound work is added (plan.cc derives both):
-// elementwise, 5 passes over every activation a block saves (2 forward, 3
-// backward; 7 with recompute) and over the B T V log-probabilities, per
-// micro-batch; the optimizer, 28 bytes per element of the rank's AdamW
-// share (4 reads, 3 writes of fp32), 4 for clipping's norm, 6 more with
-// 2-byte parameters (refreshing them), and ZeroGrad's write of the
-// gradient buffer. step = compute + elementwise + optimizer + exposed.
+// bus bandwidth is NCCL-tests' busbw (//benchmarks:collectives); with
+// collective_latency_s, each of CollectivesPerStep adds it. The rest of the
+// step, per micro-batch (launch/step_work.h): each kernel class's work at
+// its rate (measured, or derived from flops_per_s and the memory bandwidth:
+// DerivedKernelRates; the memory-bound classes are left out when neither is
+// given), and the gradients' accumulation into the flat buffers (3 p bytes
+// a parameter: AccumulateGrad adds into the buffer's views); per step, the
+// optimizer, AdamW's share at its rate (28 bytes an element at the memory
+// bandwidth when derived) plus clipping's norm (4 bytes), refreshing 2-byte
+// parameters (6) and ZeroGrad's write of the gradient buffer at the memory
+// bandwidth; FSDP's fresh buffers when it gathers (FSDP's strategies:
+// every unit's parameters allocated for each gather, its gradient buffer
+// allocated zeroed; FULL_SHARD / HYBRID_SHARD gather each block twice, the
+// root for the embedding and the head: 3 p (L U + R) bytes; the others
+// once: 2 p (L U + R); per micro-batch; none with one rank per shard group,
+// fp32 and no offload, where the full unit is a view of the shard, and
+// none when a block's p U bytes are below
+// Hardware::fresh_buffer_threshold_bytes, or it is < 0: reused heap). The
+// reduce-scatter lands straight in the gradient shard (no staging copy).
+// Not modelled: FSDP's --fsdp_reuse_buffers (off by default).
+// step = compute + elementwise + optimizer + FSDP buffers + exposed.
 // flops_per_s is best measured at the model's own GEMM shapes
 // (TrainingGemmShapes; strata_plan --measure): a micro-batch of few tokens
 // runs far below the 1024^3 peak.

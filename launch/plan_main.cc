@@ -10,9 +10,11 @@
 //
 // Prints the breakdown of the configuration the flags give; with
 // --tflops and --bus_bandwidth_gbps its predicted step time (with
-// --memory_bandwidth_gbps, the elementwise work and the optimizer too;
-// --measure measures both rates on this machine, --world_size threads at
-// once: run it with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1); with
+// --memory_bandwidth_gbps, the elementwise work and the optimizer too, each
+// kernel class at its --*_per_s rate or derived from the two; --measure
+// measures every rate on this machine at the model's shapes, --world_size
+// threads at once: run it with OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1;
+// --small_message_bus_bandwidth_gbps adds a latency per collective); with
 // --memory_per_rank_gib too, every strategy / checkpointing / loss-chunking
 // variant that fits, fastest first. Bad flags: exit 1 with a message naming
 // the flag.
@@ -28,8 +30,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/kernel_rates.h"
+#include "base/process_memory.h"
 #include "launch/plan.h"
+#include "launch/plan_rates.h"
+#include "launch/step_work.h"
 #include "models/config.h"
 
 DEFINE_string(model, "",
@@ -94,12 +98,47 @@ DEFINE_double(memory_bandwidth_gbps, 0,
               "work and the optimizer; 0: left out of the step time.");
 DEFINE_bool(measure, false,
             "Measure --tflops (fp32 matmuls at this model's GEMM shapes, "
-            "TrainingGemmShapes) and --memory_bandwidth_gbps (64 MiB copies) "
-            "on this machine, --world_size threads at once as that many "
-            "ranks would; they replace those flags.");
+            "TrainingGemmShapes), --memory_bandwidth_gbps (64 MiB copies) "
+            "and every kernel-class rate below at this model's shapes "
+            "(launch/plan_rates.h) on this machine, --world_size threads at "
+            "once as that many ranks would; they replace those flags.");
+DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
+             "The ranks' train --malloc_mmap_threshold_bytes: buffers at "
+             "least this large are fresh mappings (page-faulted when first "
+             "written), timed at --fresh_buffer_bytes_per_s; --measure "
+             "measures under it. -1: none (GPUs' caching allocator; "
+             "glibc's dynamic threshold while measuring).");
 DEFINE_double(bus_bandwidth_gbps, 0,
               "Collectives' bus bandwidth in GB/s (10^9 bytes/s), as "
-              "//benchmarks:collectives reports it.");
+              "//benchmarks:collectives reports it, at --large_message_bytes.");
+DEFINE_double(small_message_bus_bandwidth_gbps, 0,
+              "With it: the bus bandwidth at --small_message_bytes too; the "
+              "two points give each collective a latency and an asymptotic "
+              "bandwidth (launch/plan.h CollectiveCostFromTwoPoints). 0: "
+              "--bus_bandwidth_gbps for every message, no latency.");
+DEFINE_int64(small_message_bytes, int64_t{1} << 20,
+             "Message size of --small_message_bus_bandwidth_gbps.");
+DEFINE_int64(large_message_bytes, int64_t{64} << 20,
+             "Message size of --bus_bandwidth_gbps.");
+// Kernel-class rates (launch/step_work.h), forward + backward per rank;
+// 0: derived from --tflops and --memory_bandwidth_gbps (DerivedKernelRates).
+DEFINE_double(attention_flops_per_s, 0,
+              "Attention's batched products (Q K^T, probs V), FLOP/s.");
+DEFINE_double(layer_norm_elements_per_s, 0, "LayerNorm, elements/s.");
+DEFINE_double(gelu_elements_per_s, 0, "GELU (tanh), elements/s.");
+DEFINE_double(softmax_elements_per_s, 0,
+              "Softmax over B H T T scores, elements/s.");
+DEFINE_double(cross_entropy_elements_per_s, 0,
+              "Cross-entropy over B T V logits, elements/s.");
+DEFINE_double(add_elements_per_s, 0, "Residual add, elements/s.");
+DEFINE_double(head_copy_elements_per_s, 0,
+              "Attention head split/merge copies, elements/s.");
+DEFINE_double(embedding_elements_per_s, 0,
+              "Embedding table (dense gradient), table elements/s.");
+DEFINE_double(adamw_elements_per_s, 0, "AdamW step, elements/s.");
+DEFINE_double(fresh_buffer_bytes_per_s, 0,
+              "Fresh buffers (FSDP's gathered units and gradient buffers): "
+              "allocate, write once, free; bytes/s.");
 
 namespace strata::launch {
 namespace {
@@ -179,25 +218,80 @@ absl::StatusOr<PlanInput> InputFromFlags() {
   return in;
 }
 
-// --measure: the FLOP rate over the model's matmul shapes (their FLOPs over
-// their measured times) and the memory bandwidth, per rank with
-// --world_size threads measuring at once; written into --tflops and
-// --memory_bandwidth_gbps.
-void MeasureRates(const PlanInput& in) {
-  const int threads = static_cast<int>(in.world_size);
-  double flops = 0, seconds = 0;
-  for (const GemmShape& g : TrainingGemmShapes(in)) {
-    const double f = 2.0 * g.m * g.k * g.n * g.count;
-    flops += f;
-    seconds += f / MeasureGemmFlops(g.m, g.k, g.n, 0.2, threads);
+// --measure: every rate of launch/plan_rates.h, written into its flag.
+void MeasureIntoFlags(const PlanInput& in) {
+  if (FLAGS_malloc_mmap_threshold_bytes >= 0) {
+    const absl::Status s =
+        SetMallocMmapThreshold(FLAGS_malloc_mmap_threshold_bytes);
+    if (!s.ok()) LOG(WARNING) << "--malloc_mmap_threshold_bytes: " << s;
   }
-  FLAGS_tflops = flops / seconds / 1e12;
-  FLAGS_memory_bandwidth_gbps =
-      MeasureMemoryBandwidth(int64_t{64} << 20, 0.3, threads) / 1e9;
+  const int threads = static_cast<int>(in.world_size);
+  const MeasuredRates r = MeasureRates(in, threads);
+  FLAGS_tflops = r.gemm_flops_per_s / 1e12;
+  FLAGS_memory_bandwidth_gbps = r.memory_bandwidth_bytes_per_s / 1e9;
+  const KernelRates& k = r.kernels;
+  FLAGS_attention_flops_per_s = k.attention_flops_per_s;
+  FLAGS_layer_norm_elements_per_s = k.layer_norm_elements_per_s;
+  FLAGS_gelu_elements_per_s = k.gelu_elements_per_s;
+  FLAGS_softmax_elements_per_s = k.softmax_elements_per_s;
+  FLAGS_cross_entropy_elements_per_s = k.cross_entropy_elements_per_s;
+  FLAGS_add_elements_per_s = k.add_elements_per_s;
+  FLAGS_head_copy_elements_per_s = k.head_copy_elements_per_s;
+  FLAGS_embedding_elements_per_s = k.embedding_elements_per_s;
+  FLAGS_adamw_elements_per_s = k.adamw_elements_per_s;
+  FLAGS_fresh_buffer_bytes_per_s = k.fresh_buffer_bytes_per_s;
+  std::printf("%s", FormatRates(r, threads).c_str());
   std::printf(
-      "measured on %d thread(s) at once: %.2f GFLOP/s per rank at the "
-      "model's GEMM shapes, %.2f GB/s memory bandwidth per rank\n",
-      threads, FLAGS_tflops * 1e3, FLAGS_memory_bandwidth_gbps);
+      "  as flags: --tflops=%.6g --memory_bandwidth_gbps=%.6g "
+      "--attention_flops_per_s=%.6g --layer_norm_elements_per_s=%.6g "
+      "--gelu_elements_per_s=%.6g --softmax_elements_per_s=%.6g "
+      "--cross_entropy_elements_per_s=%.6g --add_elements_per_s=%.6g "
+      "--head_copy_elements_per_s=%.6g --embedding_elements_per_s=%.6g "
+      "--adamw_elements_per_s=%.6g --fresh_buffer_bytes_per_s=%.6g\n",
+      FLAGS_tflops, FLAGS_memory_bandwidth_gbps, FLAGS_attention_flops_per_s,
+      FLAGS_layer_norm_elements_per_s, FLAGS_gelu_elements_per_s,
+      FLAGS_softmax_elements_per_s, FLAGS_cross_entropy_elements_per_s,
+      FLAGS_add_elements_per_s, FLAGS_head_copy_elements_per_s,
+      FLAGS_embedding_elements_per_s, FLAGS_adamw_elements_per_s,
+      FLAGS_fresh_buffer_bytes_per_s);
+}
+
+// The hardware the flags give; the collective latency from the two
+// bandwidth points when --small_message_bus_bandwidth_gbps is set.
+absl::StatusOr<Hardware> HardwareFromFlags(const PlanInput& in) {
+  Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9,
+              FLAGS_overlap_communication};
+  hw.memory_bandwidth_bytes_per_s = FLAGS_memory_bandwidth_gbps * 1e9;
+  hw.fresh_buffer_threshold_bytes = FLAGS_malloc_mmap_threshold_bytes;
+  KernelRates& k = hw.rates;
+  k.attention_flops_per_s = FLAGS_attention_flops_per_s;
+  k.layer_norm_elements_per_s = FLAGS_layer_norm_elements_per_s;
+  k.gelu_elements_per_s = FLAGS_gelu_elements_per_s;
+  k.softmax_elements_per_s = FLAGS_softmax_elements_per_s;
+  k.cross_entropy_elements_per_s = FLAGS_cross_entropy_elements_per_s;
+  k.add_elements_per_s = FLAGS_add_elements_per_s;
+  k.head_copy_elements_per_s = FLAGS_head_copy_elements_per_s;
+  k.embedding_elements_per_s = FLAGS_embedding_elements_per_s;
+  k.adamw_elements_per_s = FLAGS_adamw_elements_per_s;
+  k.fresh_buffer_bytes_per_s = FLAGS_fresh_buffer_bytes_per_s;
+  const double f = BusFactor(in);
+  if (FLAGS_small_message_bus_bandwidth_gbps > 0 && f > 0) {
+    const double s1 = static_cast<double>(FLAGS_small_message_bytes);
+    const double s2 = static_cast<double>(FLAGS_large_message_bytes);
+    const double b1 = FLAGS_small_message_bus_bandwidth_gbps * 1e9;
+    const double b2 = FLAGS_bus_bandwidth_gbps * 1e9;
+    if (!(s1 > 0 && s2 > s1 && s2 / b2 > s1 / b1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--small_message_bytes (", s1,
+          ") must be below --large_message_bytes (", s2,
+          ") and take less time at --small_message_bus_bandwidth_gbps than "
+          "the large message at --bus_bandwidth_gbps"));
+    }
+    const CollectiveCost c = CollectiveCostFromTwoPoints(s1, b1, s2, b2, f);
+    hw.bus_bandwidth_bytes_per_s = c.bus_bandwidth_bytes_per_s;
+    hw.collective_latency_s = c.latency_s;
+  }
+  return hw;
 }
 
 int Main() {
@@ -206,7 +300,7 @@ int Main() {
     LOG(ERROR) << "strata_plan: " << in.status().message();
     return 1;
   }
-  if (FLAGS_measure) MeasureRates(*in);
+  if (FLAGS_measure) MeasureIntoFlags(*in);
   const bool timed = FLAGS_tflops > 0 || FLAGS_bus_bandwidth_gbps > 0 ||
                      FLAGS_memory_per_rank_gib > 0;
   if (timed && !(FLAGS_tflops > 0)) {
@@ -229,17 +323,28 @@ int Main() {
   const MemoryPlan plan = PlanMemory(*in);
   std::printf("%s", FormatMemoryPlan(*in, plan).c_str());
   if (!timed) return 0;
-  Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9,
-              FLAGS_overlap_communication};
-  hw.memory_bandwidth_bytes_per_s = FLAGS_memory_bandwidth_gbps * 1e9;
+  absl::StatusOr<Hardware> hw_or = HardwareFromFlags(*in);
+  if (!hw_or.ok()) {
+    LOG(ERROR) << "strata_plan: " << hw_or.status().message();
+    return 1;
+  }
+  const Hardware& hw = *hw_or;
   const StepTimePlan time = PlanStepTime(*in, hw);
+  const ClassTimes& c = time.classes;
   std::printf(
       "step time: %.3f s = compute %.3f s + elementwise %.3f s + optimizer "
-      "%.3f s + exposed communication %.3f s (communication %.3f s, %.3g "
-      "bytes per rank)\n  %s\n",
+      "%.3f s + FSDP buffers %.3f s + exposed communication %.3f s "
+      "(communication %.3f s, %.3g bytes per rank, %.0f collectives x %.3g "
+      "ms)\n  compute: linear layers %.3f s, attention products %.3f s; "
+      "elementwise: LayerNorm %.3f, GELU %.3f, softmax %.3f, cross-entropy "
+      "%.3f, adds %.3f, head copies %.3f, embedding %.3f, fresh matmul "
+      "outputs %.3f, gradient accumulation %.3f s\n  %s\n",
       time.step_s, time.compute_s, time.elementwise_s, time.optimizer_s,
-      time.exposed_communication_s, time.communication_s,
-      time.communication_bytes, time.formula.c_str());
+      time.fsdp_buffers_s, time.exposed_communication_s, time.communication_s,
+      time.communication_bytes, time.collectives, hw.collective_latency_s * 1e3,
+      time.compute_s - c.attention_s, c.attention_s, c.layer_norm_s, c.gelu_s,
+      c.softmax_s, c.cross_entropy_s, c.add_s, c.head_copy_s, c.embedding_s,
+      c.fresh_s, time.grad_accumulate_s, time.formula.c_str());
   if (FLAGS_memory_per_rank_gib <= 0) return 0;
   const int64_t budget =
       static_cast<int64_t>(FLAGS_memory_per_rank_gib * 1073741824.0);
