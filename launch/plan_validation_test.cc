@@ -110,6 +110,11 @@ TEST_P(PlanValidationTest, PredictedPeakWithinTenPercentOfMeasured) {
     input.strategy = strategy;
     input.micro_batch = kBatch;
     input.seq_len = kSeqLen;
+    // The strategy runs FSDP's defaults on the CPU: prefetch after each
+    // unit's backward, no reduction in flight (strategies::
+    // ResolveFsdpSchedule).
+    input.fsdp_backward_prefetch = false;
+    input.fsdp_reductions_in_flight = 0;
     ASSERT_TRUE(ValidatePlanInput(input).ok());
     const MemoryPlan plan = PlanMemory(input);
     const int64_t measured = MeasuredPeakBytes(model_name, strategy, n);
