@@ -165,6 +165,9 @@ TEST_P(PlanPrecisionValidationTest, PredictedPeakWithinTenPercentOfMeasured) {
     input.strategy = strategy;
     input.micro_batch = kBatch;
     input.seq_len = kSeqLen;
+    // FSDP's defaults on the CPU (strategies::ResolveFsdpSchedule).
+    input.fsdp_backward_prefetch = false;
+    input.fsdp_reductions_in_flight = 0;
     input.precision = prec.plan_precision;
     input.autocast = prec.autocast;
     ASSERT_TRUE(ValidatePlanInput(input).ok()) << ValidatePlanInput(input);
