@@ -201,8 +201,14 @@ TEST(FsdpBufferReuseTest, SamePeakFewerFreshAllocations) {
                 << off.fresh_allocations;
       // The pool holds a block only while what is live plus pooled stays
       // within the most unit buffers live at once so far in the step (what
-      // FSDP without it held then): the peak does not move.
-      EXPECT_EQ(on.peak_bytes, off.peak_bytes) << model << " rank " << rank;
+      // FSDP without it held then): the peak does not move by a buffer. It
+      // is checked when a block is pooled; small tensors allocated while
+      // the block waits can add to it (LibTorch 2.6, llama-tiny rank 1:
+      // 168 bytes; 0 with 1.13). Bound: 1 KiB, far below a unit buffer
+      // (about 180-200 KB here).
+      EXPECT_NEAR(static_cast<double>(on.peak_bytes),
+                  static_cast<double>(off.peak_bytes), 1024)
+          << model << " rank " << rank;
       // Without the pool every block's buffers are fresh: its parameters in
       // forward and in backward, its gradients: 3 L.
       EXPECT_EQ(off.reuses, 0);
