@@ -29,6 +29,10 @@ set(STRATA_RUNFILES_ROOT "${STRATA_RUNFILES}/strata")
 # workspace-relative paths: the include root for "checkpoint/metadata.pb.h".
 set(STRATA_GENFILES "${CMAKE_BINARY_DIR}/genfiles")
 set(STRATA_INCLUDE_DIRS "${PROJECT_SOURCE_DIR}" "${STRATA_GENFILES}")
+# Every generated source (protobuf, the build info), without compiling
+# anything: what a compile database's users (tools/sanitize.sh's
+# clang-tidy) need before they read sources. Not part of `all`.
+add_custom_target(strata_generated)
 
 # The warning flags every target passes as COPTS, read from
 # tools/build_defs/copts.bzl so that both builds use one list.
@@ -41,6 +45,9 @@ function(_strata_read_copts out)
   list(TRANSFORM copts REPLACE "\"" "")
   if(NOT copts)
     message(FATAL_ERROR "cannot read STRATA_COPTS = [...] from ${bzl}")
+  endif()
+  if(NOT STRATA_WERROR)
+    list(REMOVE_ITEM copts -Werror)
   endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${bzl}")
   set(${out} "${copts}" PARENT_SCOPE)
@@ -237,8 +244,10 @@ endfunction()
 # Registers `command` as the test //<pkg>:<name> the way `bazel test` runs
 # it: in the runfiles root, with TEST_SRCDIR, TEST_WORKSPACE, a fresh
 # TEST_TMPDIR and `env` in an otherwise fixed environment (cmake/run_test.sh),
-# the timeout of its size, and its tags and size as labels (`ctest -L small`). Tests tagged manual,
-# benchmark or gpu are not run: .bazelrc's --test_tag_filters=-benchmark,-gpu.
+# the timeout of its size, and its tags and size as labels (`ctest -L small`). Its cases land in
+# testlogs/<pkg>/<name>/test.xml (XML_OUTPUT_FILE), which tools/count_tests.py reads. Tests tagged
+# manual or benchmark are not registered (.bazelrc's --test_tag_filters=-benchmark); `gpu` tests
+# are, and skip themselves where no GPU is visible.
 function(_strata_add_test name size tags env)
   _strata_package(pkg)
   strata_target(target ":${name}")
@@ -248,7 +257,7 @@ function(_strata_add_test name size tags env)
   if(NOT DEFINED _STRATA_TIMEOUT_${size})
     message(FATAL_ERROR "${target}: SIZE must be small, medium, large or enormous, got ${size}")
   endif()
-  foreach(skip IN ITEMS manual benchmark gpu)
+  foreach(skip IN ITEMS manual benchmark)
     if(skip IN_LIST tags)
       return()
     endif()
@@ -258,7 +267,8 @@ function(_strata_add_test name size tags env)
   set(environment
     "TEST_SRCDIR=${STRATA_RUNFILES}" "RUNFILES_DIR=${STRATA_RUNFILES}"
     "TEST_WORKSPACE=strata" "TEST_TMPDIR=${tmpdir}"
-    "TEST_TARGET=//${pkg}:${name}" "TEST_SIZE=${size}" ${env})
+    "TEST_TARGET=//${pkg}:${name}" "TEST_SIZE=${size}"
+    "XML_OUTPUT_FILE=${CMAKE_BINARY_DIR}/testlogs/${pkg}/${name}/test.xml" ${env})
   add_test(NAME "//${pkg}:${name}"
            COMMAND "${PROJECT_SOURCE_DIR}/cmake/run_test.sh" ${environment} -- ${ARGN}
            WORKING_DIRECTORY "${STRATA_RUNFILES_ROOT}")
@@ -329,6 +339,8 @@ function(strata_cc_proto_library)
     COMMENT "protoc ${pkg}/${ARG_SRC}"
     VERBATIM)
   file(MAKE_DIRECTORY "${STRATA_GENFILES}/${pkg}")
+  add_custom_target(${target}_sources DEPENDS "${pb_h}" "${pb_cc}")
+  add_dependencies(strata_generated ${target}_sources)
   _strata_deps(deps "${target}" ${ARG_DEPS} //third_party:protobuf)
   add_library(${target} STATIC "${pb_cc}" "${pb_h}")
   target_compile_options(${target} PRIVATE ${STRATA_COPTS} -Wno-unused-parameter -w)
@@ -357,6 +369,7 @@ function(strata_build_info_cc)
     WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
     COMMENT "Stamping the git commit into ${pkg}/${ARG_OUT}"
     VERBATIM)
+  add_dependencies(strata_generated ${target})
   set_property(GLOBAL PROPERTY "STRATA_GENERATED_//${pkg}:${ARG_NAME}" "${out}")
   set_property(GLOBAL PROPERTY "STRATA_GENERATED_//${pkg}:${ARG_OUT}" "${out}")
 endfunction()

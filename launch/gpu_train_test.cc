@@ -1,5 +1,5 @@
-// The train binary on a GPU (tag `gpu`: built everywhere, run only on a
-// machine with a CUDA LibTorch and a GPU). Every run is checked against the
+// The train binary on a GPU (tag `gpu`: built and run everywhere, skipped
+// where no GPU is visible to a CUDA LibTorch). Every run is checked against the
 // single-process CPU run of the same flags, step by step.
 //
 // Tolerance: the CPU and CUDA runs execute the same float32 operations but
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/testing/gpu.h"
 #include "launch/testing/run_output.h"
 #include "launch/testing/subprocess.h"
 
@@ -69,14 +70,22 @@ void ExpectCloseLosses(const std::vector<double>& expected,
   }
 }
 
-TEST(GpuTrainTest, SingleOnCudaMatchesCpu) {
+class GpuTrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override { STRATA_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_F(GpuTrainTest, SingleOnCudaMatchesCpu) {
   const auto cpu = TrainLosses("cpu", {"--strategy=single", "--device=cpu"});
   const auto gpu = TrainLosses("cuda", {"--strategy=single", "--device=cuda"});
   ExpectCloseLosses(cpu, gpu);
 }
 
 // Two ranks on one GPU (Gloo on CUDA tensors, through host memory).
-class GpuTwoRankTest : public ::testing::TestWithParam<std::string> {};
+class GpuTwoRankTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { STRATA_SKIP_WITHOUT_GPU(); }
+};
 
 TEST_P(GpuTwoRankTest, MatchesCpuSingle) {
   const auto cpu = TrainLosses("cpu", {"--strategy=single", "--device=cpu"});
@@ -88,7 +97,7 @@ TEST_P(GpuTwoRankTest, MatchesCpuSingle) {
 INSTANTIATE_TEST_SUITE_P(Strategies, GpuTwoRankTest,
                          ::testing::Values("ddp", "zero2", "fsdp"));
 
-TEST(GpuTrainTest, Bf16AutocastOnCudaTrains) {
+TEST_F(GpuTrainTest, Bf16AutocastOnCudaTrains) {
   // bf16 rounds every matmul input to 8 bits of mantissa (relative error
   // 2^-9 per operand), so the losses follow the fp32 run only loosely: the
   // check is that bf16 training on CUDA runs and learns (loss within 5 % of
@@ -104,7 +113,7 @@ TEST(GpuTrainTest, Bf16AutocastOnCudaTrains) {
   EXPECT_LT(gpu.back(), gpu.front());
 }
 
-TEST(GpuTrainTest, DropoutMasksAreTheCpuMasks) {
+TEST_F(GpuTrainTest, DropoutMasksAreTheCpuMasks) {
   const auto cpu = TrainLosses(
       "cpu_dropout", {"--strategy=single", "--device=cpu", "--dropout=0.1"});
   const auto gpu = TrainLosses(

@@ -14,8 +14,9 @@ log() { echo "[bootstrap] $*" >&2; }
 die() { echo "[bootstrap] ERROR: $*" >&2; exit 1; }
 
 PACKAGES=(
-  # Build systems and toolchain (CMake: the CMake build and its CI checks).
-  bazel-bootstrap g++ git ca-certificates cmake
+  # Build systems and toolchain (CMake: the CMake build and its CI checks;
+  # ccache: the CMake half of CI rebuilds only what changed).
+  bazel-bootstrap g++ git ca-certificates cmake ccache
   # abseil's link flags come from pkg-config (third_party/pkg_config_repository.bzl).
   pkgconf
   # The format check (tools/check_format.sh) of the test suite.

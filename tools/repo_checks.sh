@@ -46,10 +46,12 @@ cmake_configure() {
 
 run_check no_cuda_analysis no_cuda_analysis
 run_check sizes python3 tools/check_sizes.py .
+run_check sizes_self_test python3 tools/check_sizes.py --self-test
 run_check layering python3 tools/check_layering.py
 run_check links python3 tools/check_links.py
 run_check links_self_test python3 tools/check_links.py --self-test
 run_check format tools/check_format.sh
+run_check count_tests_self_test python3 tools/count_tests_test.py
 run_check cmake_sync python3 tools/check_cmake_sync.py
 run_check cmake_sync_self_test python3 tools/check_cmake_sync.py --self-test
 run_check cmake_configure cmake_configure

@@ -1,23 +1,39 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (tools/bootstrap.sh) and runs Strata's
-# whole test suite, then prints one line "N passed, N failed" counting the
-# individual test cases (GoogleTest cases from every test target's XML, plus
-# one per repository check of tools/repo_checks.sh).
+# whole Bazel test suite on its LibTorch, then prints one line
+# "N passed, N failed, N skipped" counting the individual test cases
+# (GoogleTest cases from every test target's XML, one per repository check
+# of tools/repo_checks.sh, and one skipped case per test that cannot be
+# built here), every skip listed with its reason above it
+# (tools/count_tests.py).
 #
-# Usage: tools/test.sh [extra bazel test arguments]
+# Usage: tools/test.sh [--totals FILE] [extra bazel test arguments]
+#   --totals FILE  also writes "passed failed skipped" to FILE (.ci/run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-tools/bootstrap.sh || { echo "0 passed, 1 failed"; exit 1; }
+totals=()
+if [[ "${1:-}" == "--totals" ]]; then
+  totals=(--totals "$2")
+  shift 2
+fi
+
+tools/bootstrap.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 bep=$(mktemp /tmp/strata-bep.XXXXXX.json)
 checks=$(mktemp /tmp/strata-checks.XXXXXX.tsv)
-trap 'rm -f "$bep" "$checks"' EXIT
+not_run=$(mktemp /tmp/strata-not-run.XXXXXX.tsv)
+trap 'rm -f "$bep" "$checks" "$not_run"' EXIT
 # Repository checks (sizes, layering, links, format, CPU-only analysis), each
 # counted as one test case.
 tools/repo_checks.sh "$checks"
-# Benchmarks and GPU-only targets are excluded by tag (see .bazelrc).
+# GPU tests that need the CUDA toolkit and a CUDA LibTorch to build are
+# `manual` (outside //...): each counts as one skipped case.
+bazel query --output=label 'attr(tags, "\bmanual\b", attr(tags, "\bgpu\b", kind(".*_test rule", //...)))' \
+    2>/dev/null | sed 's/$/\tneeds a CUDA build (the CUDA toolkit and a CUDA LibTorch: tools\/gpu\/check.sh)/' \
+    >"$not_run" || printf 'list_manual_gpu_tests\tfailed\n' >>"$checks"
+# Benchmarks are excluded by tag (see .bazelrc).
 bazel test //... --build_event_json_file="$bep" "$@"
 bazel_rc=$?
 
-python3 tools/count_tests.py "$bep" "$bazel_rc" "$checks"
+python3 tools/count_tests.py bazel "$bep" "$bazel_rc" --checks "$checks" --not-run "$not_run" "${totals[@]}"

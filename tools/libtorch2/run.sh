@@ -125,6 +125,13 @@ bind /dev/pts /dev/pts
 bind /dev/shm /dev/shm  # Gloo and c10d's stores use shared memory and sockets.
 bind /sys /sys
 bind "$checkout" /strata
+# The CUDA toolkit and NCCL headers, read-only, for the CUDA compile check
+# (tools/ci_libtorch2.sh): the root's LibTorch 2.6 ships ATen/cuda and
+# c10/cuda headers but Debian 13 has no CUDA 13 toolkit.
+if [[ -d /usr/local/cuda/include ]]; then
+  bind "$(readlink -f /usr/local/cuda)" /usr/local/cuda
+  mount -o remount,bind,ro "$root/usr/local/cuda" 2>/dev/null || true
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 env=(/usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

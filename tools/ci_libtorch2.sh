@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The LibTorch 2.x half of CI, run inside the Debian 13 root
+# (tools/libtorch2/run.sh tools/ci_libtorch2.sh): LibTorch 2.6, GCC 14,
+# abseil 2024, CMake — the build GPU users use.
+#
+#  1. The CUDA compile check: every source with a CUDA code path compiled
+#     (objects, no link) against LibTorch 2.6's ATen/cuda and c10/cuda headers
+#     and /usr/local/cuda's CUDA 13 and NCCL headers (bind-mounted by run.sh),
+#     one case each; skipped, and counted so, where the toolkit is missing.
+#  2. A CMake build of everything (libraries, binaries, tests, benchmarks)
+#     with ccache, then ctest: every test case counted from its XML.
+#
+# Prints every skip and failure, then "N passed, N failed, N skipped"; with
+# --totals FILE also writes "passed failed skipped" there. Exit status 0 iff
+# nothing failed.
+#
+# Environment: STRATA_CMAKE_BUILD (the build tree; default
+# /var/cache/strata/cmake-build inside the root, kept between runs),
+# CCACHE_DIR (default /var/cache/strata/ccache), JOBS (default: cores).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+totals=()
+if [[ "${1:-}" == "--totals" ]]; then
+  totals=(--totals "$2")
+  shift 2
+fi
+log() { echo "[ci_libtorch2 $(date +%T)] $*" >&2; }
+
+build=${STRATA_CMAKE_BUILD:-/var/cache/strata/cmake-build}
+export CCACHE_DIR=${CCACHE_DIR:-/var/cache/strata/ccache}
+# The checkout is a fresh clone at every CI run: hash contents, not mtimes.
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime,time_macros}
+export CCACHE_BASEDIR=$PWD
+jobs=${JOBS:-$(nproc)}
+mkdir -p "$build" "$CCACHE_DIR"
+checks="$build/checks.tsv"
+not_run="$build/not_run.tsv"
+: >"$checks"
+: >"$not_run"
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+# --- 1. CUDA compile check ---------------------------------------------------
+cuda_build="$build-cuda"
+if [[ -f /usr/local/cuda/include/cuda_runtime_api.h && -f /usr/local/cuda/include/nccl.h ]]; then
+  log "CUDA compile check: configuring with -DSTRATA_CUDA=ON"
+  if cmake -S . -B "$cuda_build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release \
+      -DSTRATA_CUDA=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "${launcher[@]}" \
+      -DCUDAToolkit_ROOT=/usr/local/cuda >"$build/cuda-configure.log" 2>&1; then
+    python3 tools/cuda_compile_check.py "$cuda_build/compile_commands.json" "$checks" \
+      --jobs "$jobs" || true
+  else
+    tail -n 30 "$build/cuda-configure.log" >&2
+    printf 'cuda_compile_check.configure\tfailed\n' >>"$checks"
+  fi
+else
+  log "CUDA compile check skipped: no /usr/local/cuda with cuda_runtime_api.h and nccl.h"
+  printf 'cuda_compile_check\tno CUDA toolkit with NCCL at /usr/local/cuda\n' >>"$not_run"
+fi
+
+# --- 2. CMake build and ctest ------------------------------------------------
+log "configuring $build"
+cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+  >"$build/configure.log" 2>&1 \
+  || { tail -n 40 "$build/configure.log" >&2; printf 'cmake_configure\tfailed\n' >>"$checks"; }
+log "building everything with $jobs jobs"
+build_rc=0
+cmake --build "$build" -j "$jobs" -- -k >"$build/build.log" 2>&1 || build_rc=$?
+if ((build_rc != 0)); then
+  grep -E "error|Error" "$build/build.log" | head -n 60 >&2
+  printf 'cmake_build\tfailed\n' >>"$checks"
+else
+  printf 'cmake_build\tpassed\n' >>"$checks"
+fi
+command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -Ei "hits|misses" | head -n 4 >&2
+log "running ctest"
+rm -rf "$build/testlogs"
+ctest_rc=0
+# The network-namespace test checks transports, not LibTorch: the Bazel half
+# runs it.
+printf '//tools:multinode_netns_test\truns in the LibTorch 1.13 (Bazel) half only\n' >>"$not_run"
+(cd "$build" && ctest -j1 --output-on-failure --output-junit "$build/junit.xml" \
+  -E '^//tools:multinode_netns_test$' >"$build/ctest.log" 2>&1) || ctest_rc=$?
+tail -n 5 "$build/ctest.log" >&2
+python3 tools/count_tests.py ctest "$build/junit.xml" "$build/testlogs" "$ctest_rc" \
+  --checks "$checks" --not-run "$not_run" "${totals[@]}"
