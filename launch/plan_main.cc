@@ -1,12 +1,13 @@
 // strata_plan: per-rank memory and step time of a training configuration,
 // before launching it (launch/plan.h). Examples:
 //
-//   bazel run //launch:strata_plan -- --model=gpt-100m --world_size=2 \
+//   bazel run //launch:strata_plan -- --model=gpt-100m --world_size=2
 //       --strategy=fsdp --micro_batch=4 --seq_len=256
-//   bazel run //launch:strata_plan -- --layers=32 --hidden=4096 --heads=32 \
-//       --ffn=11008 --vocab=32000 --seq_len=4096 --world_size=64 \
-//       --precision=bf16 --memory_per_rank_gib=80 --tflops=400 \
+//   bazel run //launch:strata_plan -- --layers=32 --hidden=4096 --heads=32
+//       --ffn=11008 --vocab=32000 --seq_len=4096 --world_size=64
+//       --precision=bf16 --memory_per_rank_gib=80 --tflops=400
 //       --bus_bandwidth_gbps=100
+// (each example one command line).
 //
 // Prints the breakdown of the configuration the flags give; with
 // --tflops and --bus_bandwidth_gbps its predicted step time (with
@@ -259,8 +260,10 @@ void MeasureIntoFlags(const PlanInput& in) {
 // The hardware the flags give; the collective latency from the two
 // bandwidth points when --small_message_bus_bandwidth_gbps is set.
 absl::StatusOr<Hardware> HardwareFromFlags(const PlanInput& in) {
-  Hardware hw{FLAGS_tflops * 1e12, FLAGS_bus_bandwidth_gbps * 1e9,
-              FLAGS_overlap_communication};
+  Hardware hw;
+  hw.flops_per_s = FLAGS_tflops * 1e12;
+  hw.bus_bandwidth_bytes_per_s = FLAGS_bus_bandwidth_gbps * 1e9;
+  hw.overlap_communication = FLAGS_overlap_communication;
   hw.memory_bandwidth_bytes_per_s = FLAGS_memory_bandwidth_gbps * 1e9;
   hw.fresh_buffer_threshold_bytes = FLAGS_malloc_mmap_threshold_bytes;
   KernelRates& k = hw.rates;

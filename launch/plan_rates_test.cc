@@ -45,7 +45,9 @@ TEST(PlanRatesTest, EveryClassOfTheModelIsMeasured) {
     EXPECT_TRUE(std::isfinite(rate));
     EXPECT_GT(rate, 0);
   }
-  Hardware hw{r.gemm_flops_per_s, 1e9};
+  Hardware hw;
+  hw.flops_per_s = r.gemm_flops_per_s;
+  hw.bus_bandwidth_bytes_per_s = 1e9;
   hw.memory_bandwidth_bytes_per_s = r.memory_bandwidth_bytes_per_s;
   hw.rates = k;
   const StepTimePlan plan = PlanStepTime(in, hw);

@@ -13,6 +13,17 @@
 namespace strata::launch {
 namespace {
 
+// Hardware with the given matmul rate and bus bandwidth, the rest at its
+// defaults.
+Hardware MakeHardware(double flops_per_s, double bus_bandwidth_bytes_per_s,
+                      bool overlap_communication = true) {
+  Hardware hw;
+  hw.flops_per_s = flops_per_s;
+  hw.bus_bandwidth_bytes_per_s = bus_bandwidth_bytes_per_s;
+  hw.overlap_communication = overlap_communication;
+  return hw;
+}
+
 PlanInput Input(const std::string& model, const std::string& strategy,
                 int64_t world_size) {
   auto config = models::ConfigByName(model);
@@ -170,7 +181,7 @@ TEST(PlanStepTimeTest, DdpComputeBoundHidesItsAllReduce) {
   // 2 Psi 4 bytes (N-1)/N at a bandwidth far above what the backward needs:
   // nothing exposed, the step is the compute.
   PlanInput input = Input("gpt-small50m", "ddp", 4);
-  Hardware hw{1e12, 1e15};
+  Hardware hw = MakeHardware(1e12, 1e15);
   const StepTimePlan plan = PlanStepTime(input, hw);
   const double psi = models::NumParameters(input.model);
   EXPECT_DOUBLE_EQ(plan.communication_bytes, 2 * 4 * psi * 3 / 4);
@@ -183,7 +194,7 @@ TEST(PlanStepTimeTest, DdpComputeBoundHidesItsAllReduce) {
 
 TEST(PlanStepTimeTest, FsdpMovesThreePsi) {
   PlanInput input = Input("gpt-small50m", "fsdp", 8);
-  const StepTimePlan plan = PlanStepTime(input, Hardware{1e12, 1e9});
+  const StepTimePlan plan = PlanStepTime(input, MakeHardware(1e12, 1e9));
   const double psi = models::NumParameters(input.model);
   EXPECT_DOUBLE_EQ(plan.communication_bytes, 3 * 4 * psi * 7 / 8);
   // Communication-bound: exposed = comm - compute (all of it overlappable).
@@ -193,7 +204,7 @@ TEST(PlanStepTimeTest, FsdpMovesThreePsi) {
 
 TEST(PlanStepTimeTest, WithoutOverlapAllCommunicationIsExposed) {
   PlanInput input = Input("gpt-small50m", "fsdp", 4);
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   hw.overlap_communication = false;
   const StepTimePlan plan = PlanStepTime(input, hw);
   EXPECT_DOUBLE_EQ(plan.exposed_communication_s, plan.communication_s);
@@ -202,7 +213,7 @@ TEST(PlanStepTimeTest, WithoutOverlapAllCommunicationIsExposed) {
 
 TEST(PlanStepTimeTest, OneRankCommunicatesNothing) {
   const StepTimePlan plan =
-      PlanStepTime(Input("gpt-tiny", "ddp", 1), Hardware{1e9, 1e9});
+      PlanStepTime(Input("gpt-tiny", "ddp", 1), MakeHardware(1e9, 1e9));
   EXPECT_EQ(plan.communication_bytes, 0);
   EXPECT_EQ(plan.step_s, plan.compute_s);
 }
@@ -213,12 +224,14 @@ TEST(RankConfigurationsTest, KeepsWhatFitsFastestFirst) {
   PlanInput base = Input("gpt-small50m", "ddp", 4);
   const int64_t budget = PlanMemory(base).peak_bytes;
   const std::vector<RankedPlan> ranked =
-      RankConfigurations(base, budget, Hardware{1e11, 1e9});
+      RankConfigurations(base, budget, MakeHardware(1e11, 1e9));
   ASSERT_FALSE(ranked.empty());
   bool has_ddp = false;
   for (size_t i = 0; i < ranked.size(); ++i) {
     EXPECT_LE(ranked[i].memory.peak_bytes, budget) << ranked[i].label;
-    if (i > 0) EXPECT_LE(ranked[i - 1].time.step_s, ranked[i].time.step_s);
+    if (i > 0) {
+      EXPECT_LE(ranked[i - 1].time.step_s, ranked[i].time.step_s);
+    }
     has_ddp |= ranked[i].label == "ddp";
   }
   EXPECT_TRUE(has_ddp);
@@ -226,7 +239,7 @@ TEST(RankConfigurationsTest, KeepsWhatFitsFastestFirst) {
 
 TEST(RankConfigurationsTest, NothingFitsInOneByte) {
   EXPECT_TRUE(
-      RankConfigurations(Input("gpt-tiny", "ddp", 2), 1, Hardware{1e9, 1e9})
+      RankConfigurations(Input("gpt-tiny", "ddp", 2), 1, MakeHardware(1e9, 1e9))
           .empty());
 }
 
@@ -294,7 +307,7 @@ TEST(PlanStepTimeTest, OptimizerMovesThirtySixBytesAParameter) {
   // 4-byte write of the gradient buffer; FSDP on 4 ranks: the same over a
   // quarter (its gradient shard zeroed). At 1 GB/s.
   PlanInput input = Input("gpt-tiny", "ddp", 1);
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   hw.memory_bandwidth_bytes_per_s = 1e9;
   const double psi = models::NumParameters(input.model);
   StepTimePlan plan = PlanStepTime(input, hw);
@@ -311,7 +324,7 @@ TEST(PlanStepTimeTest, ElementwiseIsEachClassAtItsRate) {
   // accumulation, 12 bytes a parameter per micro-batch at 2 GB/s.
   PlanInput input = Input("gpt-tiny", "ddp", 1);
   input.grad_accumulation = 2;
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   hw.memory_bandwidth_bytes_per_s = 2e9;
   hw.rates.gelu_elements_per_s = 1e8;
   hw.rates.softmax_elements_per_s = 5e7;
@@ -333,7 +346,7 @@ TEST(PlanStepTimeTest, ElementwiseIsEachClassAtItsRate) {
 TEST(PlanStepTimeTest, AttentionProductsAtTheirOwnRate) {
   // 12 L C T FLOPs a token at 1e9 FLOP/s, beside the linear layers'.
   PlanInput input = Input("gpt-tiny", "ddp", 1);
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   hw.rates.attention_flops_per_s = 1e9;
   const StepTimePlan plan = PlanStepTime(input, hw);
   const double attention = 12.0 * kLayers * kC * 64 * kBt;
@@ -347,7 +360,7 @@ TEST(PlanStepTimeTest, AdamWAtItsRateTheRestAtTheBandwidth) {
   // DDP fp32 on one rank: Psi elements at 1e8/s, then the norm's 4 bytes
   // and ZeroGrad's 4 a parameter at 1 GB/s.
   PlanInput input = Input("gpt-tiny", "ddp", 1);
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   hw.memory_bandwidth_bytes_per_s = 1e9;
   hw.rates.adamw_elements_per_s = 1e8;
   const double psi = models::NumParameters(input.model);
@@ -360,7 +373,7 @@ TEST(PlanStepTimeTest, FsdpAllocatesThreeUnitBuffersAParameter) {
   // buffer once, 3 x 4 Psi bytes of fresh buffers at 2 GB/s; SHARD_GRAD_OP
   // 2 x 4 Psi; one rank aliases its shard: none.
   PlanInput input = Input("gpt-tiny", "fsdp", 2);
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   hw.rates.fresh_buffer_bytes_per_s = 2e9;
   hw.fresh_buffer_threshold_bytes = 0;  // Every buffer a fresh mapping.
   const double psi = models::NumParameters(input.model);
@@ -378,7 +391,7 @@ TEST(PlanStepTimeTest, FsdpAllocatesThreeUnitBuffersAParameter) {
 TEST(PlanStepTimeTest, EachCollectivePaysTheLatency) {
   // FSDP FULL_SHARD, L = 2: 3 L + 3 = 9 collectives at 1 ms each.
   PlanInput input = Input("gpt-tiny", "fsdp", 2);
-  Hardware hw{1e12, 1e9};
+  Hardware hw = MakeHardware(1e12, 1e9);
   const double without = PlanStepTime(input, hw).communication_s;
   hw.collective_latency_s = 1e-3;
   const StepTimePlan plan = PlanStepTime(input, hw);
@@ -423,7 +436,7 @@ TEST(CollectiveCostTest, NegativeLatencyIsClampedToTheLargePoint) {
 
 TEST(PlanStepTimeTest, NoMemoryBandwidthLeavesTheMemoryBoundWorkOut) {
   const StepTimePlan plan =
-      PlanStepTime(Input("gpt-tiny", "ddp", 1), Hardware{1e9, 1e9});
+      PlanStepTime(Input("gpt-tiny", "ddp", 1), MakeHardware(1e9, 1e9));
   EXPECT_EQ(plan.elementwise_s, 0);
   EXPECT_EQ(plan.optimizer_s, 0);
 }
