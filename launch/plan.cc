@@ -71,33 +71,53 @@ ActivationBytes ActivationBytesOf(const PlanInput& in) {
   return {p, in.autocast ? 2 : p, in.autocast};
 }
 
-// Bytes autograd saves for one block's backward (models/gpt.cc GptBlock,
+// Whether autograd's mean over a dimension keeps its input for backward.
+// Before LibTorch 2.2 MeanBackward1 keeps `self` (its backward takes the
+// element count from it: grad_fn._saved_self on 1.13); PyTorch PR 109935
+// (September 2023, after 2.1's branch cut) keeps the count instead (2.6:
+// _saved_self_sym_numel, no tensor). Measured on 1.13 and 2.6
+// (plan_activations_test.cc); 2.2 is the first release after the PR.
+bool MeanKeepsInput(int torch_version) { return torch_version < 202; }
+
+// Bytes autograd keeps for one block's backward (models/gpt.cc GptBlock,
 // models/llama.cc LlamaBlock; CausalAttention, RmsNorm, ApplyRotary in
-// models/layers.cc), counted tensor by tensor and checked with the tracking
-// allocator (live bytes after the forward of 1, 2 and 3 blocks, fp32,
-// autocast and bf16 parameters: the per-block difference matches to the
-// byte for gpt-tiny and llama-tiny):
-//   GPT:   x and h, kept by the LayerNorms (2 BTC, r); ln_1 out, q k v
-//          reshaped copies, attention output copy, ln_2 out (6 BTC, l);
-//          fc out (BTF, l: the GELU's output is recomputed in backward,
-//          models/gelu_linear.h); LayerNorm mean and rstd (4 BT, r).
-//   Llama: per RMSNorm its fp32 input (x, h, or their fp32 copies: 4 BTC
-//          each), the normalised value (r) and its product with the gain
-//          (l; under autocast one bf16 copy per linear reading it: 3 for
-//          q k v, 2 for w1 w3); q: the fp32 copy ApplyRotary rotates (4 BTC;
-//          with fp32 parameters the linear's output itself) and its
-//          reshaped copy (l); k: the same at B T kv (4) plus one more B T kv
-//          fp32 tensor the allocator shows, and its repeated, reshaped copy
-//          (BTC, l); v's and the attention output's copies (2 BTC, l); w1
-//          out, silu out, w3 out, product (4 BTF, l); rsqrt (2 BT, fp32).
+// models/layers.cc), tensor by tensor as autograd saves them (each storage
+// once; views and reshapes of a kept tensor add nothing), r and l as in
+// ActivationBytes; checked to the byte by plan_activations_test.cc:
+//   GPT:   ln_1 keeps the block's input x and ln_2 the residual h (2 BTC,
+//          r) with their mean and rstd (4 BT, r); the linears' inputs: ln_1's
+//          output, q k v reshaped for the batched products, the attention
+//          output reshaped for attn.proj, ln_2's output (6 BTC, l: the
+//          norms' outputs are copied to bf16 under autocast and the fp32
+//          ones freed); fc's output (BTF, l: GeluLinear keeps only it and
+//          recomputes the GELU in backward, models/gelu_linear.h).
+//   Llama: per RMSNorm (x.to(fp32), pow, mean, rsqrt, mul, to, gain mul):
+//          its fp32 input xf (the block's input itself when fp32, else an
+//          fp32 copy: 4 BTC), kept by pow and the normalising mul; xf^2 (4
+//          BTC), kept by mean before LibTorch 2.2 (MeanKeepsInput); rsqrt's
+//          output (4 BT), kept by rsqrt and the mul; the normalised value
+//          in the input's dtype (r BTC), kept by the gain's mul; the gain's
+//          output (r BTC), kept by the linears reading it, or under
+//          autocast one bf16 copy per linear instead (2 BTC each: 3 for wq
+//          wk wv, 2 for w1 w3; autocast caches only the weights' casts).
+//          Attention: q, k and v reshaped to [B H, T, D] for the batched
+//          products (k and v after the grouped-query repeat: B T C each)
+//          and the output reshaped for wo (4 BTC, l); RoPE keeps only the
+//          shared cos / sin tables (a mul keeps the operand the other needs
+//          for its gradient, and the tables need none). MLP: w1's output
+//          (kept by silu), silu's and w3's outputs (by their product), the
+//          product (by w2): 4 BTF, l.
 //   Both:  softmax's fp32 probabilities (4 BHTT), and with l = 2 their copy
 //          for the bmm (2 BHTT more); under autocast the bf16 copies of the
-//          block's matmul weights (2 W), which the linears save (GPT:
-//          but mlp.proj's, which GeluLinear casts again in backward).
+//          block's matmul weights (2 W), which the linears keep (GPT: but
+//          mlp.proj's, which GeluLinear casts again in backward).
 // A fused attention kernel keeps a B H T fp32 log-sum-exp instead of the
-// probabilities.
+// probabilities. No other saved tensor differs between LibTorch 1.13 and
+// 2.6 (SiLU, the SwiGLU product, RoPE, softmax, the batched products,
+// LayerNorm, GELU, cross-entropy: the same tensors in both).
 int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
-                        const ActivationBytes& b, bool fused_attention) {
+                        const ActivationBytes& b, bool fused_attention,
+                        int torch_version) {
   const int64_t probs =
       fused_attention ? 4 * s.bht : s.bhtt * (b.l == 4 ? 4 : 6);
   const int64_t weights =
@@ -109,10 +129,29 @@ int64_t BlockSavedBytes(const models::ModelConfig& m, const Shape& s,
     return (2 * b.r + 6 * b.l) * s.btc + b.l * s.btf + probs + 4 * b.r * s.bt +
            weights;
   }
-  const int64_t btkv = s.bt * m.num_kv_heads * (m.dim / m.num_heads);
-  const int64_t norm_copies = b.autocast ? 3 + 2 : 1 + 1;
-  return (12 + 2 * b.r + (4 + norm_copies) * b.l) * s.btc + 8 * btkv +
-         4 * b.l * s.btf + probs + 4 * 2 * s.bt + weights;
+  const int64_t squares = MeanKeepsInput(torch_version) ? 4 : 0;
+  const int64_t per_norm = 4 + squares + b.r;  // xf, xf^2, normalised.
+  const int64_t gain_outputs = b.autocast ? 2 * (3 + 2) : 2 * b.r;
+  return (2 * per_norm + gain_outputs + 4 * b.l) * s.btc + 4 * b.l * s.btf +
+         probs + 2 * 4 * s.bt + weights;
+}
+
+// The bytes the head keeps for backward (the same derivation): its norm's
+// input (the last block's output; Llama's fp32 xf: 4 BTC, GPT's x: r BTC)
+// and statistics (Llama's rsqrt 4 BT, xf^2 4 BTC before 2.2 and the
+// normalised value r BTC; GPT's mean and rstd 2 r BT), and the head matmul's
+// input: the norm's output (r BTC; with chunked loss the input
+// ChunkedLinearCrossEntropy keeps, autocast off inside it), or, unchunked
+// under autocast, its bf16 copy and the bf16 copy of the head weight
+// (2 BTC + 2 V C).
+int64_t HeadSavedBytes(const models::ModelConfig& m, const Shape& s,
+                       const ActivationBytes& b, int torch_version) {
+  const bool bf16_matmul = b.autocast && m.loss_chunk_tokens == 0;
+  const int64_t matmul =
+      bf16_matmul ? 2 * s.btc + 2 * m.vocab_size * m.dim : b.r * s.btc;
+  if (m.family == "gpt") return b.r * s.btc + 2 * b.r * s.bt + matmul;
+  const int64_t squares = MeanKeepsInput(torch_version) ? 4 : 0;
+  return (4 + squares + b.r) * s.btc + 4 * s.bt + matmul;
 }
 
 // Transient bytes while one block's backward runs (besides what it saved):
@@ -402,7 +441,24 @@ absl::Status ValidatePlanInput(const PlanInput& in) {
     return absl::InvalidArgumentError(
         "--bucket_bytes and --first_bucket_bytes must be >= 1");
   }
+  if (in.torch_version < 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--torch_version must be the run's LibTorch as major * 100 + minor "
+        "(113 for 1.13, 206 for 2.6), got ",
+        in.torch_version));
+  }
   return absl::OkStatus();
+}
+
+ActivationPlan PlanActivations(const PlanInput& in) {
+  CHECK(ValidatePlanInput(in).ok()) << ValidatePlanInput(in);
+  const Shape s = ShapeOf(in);
+  const ActivationBytes ab = ActivationBytesOf(in);
+  ActivationPlan plan;
+  plan.block_bytes =
+      BlockSavedBytes(in.model, s, ab, in.fused_attention, in.torch_version);
+  plan.head_bytes = HeadSavedBytes(in.model, s, ab, in.torch_version);
+  return plan;
 }
 
 MemoryPlan PlanMemory(const PlanInput& in) {
@@ -417,24 +473,20 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   const int64_t a = ab.l;  // Backward temporaries, in the compute dtype.
   const Shape s = ShapeOf(in);
   const bool ac = in.activation_checkpointing;
-  const int64_t block_saved = BlockSavedBytes(m, s, ab, in.fused_attention);
+  const int64_t block_saved =
+      BlockSavedBytes(m, s, ab, in.fused_attention, in.torch_version);
   // A checkpointed block keeps only its input (B T C, the residual dtype).
   const int64_t block_kept = ac ? ab.r * s.btc : block_saved;
   const std::string block_formula = absl::StrCat(
-      m.family == "gpt" ? "(2r + 6l) BTC + 2l BTF + 4r BT"
-                        : absl::StrCat("(12 + 2r + ", ab.autocast ? 9 : 6,
-                                       "l) BTC + 8 BTkv + 4l BTF + 8 BT"),
+      m.family == "gpt"
+          ? "(2r + 6l) BTC + l BTF + 4r BT"
+          : absl::StrCat("(2 (", MeanKeepsInput(in.torch_version) ? 8 : 4,
+                         " + r) + ", ab.autocast ? "10" : "2r",
+                         " + 4l) BTC + 4l BTF + 8 BT"),
       in.fused_attention ? " + 4 BHT lse" : " + BHTT probs",
       ab.autocast ? " + 2 W (bf16 weights)" : "",
       absl::StrFormat(", r = %d, l = %d", ab.r, ab.l));
-  // The head keeps the last block's output (r) and the final norm's output
-  // (l; Llama's RMSNorm also its fp32 input and one more fp32 B T C tensor,
-  // as measured); autocast leaves the head's fp32 (measured: its saved
-  // bytes are fp32's); the log-probabilities are in LogitsTerm.
-  const int64_t head_l = ab.autocast ? 4 : ab.l;
-  const int64_t head_kept =
-      (m.family == "gpt" ? ab.r + head_l : 8 + ab.r + head_l) * s.btc +
-      (m.family == "gpt" ? 2 * ab.r : 8) * s.bt;
+  const int64_t head_kept = HeadSavedBytes(m, s, ab, in.torch_version);
 
   const std::vector<PlanTerm> state = StateTerms(in, psi);
   // What is gathered or in flight, per strategy.

@@ -12,7 +12,9 @@
 // validated against the allocator's measured peak in plan_validation_test.cc
 // (every strategy, N = 1..4, gpt-tiny and llama-tiny, within 10 %) and in
 // plan_precision_validation_test.cc (bf16 autocast, bf16 parameters; fp16
-// under LibTorch 2.x; N = 1, 2).
+// under LibTorch 2.x; N = 1, 2), on LibTorch 1.13 and 2.6: what autograd
+// keeps differs between versions (PlanInput::torch_version), and
+// plan_activations_test.cc checks the saved tensors to the byte on each.
 //
 // The peak is the largest of a few moments of a training step, each a sum
 // of terms (PlanMoment): the head's backward (all activations saved, the
@@ -76,6 +78,12 @@ struct PlanInput {
   // exist; it keeps a B H T fp32 log-sum-exp instead. false: the explicit
   // path of CPU builds (what plan_validation_test measures).
   bool fused_attention = false;
+  // The LibTorch the run uses, as major * 100 + minor (113 for 1.13, 206 for
+  // 2.6: base/torch_compat.h TorchVersion() of the binary). What autograd
+  // keeps for backward differs between versions (RMSNorm's mean keeps its
+  // input before 2.2); see PlanActivations. Required: values below 100 are
+  // rejected, so that no caller plans for a version by accident.
+  int torch_version = 0;
   // FSDP only: master shards, gradient shards and optimizer state on the
   // host (device memory excludes them; host memory is not planned).
   bool cpu_offload = false;
@@ -107,6 +115,19 @@ struct MemoryPlan {
 // The per-rank peak memory of one training step under `input`; `input` must
 // be valid (ValidatePlanInput).
 MemoryPlan PlanMemory(const PlanInput& input);
+
+// What autograd keeps from one micro-batch's forward for its backward on one
+// rank, without activation checkpointing: one transformer block's saved
+// tensors (its input included) and the head's (the final norm, its input
+// included, and the head matmul's operands; the loss's log-probabilities are
+// the peak's "logits" term). Derived tensor by tensor in plan.cc, per
+// LibTorch version (PlanInput::torch_version), and checked to the byte
+// against the tracking allocator in plan_activations_test.cc.
+struct ActivationPlan {
+  int64_t block_bytes = 0;
+  int64_t head_bytes = 0;
+};
+ActivationPlan PlanActivations(const PlanInput& input);
 
 // Hardware for the step-time prediction.
 struct Hardware {

@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/process_memory.h"
+#include "base/torch_compat.h"
 #include "launch/plan.h"
 #include "launch/plan_rates.h"
 #include "launch/step_work.h"
@@ -80,6 +81,10 @@ DEFINE_bool(activation_checkpointing, false,
 DEFINE_bool(fused_attention, false,
             "Attention as a fused kernel (CUDA, LibTorch >= 2): no B H T T "
             "probabilities kept. Off: the CPU build's explicit attention.");
+DEFINE_int32(torch_version, strata::torch_compat::TorchVersion(),
+             "The run's LibTorch as major * 100 + minor (206 for 2.6): what "
+             "autograd keeps differs between versions. Default: the one "
+             "strata_plan was built against.");
 DEFINE_int64(loss_chunk_tokens, 0,
              "Fused chunked loss, this many tokens of logits at a time; 0: "
              "full logits.");
@@ -215,6 +220,7 @@ absl::StatusOr<PlanInput> InputFromFlags() {
   in.activation_checkpointing = FLAGS_activation_checkpointing;
   in.cpu_offload = FLAGS_cpu_offload;
   in.fused_attention = FLAGS_fused_attention;
+  in.torch_version = FLAGS_torch_version;
   if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
   return in;
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/torch_compat.h"
 #include "base/tracking_allocator.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
@@ -168,6 +169,9 @@ TEST_P(PlanPrecisionValidationTest, PredictedPeakWithinTenPercentOfMeasured) {
     // FSDP's defaults on the CPU (strategies::ResolveFsdpSchedule).
     input.fsdp_backward_prefetch = false;
     input.fsdp_reductions_in_flight = 0;
+    // What autograd keeps differs between LibTorch versions: plan for the
+    // one this test runs on.
+    input.torch_version = torch_compat::TorchVersion();
     input.precision = prec.plan_precision;
     input.autocast = prec.autocast;
     ASSERT_TRUE(ValidatePlanInput(input).ok()) << ValidatePlanInput(input);

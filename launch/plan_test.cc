@@ -34,6 +34,7 @@ PlanInput Input(const std::string& model, const std::string& strategy,
   input.world_size = world_size;
   input.micro_batch = 2;
   input.seq_len = 64;
+  input.torch_version = 206;  // LibTorch 2.6.
   return input;
 }
 
@@ -151,6 +152,29 @@ TEST(PlanMemoryTest, FusedAttentionKeepsNoProbabilities) {
             9 * (int64_t{2} * 10 * 64 * 64 * 4 - int64_t{2} * 10 * 64 * 4));
 }
 
+TEST(PlanMemoryTest, LlamaNormsKeepTheirSquaresBeforeTorch22) {
+  // LibTorch 1.13's mean keeps its input: each RMSNorm keeps x^2, one fp32
+  // B T C tensor (B = 2, T = 64, C = 64), 2.6's does not. At the head's
+  // backward every norm's count: 2 per block (L = 2) and the final one.
+  PlanInput input = Input("llama-tiny", "ddp", 1);
+  input.torch_version = 113;
+  const MemoryPlan old_plan = PlanMemory(input);
+  input.torch_version = 206;
+  const MemoryPlan new_plan = PlanMemory(input);
+  ASSERT_EQ(old_plan.peak_moment, "head backward");
+  ASSERT_EQ(new_plan.peak_moment, "head backward");
+  EXPECT_EQ(Term(old_plan, "activations") - Term(new_plan, "activations"),
+            (2 * 2 + 1) * int64_t{4} * 2 * 64 * 64);
+}
+
+TEST(PlanMemoryTest, GptKeepsTheSameOnEveryTorch) {
+  PlanInput input = Input("gpt-tiny", "ddp", 1);
+  input.torch_version = 113;
+  const MemoryPlan old_plan = PlanMemory(input);
+  input.torch_version = 206;
+  EXPECT_EQ(PlanMemory(input).peak_bytes, old_plan.peak_bytes);
+}
+
 TEST(PlanMemoryTest, PeakIsTheSumOfTerms) {
   const MemoryPlan plan = PlanMemory(Input("llama-tiny", "fsdp", 2));
   int64_t sum = 0;
@@ -174,6 +198,10 @@ TEST(PlanValidateTest, ErrorsNameTheFlag) {
   input = Input("gpt-tiny", "ddp", 2);
   input.precision = "fp8";
   EXPECT_NE(ValidatePlanInput(input).message().find("--precision"),
+            std::string::npos);
+  input = Input("gpt-tiny", "ddp", 2);
+  input.torch_version = 0;
+  EXPECT_NE(ValidatePlanInput(input).message().find("--torch_version"),
             std::string::npos);
 }
 
@@ -246,15 +274,16 @@ TEST(RankConfigurationsTest, NothingFitsInOneByte) {
 // gpt-tiny, B T = 2 x 64: C = 64, F = 256, H = 4, L = 2, Psi = 124672.
 constexpr int64_t kBt = 2 * 64, kC = 64, kF = 256, kH = 4, kLayers = 2;
 constexpr int64_t kBtc = kBt * kC, kBtf = kBt * kF, kBhtt = 2 * kH * 64 * 64;
+constexpr int64_t kV = 256;  // gpt-tiny's vocabulary.
 
 TEST(PlanMemoryTest, AutocastKeepsLinearActivationsInBf16) {
   // Per GPT block, fp32: 32 BTC + 4 BTF + 4 BHTT + 16 BT bytes; autocast:
   // x and h fp32 (8 BTC), six B T C linear activations in bf16 (12 BTC),
   // 2 BTF, the probabilities fp32 and bf16 (6 BHTT), 16 BT, and the bf16
   // copies of the block's matmul weights but mlp.proj's (2 (4 C^2 + C F):
-  // GeluLinear casts that one again in backward). The head is
-  // unchanged, so the activations differ by L times the blocks'
-  // difference.
+  // GeluLinear casts that one again in backward). The head's matmul keeps
+  // bf16 copies of its input and of the head weight (2 BTC + 2 V C) instead
+  // of the fp32 norm output (4 BTC).
   PlanInput fp32 = Input("gpt-tiny", "ddp", 1);
   PlanInput autocast = fp32;
   autocast.autocast = true;
@@ -263,7 +292,7 @@ TEST(PlanMemoryTest, AutocastKeepsLinearActivationsInBf16) {
       (32 - 20) * kBtc + (4 - 2) * kBtf + (4 - 6) * kBhtt - weights;
   EXPECT_EQ(Term(PlanMemory(fp32), "activations") -
                 Term(PlanMemory(autocast), "activations"),
-            kLayers * per_block);
+            kLayers * per_block + (4 - 2) * kBtc - 2 * kV * kC);
   // Autocast stores nothing in bf16: the model state is fp32's.
   EXPECT_EQ(State(PlanMemory(autocast)), State(PlanMemory(fp32)));
 }

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/torch_compat.h"
 #include "launch/option_kinds.h"
 #include "launch/plan.h"
 #include "launch/train_options.h"
@@ -65,6 +66,7 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   in.cpu_offload = o.fsdp_cpu_offload;
   in.bucket_bytes = o.bucket_bytes;
   in.first_bucket_bytes = o.first_bucket_bytes;
+  in.torch_version = torch_compat::TorchVersion();  // This binary's LibTorch.
   if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
   return in;
 }
