@@ -162,19 +162,35 @@ int64_t BlockBackwardTransientBytes(const Shape& s, int64_t a) {
   return a * (std::max(2 * s.bhtt, 2 * s.btf) + 2 * s.btc);
 }
 
-// The logits at the head's backward: unchunked, the log-probabilities,
-// their gradient and the logits' gradient (3 BTV, fp32), or the logits'
-// gradient, the head input's gradient and the fresh head-weight gradient;
-// chunked (models/chunked_loss.h), one chunk's logits, softmax and gradient
-// (3 K V) and the head weight's gradient.
+// The logits at the head's backward: unchunked, the loss's backward
+// (log-probabilities, their gradient and the logits' gradient: 3 BTV fp32),
+// then the head matmul's (the logits' gradient BTV fp32, the head input's
+// gradient BTC and the fresh head-weight gradient VC); chunked
+// (models/chunked_loss.h), one chunk's logits, softmax and gradient (3 K V)
+// and the head weight's gradient. Where nothing else changes between the
+// loss's and the matmul's backward, LogitsTerm is the larger of the two.
+PlanTerm LossBackwardTerm(const Shape& s) {
+  return {"logits", 3 * s.btv * 4,
+          "3 BTV fp32 (log-probs, their gradient, the logits' gradient)"};
+}
+
+PlanTerm HeadMatmulBackwardTerm(const models::ModelConfig& m, const Shape& s,
+                                int64_t p) {
+  return {"logits", s.btv * 4 + p * s.btc + p * m.vocab_size * m.dim,
+          "BTV fp32 + BTC + VC (the logits', head input's and head "
+          "weight's gradients)"};
+}
+
 PlanTerm LogitsTerm(const models::ModelConfig& m, const Shape& s, int64_t p) {
-  const int64_t v = m.vocab_size, c = m.dim, chunk = m.loss_chunk_tokens;
+  const int64_t chunk = m.loss_chunk_tokens;
   if (chunk > 0) {
     const int64_t k = std::min(chunk, s.bt);
-    return {"logits", 3 * k * v * 4 + p * v * c,
+    return {"logits", 3 * k * m.vocab_size * 4 + p * m.vocab_size * m.dim,
             absl::StrCat("3 K V fp32 + head weight gradient, K = ", k)};
   }
-  return {"logits", std::max(3 * s.btv * 4, s.btv * 4 + p * s.btc + p * v * c),
+  const int64_t loss = LossBackwardTerm(s).bytes;
+  const int64_t matmul = HeadMatmulBackwardTerm(m, s, p).bytes;
+  return {"logits", std::max(loss, matmul),
           "max(3 BTV, BTV + BTC + VC) fp32 (log-probs, gradients)"};
 }
 
@@ -497,6 +513,27 @@ MemoryPlan PlanMemory(const PlanInput& in) {
                     !(ShardGroupSize(in) == 1 && p == 4 && !in.cpu_offload);
 
   std::vector<Moment> moments;
+  const PlanTerm activations = {
+      "activations", layers * block_kept + head_kept,
+      absl::StrCat("L x ", ac ? "BTC a (checkpointed input)" : block_formula,
+                   " + head (last output, norm)")};
+  // A sharded root is gathered for the head's backward by the hook on the
+  // head's output (strategies/fsdp.cc RunUnit), which runs once the logits'
+  // gradient exists: the unchunked loss's backward runs before, with the
+  // root sharded. (Chunked, the head's output is the loss itself: the hook
+  // runs first. With one rank per shard group nothing is resharded: the
+  // root stays gathered.)
+  const bool root_after_loss =
+      fsdp && !FsdpRootStaysGathered(in.fsdp_sharding) &&
+      ShardGroupSize(in) > 1 && m.loss_chunk_tokens == 0;
+  if (root_after_loss) {
+    Moment mo;
+    mo.name = "loss backward";
+    mo.terms = state;
+    mo.terms.push_back(activations);
+    mo.terms.push_back(LossBackwardTerm(s));
+    moments.push_back(mo);
+  }
   // The head's backward: every block's activations kept.
   {
     Moment mo;
@@ -507,11 +544,9 @@ MemoryPlan PlanMemory(const PlanInput& in) {
         mo.terms.push_back(std::move(t));
       }
     }
-    mo.terms.push_back(
-        {"activations", layers * block_kept + head_kept,
-         absl::StrCat("L x ", ac ? "BTC a (checkpointed input)" : block_formula,
-                      " + head (last output, norm)")});
-    mo.terms.push_back(LogitsTerm(m, s, p));
+    mo.terms.push_back(activations);
+    mo.terms.push_back(root_after_loss ? HeadMatmulBackwardTerm(m, s, p)
+                                       : LogitsTerm(m, s, p));
     moments.push_back(mo);
   }
   // Each block's backward, last to first.

@@ -1,10 +1,12 @@
 // strata_plan as a subprocess: its breakdown equals the library's, the
 // ranking lists configurations, and a bad flag is an error naming it.
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "base/torch_compat.h"
 #include "gtest/gtest.h"
 #include "launch/plan.h"
 #include "launch/plan_train.h"
@@ -36,7 +38,27 @@ TEST(StrataPlanTest, PrintsTheLibrarysBreakdown) {
   input.strategy = "zero2";
   input.micro_batch = 2;
   input.seq_len = 128;
+  input.torch_version = torch_compat::TorchVersion();  // The flag's default.
   EXPECT_EQ(r.out, FormatMemoryPlan(input, PlanMemory(input)));
+}
+
+TEST(StrataPlanTest, PlansForTheTorchVersionItIsTold) {
+  // Llama's norms keep x^2 on LibTorch 1.13, not on 2.6: the two plans
+  // differ, and each is the library's for that version.
+  PlanInput input;
+  input.model = *models::ConfigByName("llama-tiny");
+  input.strategy = "fsdp";
+  for (const int version : {113, 206}) {
+    const RunResult r = RunPlan(
+        {"--model=llama-tiny", absl::StrFormat("--torch_version=%d", version)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    input.torch_version = version;
+    EXPECT_EQ(r.out, FormatMemoryPlan(input, PlanMemory(input))) << version;
+  }
+  input.torch_version = 113;
+  const int64_t old_peak = PlanMemory(input).peak_bytes;
+  input.torch_version = 206;
+  EXPECT_GT(old_peak, PlanMemory(input).peak_bytes);
 }
 
 TEST(StrataPlanTest, RanksWhatFitsFromShapeFlags) {
@@ -57,6 +79,7 @@ TEST(StrataPlanTest, BadFlagsNameTheFlag) {
            {"--world_size=0", "--world_size"},
            {"--strategy=zero3", "--strategy"},
            {"--precision=fp8", "--precision"},
+           {"--torch_version=0", "--torch_version"},
            {"--memory_per_rank_gib=80", "--tflops"}}) {
     const RunResult r = RunPlan({"--model=gpt-tiny", flag});
     EXPECT_EQ(r.exit_code, 1) << flag;

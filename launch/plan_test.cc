@@ -175,6 +175,27 @@ TEST(PlanMemoryTest, GptKeepsTheSameOnEveryTorch) {
   EXPECT_EQ(PlanMemory(input).peak_bytes, old_plan.peak_bytes);
 }
 
+TEST(PlanMemoryTest, FsdpShardedRootIsGatheredAfterTheLossBackward) {
+  // llama-tiny with V = 4096, B T = 16 x 64: the loss's backward (3 BTV
+  // fp32, 12 BTV bytes) outweighs the head matmul's (4 BTV + 4 BTC + 4 VC
+  // bytes and the untied root's 8 R, R = 2 VC + C, gathered: 12 BTV > 4 BTV
+  // + 4 BTC + 20 VC + 8 C at B T = 1024, C = 64) and the blocks'. FSDP
+  // gathers a sharded root on the logits' gradient, after the loss's
+  // backward: that moment has no root term.
+  PlanInput input = Input("llama-tiny", "fsdp", 2);
+  input.model.vocab_size = 4096;
+  input.micro_batch = 16;
+  const MemoryPlan plan = PlanMemory(input);
+  ASSERT_EQ(plan.peak_moment, "loss backward");
+  EXPECT_EQ(Term(plan, "logits"), 3 * int64_t{16} * 64 * 4096 * 4);
+  EXPECT_EQ(Term(plan, "FSDP root (gathered)"), 0);
+  // Kept gathered (SHARD_GRAD_OP), the root is there throughout.
+  input.fsdp_sharding = "shard_grad_op";
+  const MemoryPlan kept = PlanMemory(input);
+  EXPECT_NE(kept.peak_moment, "loss backward");
+  EXPECT_GT(Term(kept, "FSDP root (gathered)"), 0);
+}
+
 TEST(PlanMemoryTest, PeakIsTheSumOfTerms) {
   const MemoryPlan plan = PlanMemory(Input("llama-tiny", "fsdp", 2));
   int64_t sum = 0;
