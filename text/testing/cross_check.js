@@ -5,15 +5,22 @@
 // text when it has no NUL byte) and a generated corpus of mixed scripts,
 // emoji, whitespace runs and ill-formed UTF-8:
 //
-//   GPT-2 tokenizer.json, ordinary   vs tiktoken (gpt2) encode_ordinary and
-//                                      gpt-3-encoder
-//   GPT-2 tokenizer.json             vs @huggingface/tokenizers (same file)
-//   GPT-2 encoder.json + vocab.bpe   vs tiktoken (gpt2) encode_ordinary
+//   GPT-2 tokenizer.json, ordinary   vs tiktoken (gpt2) encode_ordinary
+//   GPT-2 encoder.json + vocab.bpe   vs the same ids from tokenizer.json
 //   cl100k_base.tiktoken, ordinary   vs tiktoken (cl100k_base)
+//   GPT-2 tokenizer.json             vs @huggingface/tokenizers (same file)
 //   Llama 3-style tokenizer.json     vs @huggingface/tokenizers (same file):
 //     cl100k_base's ranks in Llama 3's layout (Split + ByteLevel,
 //     ignore_merges), built here: Llama 3's own file is not to be had
 //     offline, and its pattern is cl100k's
+//   GPT-2 tokenizer.json, ordinary   vs gpt-3-encoder
+//
+// tiktoken sees every document. The pure-JavaScript implementations are
+// 3x (tokenizers.js) and 100x+ (gpt-3-encoder, quadratic in a word's
+// length) slower than that, so they see a sample: all of
+// /usr/share/common-licenses and the generated corpus, plus every k-th
+// other document (by path), k chosen so the sample stays within
+// --hf_sample_bytes and --gpt3_sample_bytes.
 //
 // The JavaScript implementations take strings, so documents that are not
 // well-formed UTF-8 are compared by round trip only: strata_tokenize checks
@@ -46,6 +53,8 @@ const modules = flag('modules');
 const strataTokenize = path.resolve(flag('strata_tokenize'));
 const work = flag('work', fs.mkdtempSync(path.join(os.tmpdir(), 'xcheck-')));
 const roots = flag('roots', '/usr/share/common-licenses,/usr/share/doc').split(',');
+const hfSampleBytes = Number(flag('hf_sample_bytes', String(16e6)));
+const gpt3SampleBytes = Number(flag('gpt3_sample_bytes', String(1e6)));
 const testdata = path.join(__dirname, '..', 'testdata');
 fs.mkdirSync(work, {recursive: true});
 
@@ -198,21 +207,36 @@ function strata(tokenizer, special, docsFile) {
 // documents apart.
 const JS_SPACE_DIFFERENCE = /[\u0085\ufeff]/;
 
-function compare(label, docs, ours, reference, jsRegex) {
+// Marks docs[i].sample[key] for a sample of about `budget` bytes: every
+// document of /usr/share/common-licenses and the generated corpus, and every
+// k-th of the others.
+function sample(docs, key, budget) {
+  const always = (d) => d.name.startsWith('generated/') ||
+                        d.name.startsWith('/usr/share/common-licenses/');
+  const fixed = docs.filter(always).reduce((s, d) => s + d.bytes.length, 0);
+  const rest = docs.filter((d) => !always(d));
+  const restBytes = rest.reduce((s, d) => s + d.bytes.length, 0);
+  const k = Math.max(1, Math.ceil(restBytes / Math.max(1, budget - fixed)));
+  for (const d of docs) d[key] = always(d);
+  rest.forEach((d, i) => { d[key] = i % k === 0; });
+  return k;
+}
+
+function compare(label, docs, ours, reference, jsRegex, key) {
   let compared = 0, bytes = 0, tokens = 0, mismatches = 0, apart = 0, apartMismatches = 0;
   const examples = [];
   for (let i = 0; i < docs.length; i++) {
     const text = docs[i].text;
-    if (text === null) continue;
+    if (text === null || (key && !docs[i][key])) continue;
     if (jsRegex && JS_SPACE_DIFFERENCE.test(text)) {
-      const theirs = reference(text);
+      const theirs = reference(text, i);
       apart++;
       if (theirs.length !== ours[i].length || theirs.some((t, k) => t !== ours[i][k])) {
         apartMismatches++;
       }
       continue;
     }
-    const theirs = reference(text);
+    const theirs = reference(text, i);
     const mine = ours[i];
     compared++;
     bytes += docs[i].bytes.length;
@@ -268,24 +292,27 @@ function main() {
   const tCl = refs.tiktoken.get_encoding('cl100k_base');
   const hfGpt2 = new refs.hf.Tokenizer(JSON.parse(fs.readFileSync(gpt2Json, 'utf8')), {});
   const hfLlama3 = new refs.hf.Tokenizer(llama3Json, {});
+  const kHf = sample(docs, 'hf', hfSampleBytes);
+  const kGpt3 = sample(docs, 'gpt3', gpt3SampleBytes);
+  console.log(`samples: tokenizers.js every ${kHf}th other document, ` +
+              `gpt-3-encoder every ${kGpt3}th`);
   let bad = 0;
-  let r = strata(gpt2Json, false, docsFile);
-  bad += compare('GPT-2 tokenizer.json vs tiktoken gpt2', docs, r.ids,
+  const gpt2Ordinary = strata(gpt2Json, false, docsFile).ids;
+  bad += compare('GPT-2 tokenizer.json vs tiktoken gpt2', docs, gpt2Ordinary,
                  (t) => tGpt2.encode_ordinary(t));
-  bad += compare('GPT-2 tokenizer.json vs gpt-3-encoder', docs, r.ids,
-                 (t) => refs.gpt3encoder.encode(t), true);
-  r = strata(gpt2Json, true, docsFile);
-  bad += compare('GPT-2 tokenizer.json vs @huggingface/tokenizers', docs, r.ids,
-                 (t) => hfGpt2.encode(t, {add_special_tokens: false}).ids, true);
-  r = strata(gpt2Files, false, docsFile);
-  bad += compare('GPT-2 encoder.json + vocab.bpe vs tiktoken gpt2', docs, r.ids,
-                 (t) => tGpt2.encode_ordinary(t));
-  r = strata(cl100k, false, docsFile);
-  bad += compare('cl100k_base.tiktoken vs tiktoken cl100k_base', docs, r.ids,
-                 (t) => tCl.encode_ordinary(t));
-  r = strata(llama3, true, docsFile);
-  bad += compare('Llama 3-style tokenizer.json vs @huggingface/tokenizers', docs, r.ids,
-                 (t) => hfLlama3.encode(t, {add_special_tokens: false}).ids, true);
+  const gpt2FilesIds = strata(gpt2Files, false, docsFile).ids;
+  bad += compare('GPT-2 encoder.json + vocab.bpe vs GPT-2 tokenizer.json', docs,
+                 gpt2FilesIds, (t, i) => gpt2Ordinary[i]);
+  bad += compare('cl100k_base.tiktoken vs tiktoken cl100k_base', docs,
+                 strata(cl100k, false, docsFile).ids, (t) => tCl.encode_ordinary(t));
+  bad += compare('GPT-2 tokenizer.json vs @huggingface/tokenizers', docs,
+                 strata(gpt2Json, true, docsFile).ids,
+                 (t) => hfGpt2.encode(t, {add_special_tokens: false}).ids, true, 'hf');
+  bad += compare('Llama 3-style tokenizer.json vs @huggingface/tokenizers', docs,
+                 strata(llama3, true, docsFile).ids,
+                 (t) => hfLlama3.encode(t, {add_special_tokens: false}).ids, true, 'hf');
+  bad += compare('GPT-2 tokenizer.json vs gpt-3-encoder', docs, gpt2Ordinary,
+                 (t) => refs.gpt3encoder.encode(t), true, 'gpt3');
   tGpt2.free();
   tCl.free();
   console.log(bad === 0 ? 'cross_check: no mismatches (documents with U+0085 or U+FEFF ' +
