@@ -113,6 +113,13 @@ const SpecialToken* BpeTokenizer::SpecialAt(absl::string_view text,
 
 void BpeTokenizer::EncodeOrdinary(absl::string_view text,
                                   std::vector<int32_t>* ids) const {
+  // Hugging Face's ByteLevel add_prefix_space applies to every stretch of
+  // text between special tokens.
+  std::string prefixed;
+  if (add_prefix_space_ && !text.empty() && text[0] != ' ') {
+    prefixed = absl::StrCat(" ", text);
+    text = prefixed;
+  }
   SplitText(pattern_, text,
             [&](absl::string_view piece) { encoder_.Encode(piece, ids); });
 }
@@ -121,11 +128,6 @@ void BpeTokenizer::Encode(absl::string_view text, const EncodeOptions& options,
                           std::vector<int32_t>* ids) const {
   if (options.add_template_tokens) {
     ids->insert(ids->end(), template_prefix_.begin(), template_prefix_.end());
-  }
-  std::string prefixed;
-  if (add_prefix_space_ && !text.empty() && text[0] != ' ') {
-    prefixed = absl::StrCat(" ", text);
-    text = prefixed;
   }
   if (!options.special_tokens_in_text || specials_.empty()) {
     EncodeOrdinary(text, ids);

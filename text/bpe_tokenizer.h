@@ -39,8 +39,8 @@ struct BpeTokenizerSpec {
   // For Describe(): "tokenizer.json /path/tokenizer.json".
   std::string source;
   SplitPattern pattern = SplitPattern::kGpt2;
-  // Hugging Face's ByteLevel add_prefix_space: a space before text that
-  // does not start with one.
+  // Hugging Face's ByteLevel add_prefix_space: a space before each stretch
+  // of text between special tokens that does not start with one.
   bool add_prefix_space = false;
   // Every token's raw bytes and id; the same as BytePairEncoder's.
   std::vector<std::pair<std::string, int32_t>> tokens;

@@ -85,6 +85,22 @@ TEST(BpeTokenizerTest, CutsAfterANewlineBetweenPrintableCharacters) {
   EXPECT_EQ(t->NextCut(text, 8), text.size());
 }
 
+TEST(BpeTokenizerTest, PrefixSpaceGoesBeforeEachStretchOfText) {
+  BpeTokenizerSpec spec;
+  for (int b = 0; b < 256; ++b) spec.tokens.emplace_back(std::string(1, b), b);
+  spec.tokens.emplace_back(" a", 256);
+  spec.merges = {{' ', 'a'}};
+  spec.special_tokens = {{"<s>", 300}};
+  spec.add_prefix_space = true;
+  const auto t = *BpeTokenizer::Create(std::move(spec));
+  // As Hugging Face's ByteLevel pre-tokenizer: " a" for both stretches, and
+  // none added to " a" itself.
+  EXPECT_THAT(t->Encode("a<s>a"), ElementsAre(256, 300, 256));
+  EXPECT_THAT(t->Encode(" a"), ElementsAre(256));
+  // Prefix spaces move the cuts: there are none.
+  EXPECT_EQ(t->NextCut("ab\ncd", 0), 5u);
+}
+
 TEST(BpeTokenizerTest, RefusesSpecialTokensSharingAnId) {
   BpeTokenizerSpec spec;
   for (int b = 0; b < 256; ++b) spec.tokens.emplace_back(std::string(1, b), b);
