@@ -11,6 +11,7 @@
 #include "base/file_io.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
+#include "text/sentencepiece_model.h"
 
 namespace strata::text {
 namespace {
@@ -42,6 +43,24 @@ TEST(LoadTokenizerTest, PicksTheFormatByName) {
   // A directory: its tokenizer.json first.
   EXPECT_THAT(DescribeLoaded(TestData("gpt2")),
               StartsWith("byte-level BPE from tokenizer.json"));
+}
+
+TEST(LoadTokenizerTest, ReadsSentencePieceModels) {
+  const std::string dir = FreshTempDir("load_tokenizer_spm");
+  std::string corpus;
+  for (int i = 0; i < 100; ++i)
+    absl::StrAppend(&corpus, "a small corpus ", i, "\n");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/corpus.txt", corpus).ok());
+  std::string error;
+  ASSERT_TRUE(internal::TrainSentencePiece(
+      absl::StrCat("--input=", dir, "/corpus.txt --model_prefix=", dir,
+                   "/tokenizer --vocab_size=24 --minloglevel=2"),
+      &error))
+      << error;
+  EXPECT_THAT(DescribeLoaded(dir + "/tokenizer.model"),
+              StartsWith("SentencePiece model"));
+  // A directory with only tokenizer.model.
+  EXPECT_THAT(DescribeLoaded(dir), StartsWith("SentencePiece model"));
 }
 
 TEST(LoadTokenizerTest, RefusesUnknownNamesAndMissingPaths) {
