@@ -29,6 +29,7 @@
 #include "strategies/factory.h"
 #include "strategies/options.h"
 #include "strategies/strategy.h"
+#include "text/load_bpe_tokenizer.h"
 
 namespace strata::launch {
 namespace {
@@ -149,6 +150,7 @@ absl::StatusOr<std::vector<int64_t>> SampleTokens(
 }
 
 std::string Generation::Render() const {
+  if (decoded.has_value()) return *decoded;
   if (!text) {
     std::vector<int64_t> all = prompt;
     all.insert(all.end(), continuation.begin(), continuation.end());
@@ -233,8 +235,30 @@ absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
   STRATA_RETURN_IF_ERROR(models::ValidateConfig(config));
   Generation generation;
   generation.text = !o.prompt.empty();
-  STRATA_ASSIGN_OR_RETURN(generation.prompt,
-                          PromptTokens(o, config.vocab_size));
+  std::unique_ptr<text::BpeTokenizer> tokenizer;
+  if (!o.tokenizer.empty()) {
+    auto loaded = text::LoadBpeTokenizer(o.tokenizer);
+    if (!loaded.ok()) return FlagError("tokenizer", loaded.status().message());
+    tokenizer = *std::move(loaded);
+    if (tokenizer->vocab_size() > config.vocab_size) {
+      return FlagError(
+          "tokenizer",
+          absl::StrFormat("%s has %d ids but model '%s' has a vocabulary of "
+                          "%d (--vocab_size)",
+                          tokenizer->Describe(), tokenizer->vocab_size(),
+                          o.model, config.vocab_size));
+    }
+  }
+  if (tokenizer != nullptr && !o.prompt.empty()) {
+    text::EncodeOptions encode;
+    encode.add_template_tokens = true;
+    for (const int32_t id : tokenizer->Encode(o.prompt, encode)) {
+      generation.prompt.push_back(id);
+    }
+  } else {
+    STRATA_ASSIGN_OR_RETURN(generation.prompt,
+                            PromptTokens(o, config.vocab_size));
+  }
   if (static_cast<int64_t>(generation.prompt.size()) > config.seq_len) {
     return FlagError(
         PromptFlag(o),
@@ -242,7 +266,9 @@ absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
                         "context of %d tokens; shorten it",
                         generation.prompt.size(), o.model, config.seq_len));
   }
-  const int64_t candidates = generation.text ? kByteVocab : config.vocab_size;
+  const int64_t candidates = tokenizer != nullptr ? tokenizer->vocab_size()
+                             : generation.text    ? kByteVocab
+                                                  : config.vocab_size;
   if (o.top_k > candidates) {
     return FlagError("top_k", absl::StrFormat("%d is more than the %d "
                                               "candidate tokens",
@@ -277,6 +303,16 @@ absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
   STRATA_ASSIGN_OR_RETURN(
       generation.continuation,
       SampleTokens(*model, config.seq_len, generation.prompt, sampling));
+  if (tokenizer != nullptr) {
+    std::vector<int32_t> ids(generation.prompt.begin(),
+                             generation.prompt.end());
+    ids.insert(ids.end(), generation.continuation.begin(),
+               generation.continuation.end());
+    auto decoded = tokenizer->Decode(ids);
+    if (!decoded.ok())
+      return FlagError("tokenizer", decoded.status().message());
+    generation.decoded = *std::move(decoded);
+  }
   return generation;
 }
 

@@ -17,6 +17,7 @@
 #define STRATA_LAUNCH_GENERATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct GenerateOptions {
   // 256; the continuation is drawn among ids < 256), or comma-separated ids.
   std::string prompt;
   std::string prompt_tokens;
+  // A tokenizer file (text/load_tokenizer.h): --prompt is encoded with it
+  // (with the model's template tokens, Llama's BOS) and the output is the
+  // decoded text of the prompt and continuation; candidates are its ids.
+  std::string tokenizer;
   int64_t max_new_tokens = 64;
   double temperature = 1.0;
   int64_t top_k = 0;
@@ -66,8 +71,10 @@ struct Generation {
   bool text = false;  // --prompt: print as bytes.
   std::vector<int64_t> prompt;
   std::vector<int64_t> continuation;
-  // The prompt and continuation: bytes with --prompt, else the ids
-  // comma-separated.
+  // With --tokenizer: the prompt and continuation decoded.
+  std::optional<std::string> decoded;
+  // The prompt and continuation: `decoded` with --tokenizer, bytes with
+  // --prompt, else the ids comma-separated.
   std::string Render() const;
 };
 

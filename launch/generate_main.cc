@@ -1,6 +1,7 @@
 // //launch:strata_generate — samples a continuation of a prompt from a model's
 // weights and prints the prompt and continuation: as text for --prompt (one
-// token per byte), as comma-separated ids for --prompt_tokens.
+// token per byte, or through --tokenizer), as comma-separated ids for
+// --prompt_tokens (decoded text with --tokenizer).
 //
 //   bazel run //launch:strata_generate -- --model=gpt-tiny
 //     --load_weights=out/train/model.pt --prompt="To be" --max_new_tokens=100
@@ -35,6 +36,10 @@ DEFINE_string(prompt, kDefaults.prompt,
 DEFINE_string(prompt_tokens, kDefaults.prompt_tokens,
               "Comma-separated token ids (token-bin vocabularies); the "
               "output is ids.");
+DEFINE_string(tokenizer, kDefaults.tokenizer,
+              "Tokenizer file (tokenizer.json, encoder.json, *.tiktoken, "
+              "*.model, or a directory holding one): --prompt is encoded "
+              "with it and the output is decoded text.");
 DEFINE_int64(max_new_tokens, kDefaults.max_new_tokens,
              "Tokens to generate after the prompt.");
 DEFINE_double(temperature, kDefaults.temperature,
@@ -64,6 +69,7 @@ int main(int argc, char** argv) {
   o.load_weights = FLAGS_load_weights;
   o.prompt = FLAGS_prompt;
   o.prompt_tokens = FLAGS_prompt_tokens;
+  o.tokenizer = FLAGS_tokenizer;
   o.max_new_tokens = FLAGS_max_new_tokens;
   o.temperature = FLAGS_temperature;
   o.top_k = FLAGS_top_k;

@@ -77,6 +77,53 @@ TEST(GenerateMainTest, PrintsWhatTheLibrarySamplesFromTheWeights) {
   EXPECT_EQ(r.out.rfind("7,8,9,", 0), 0u) << r.out;
 }
 
+// gpt-tiny with GPT-2's vocabulary (50257 ids), saved as a state dict.
+std::string SavedGpt2VocabWeights() {
+  auto config = models::ConfigByName("gpt-tiny");
+  CHECK(config.ok()) << config.status();
+  config->vocab_size = 50257;
+  auto model = models::BuildModel(*config, {});
+  CHECK(model.ok()) << model.status();
+  const std::string path = TempDir("gpt_tiny_gpt2_vocab");
+  const absl::Status saved = models::SaveStateDict(**model, path);
+  CHECK(saved.ok()) << saved;
+  return path;
+}
+
+TEST(GenerateMainTest, TokenizerEncodesThePromptAndDecodesTheOutput) {
+  const std::string weights = SavedGpt2VocabWeights();
+  const std::string tokenizer =
+      RunfilePath("text/testdata/gpt2/tokenizer.json");
+  GenerateOptions o;
+  o.model = "gpt-tiny";
+  o.vocab_size = 50257;
+  o.load_weights = weights;
+  o.prompt = "Hello world";
+  o.tokenizer = tokenizer;
+  o.max_new_tokens = 8;
+  o.seed = 3;
+  ASSERT_OK_AND_ASSIGN(Generation expected, Generate(o));
+  // GPT-2: "Hello" 15496, " world" 995; no template tokens.
+  EXPECT_EQ(expected.prompt, (std::vector<int64_t>{15496, 995}));
+  ASSERT_TRUE(expected.decoded.has_value());
+  EXPECT_EQ(expected.decoded->rfind("Hello world", 0), 0u) << *expected.decoded;
+  RunResult r =
+      RunGenerate({"--model=gpt-tiny", "--vocab_size=50257",
+                   "--load_weights=" + weights, "--tokenizer=" + tokenizer,
+                   "--prompt=Hello world", "--max_new_tokens=8", "--seed=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, *expected.decoded + "\n");
+}
+
+TEST(GenerateMainTest, TokenizerLargerThanTheModelIsRefused) {
+  RunResult r = RunGenerate(
+      {"--model=llama-tiny", "--load_weights=/x", "--prompt=hi",
+       "--tokenizer=" + RunfilePath("text/testdata/gpt2/tokenizer.json")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--tokenizer"));
+  EXPECT_THAT(r.err, HasSubstr("has 50257 ids but model 'llama-tiny'"));
+}
+
 TEST(GenerateMainTest, BadFlagsFailNamingThem) {
   RunResult r = RunGenerate({"--prompt=hi"});
   EXPECT_EQ(r.exit_code, 1);

@@ -10,8 +10,10 @@ absl::StatusOr<DataKind> ParseDataKind(absl::string_view name) {
   if (name == "bytes") return DataKind::kBytes;
   if (name == "uint16") return DataKind::kUint16;
   if (name == "uint32") return DataKind::kUint32;
+  if (name == "text") return DataKind::kText;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--data: must be markov, bytes, uint16 or uint32, got '", name, "'"));
+      "--data: must be markov, bytes, uint16, uint32 or text, got '", name,
+      "'"));
 }
 
 absl::string_view DataKindName(DataKind kind) {
@@ -24,6 +26,8 @@ absl::string_view DataKindName(DataKind kind) {
       return "uint16";
     case DataKind::kUint32:
       return "uint32";
+    case DataKind::kText:
+      return "text";
   }
   return "unknown";
 }

@@ -17,6 +17,7 @@ enum class DataKind {
   kBytes,   // A text file, one token per byte (vocabulary 256).
   kUint16,  // A token-bin file of uint16 ids.
   kUint32,  // A token-bin file of uint32 ids.
+  kText,    // A text file through --tokenizer (text/load_tokenizer.h).
 };
 absl::StatusOr<DataKind> ParseDataKind(absl::string_view name);
 absl::string_view DataKindName(DataKind kind);

@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 
 TEST(DataKindTest, NamesRoundTrip) {
   for (DataKind kind : {DataKind::kMarkov, DataKind::kBytes, DataKind::kUint16,
-                        DataKind::kUint32}) {
+                        DataKind::kUint32, DataKind::kText}) {
     ASSERT_OK_AND_ASSIGN(const DataKind parsed,
                          ParseDataKind(DataKindName(kind)));
     EXPECT_EQ(parsed, kind) << DataKindName(kind);
@@ -25,13 +25,14 @@ TEST(DataKindTest, Names) {
   EXPECT_EQ(DataKindName(DataKind::kBytes), "bytes");
   EXPECT_EQ(DataKindName(DataKind::kUint16), "uint16");
   EXPECT_EQ(DataKindName(DataKind::kUint32), "uint32");
+  EXPECT_EQ(DataKindName(DataKind::kText), "text");
 }
 
 TEST(DataKindTest, UnknownNameNamesTheFlagAndTheChoices) {
   EXPECT_THAT(ParseDataKind("parquet"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--data: must be markov, bytes, uint16 or uint32, got "
-                       "'parquet'"));
+                       "--data: must be markov, bytes, uint16, uint32 or text, "
+                       "got 'parquet'"));
 }
 
 TEST(LrScheduleKindTest, NamesRoundTrip) {

@@ -50,9 +50,14 @@ DEFINE_int64(loss_chunk_tokens, kDefaults.loss_chunk_tokens,
              "gradients within a few float ulps; saves the logits memory.");
 DEFINE_string(data, std::string(strata::launch::DataKindName(kDefaults.data)),
               "markov (synthetic corpus with a known entropy floor), bytes "
-              "(a text file, vocab 256), uint16 or uint32 (token-bin file).");
+              "(a text file, vocab 256), uint16 or uint32 (token-bin file), "
+              "text (a text file through --tokenizer).");
 DEFINE_string(data_path, kDefaults.data_path,
-              "File for --data=bytes|uint16|uint32.");
+              "File for --data=bytes|uint16|uint32|text.");
+DEFINE_string(tokenizer, kDefaults.tokenizer,
+              "--data=text: tokenizer.json, encoder.json (vocab.bpe beside "
+              "it), *.tiktoken, *.model, or a directory holding one; the "
+              "text is encoded at start-up on every core.");
 DEFINE_int64(markov_vocab, kDefaults.markov_vocab,
              "Vocabulary of the synthetic Markov corpus.");
 DEFINE_int64(markov_branching, kDefaults.markov_branching,
@@ -485,6 +490,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.loss_chunk_tokens = FLAGS_loss_chunk_tokens;
   STRATA_ASSIGN_OR_RETURN(o.data, ParseDataKind(FLAGS_data));
   o.data_path = FLAGS_data_path;
+  o.tokenizer = FLAGS_tokenizer;
   o.markov_vocab = FLAGS_markov_vocab;
   o.markov_branching = FLAGS_markov_branching;
   o.markov_tokens = FLAGS_markov_tokens;

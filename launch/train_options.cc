@@ -391,6 +391,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return FlagError("data_path", absl::StrCat("is required with --data=",
                                                DataKindName(o.data)));
   }
+  if ((o.data == DataKind::kText) == o.tokenizer.empty()) {
+    return FlagError("tokenizer",
+                     "is required with --data=text and read only with it "
+                     "(a tokenizer.json, encoder.json, *.tiktoken or *.model)");
+  }
   if (!(o.lr > 0))
     return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
   if (o.weight_decay < 0) return FlagError("weight_decay", "must be >= 0");

@@ -40,9 +40,11 @@ struct TrainOptions {
   // (ModelConfig::loss_chunk_tokens, models/chunked_loss.h); 0: unfused.
   int64_t loss_chunk_tokens = 0;
   // Data: the synthetic Markov corpus (a known entropy floor), a text file
-  // (bytes, vocab 256) or a token-bin file (uint16/uint32).
+  // (bytes, vocab 256; text, through `tokenizer`) or a token-bin file
+  // (uint16/uint32).
   DataKind data = DataKind::kMarkov;
   std::string data_path;
+  std::string tokenizer;  // --data=text: a file text/load_tokenizer.h reads.
   int64_t markov_vocab = 128;
   int64_t markov_branching = 4;
   int64_t markov_tokens = 4'000'000;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "data/markov_corpus.h"
 #include "data/sampler.h"
 #include "data/token_source.h"
+#include "data/tokenized_text.h"
 #include "launch/evaluation.h"
 #include "launch/kill_schedule.h"
 #include "launch/progress_logger.h"
@@ -55,6 +57,7 @@
 #include "strategies/mixed_precision.h"
 #include "strategies/options.h"
 #include "strategies/strategy.h"
+#include "text/load_bpe_tokenizer.h"
 
 namespace strata::launch {
 namespace {
@@ -104,6 +107,17 @@ absl::StatusOr<Data> OpenData(const TrainOptions& o) {
     d.source = std::move(*corpus);
   } else if (o.data == DataKind::kBytes) {
     STRATA_ASSIGN_OR_RETURN(d.source, data::OpenByteText(o.data_path));
+  } else if (o.data == DataKind::kText) {
+    auto tokenizer = text::LoadBpeTokenizer(o.tokenizer);
+    if (!tokenizer.ok())
+      return FlagError("tokenizer", tokenizer.status().message());
+    data::TokenizeOptions tokenize;
+    tokenize.num_threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    tokenize.end_of_text_after_documents =
+        (*tokenizer)->end_of_text_id().has_value();
+    STRATA_ASSIGN_OR_RETURN(
+        d.source, data::OpenTokenizedText(o.data_path, **tokenizer, tokenize));
   } else {
     const data::TokenBinDtype dtype = o.data == DataKind::kUint16
                                           ? data::TokenBinDtype::kUint16

@@ -28,6 +28,8 @@ PACKAGES=(
   # Libraries.
   libabsl-dev libgflags-dev libgoogle-glog-dev libprotobuf-dev protobuf-compiler zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # SentencePiece: Llama 2's tokenizer.model (//text:sentencepiece_tokenizer).
+  libsentencepiece-dev
   # JSON for Modern C++ (header-only; 3.11.2 on Debian 12): train --deepspeed_config.
   nlohmann-json3-dev
   # Python's torch: interoperability tests (torch.load) and peer benchmarks.

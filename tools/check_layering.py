@@ -3,7 +3,7 @@
 
 The layers (docs/ARCHITECTURE.md), from the top:
   launch, benchmarks  ->  strategies  ->  optim, checkpoint  ->  comm
-  ->  models, data  ->  serialization  ->  base  ->  third_party
+  ->  models, data  ->  serialization, text  ->  base  ->  third_party
 A package may depend on packages of its own layer rule below; the checkpoint
 FORMAT libraries (everything in checkpoint/ except the Strategy-level API
 `checkpoint:checkpoint` and the `strata_ckpt` tool and their tests) must not
@@ -18,7 +18,9 @@ import sys
 
 # Package -> packages it must never reach (directly or transitively).
 FORBIDDEN = {
-    "base": ["serialization", "models", "data", "comm", "optim", "checkpoint",
+    "base": ["serialization", "text", "models", "data", "comm", "optim",
+             "checkpoint", "strategies", "launch", "benchmarks"],
+    "text": ["serialization", "models", "data", "comm", "optim", "checkpoint",
              "strategies", "launch", "benchmarks"],
     "serialization": ["models", "data", "comm", "optim", "checkpoint",
                       "strategies", "launch", "benchmarks"],

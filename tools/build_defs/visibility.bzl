@@ -34,6 +34,9 @@ COMM_USERS = _pkgs("comm") + OPTIM_USERS
 MODELS_USERS = _pkgs("models") + STRATEGIES_USERS
 DATA_USERS = _pkgs("data") + STRATEGIES_USERS
 
+# text/ (tokenizers): the training data path, the binaries and benchmarks.
+TEXT_USERS = _pkgs("text", "data") + DATA_USERS
+
 # serialization/ (PyTorch pickle/zip files): models' state dicts and the
 # checkpoint formats.
 SERIALIZATION_USERS = _pkgs("serialization", "models", "data") + STRATEGIES_USERS
