@@ -37,8 +37,10 @@ std::string WorkspaceStatusScript() {
 std::string ExpectedCommit(const std::string& script) {
   const std::string root = script.substr(0, script.rfind("/tools/"));
   const std::string command = "cd '" + root + "' && '" + script + "'";
-  std::unique_ptr<FILE, decltype(&pclose)> pipe(popen(command.c_str(), "r"),
-                                                &pclose);
+  struct ClosePipe {
+    void operator()(FILE* f) const { pclose(f); }
+  };
+  std::unique_ptr<FILE, ClosePipe> pipe(popen(command.c_str(), "r"));
   EXPECT_NE(pipe, nullptr) << command;
   if (pipe == nullptr) return "";
   std::string out;

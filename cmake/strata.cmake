@@ -33,6 +33,12 @@ set(STRATA_INCLUDE_DIRS "${PROJECT_SOURCE_DIR}" "${STRATA_GENFILES}")
 # anything: what a compile database's users (tools/sanitize.sh's
 # clang-tidy) need before they read sources. Not part of `all`.
 add_custom_target(strata_generated)
+# What CI's LibTorch 2.x half builds and runs (tools/ci_libtorch2.sh without
+# --all): every binary but the benchmarks, and the tests tagged
+# `torch_version` (behaviour that depends on the LibTorch version: fp16, the
+# planner, what base/torch_compat hides, PyTorch's side of file interop).
+# Not part of `all`'s meaning; `all` builds everything.
+add_custom_target(strata_torch_version_ci)
 
 # The warning flags every target passes as COPTS, read from
 # tools/build_defs/copts.bzl so that both builds use one list.
@@ -239,6 +245,10 @@ function(strata_cc_binary)
   _strata_check_parsed(strata_cc_binary)
   strata_target(target ":${ARG_NAME}")
   _strata_executable(${target} ${ARG_NAME})
+  if(NOT ARG_TESTONLY AND NOT "benchmark" IN_LIST ARG_TAGS
+     AND NOT "manual" IN_LIST ARG_TAGS)
+    add_dependencies(strata_torch_version_ci ${target})
+  endif()
 endfunction()
 
 # Registers `command` as the test //<pkg>:<name> the way `bazel test` runs
@@ -262,6 +272,9 @@ function(_strata_add_test name size tags env)
       return()
     endif()
   endforeach()
+  if("torch_version" IN_LIST tags)
+    add_dependencies(strata_torch_version_ci ${target})
+  endif()
   set(tmpdir "${CMAKE_BINARY_DIR}/testtmp/${pkg}/${name}")
   set(labels ${size} ${tags})
   set(environment

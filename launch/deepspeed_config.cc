@@ -1,6 +1,7 @@
 #include "launch/deepspeed_config.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -156,13 +157,20 @@ bool InRange(const DeepSpeedKeySpec& spec, double x) {
 absl::Status CheckValue(const DeepSpeedKeySpec& spec,
                         const DeepSpeedValue& value) {
   const std::string text = DeepSpeedValueText(value);
-  std::vector<double> numbers;
-  if (const auto* i = std::get_if<int64_t>(&value)) numbers.push_back(*i);
-  if (const auto* d = std::get_if<double>(&value)) numbers.push_back(*d);
-  if (const auto* p = std::get_if<std::array<double, 2>>(&value)) {
-    numbers = {(*p)[0], (*p)[1]};
+  // At most two numbers (a pair such as betas); a fixed array, not a vector
+  // (GCC 14 warns about a vector's reassignment here, -Wstringop-overflow).
+  std::array<double, 2> numbers{};
+  size_t count = 0;
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    numbers[count++] = static_cast<double>(*i);
   }
-  for (double x : numbers) {
+  if (const auto* d = std::get_if<double>(&value)) numbers[count++] = *d;
+  if (const auto* p = std::get_if<std::array<double, 2>>(&value)) {
+    numbers = *p;
+    count = 2;
+  }
+  for (size_t k = 0; k < count; ++k) {
+    const double x = numbers[k];
     if (!InRange(spec, x)) {
       return KeyError(
           spec.path, absl::StrCat(text, " is out of range: ", RangeText(spec)));

@@ -351,14 +351,20 @@ TEST(LauncherFailureTest, SigtermToTheLauncherIsForwardedToTheRanks) {
 
 // Rank 1 kills itself with SIGKILL in rounds 0 and 1 (rank 0 sleeps until it
 // is stopped); in round 2 both exit 0. Every rank of every round prints its
-// round, the limit and its port.
+// round, the limit and its port. Rank 1 dies only once rank 0 has printed
+// (a marker file per round), so a slow rank 0 is not stopped before its line.
 TEST(LauncherRestartTest, RestartsAllRanksWithTheRoundAndAFreshPort) {
+  const std::string marker =
+      absl::StrCat(::testing::TempDir(), "/restart_marker_", getpid(), "_");
   const RunResult result = RunLauncher(
       {"--nproc_per_node=2", "--max_restarts=3", "--master_port=0", "sh", "-c",
-       "echo round=$TORCHELASTIC_RESTART_COUNT "
-       "max=$TORCHELASTIC_MAX_RESTARTS port=$MASTER_PORT; "
-       "if [ $TORCHELASTIC_RESTART_COUNT -ge 2 ]; then exit 0; fi; "
-       "if [ $RANK = 1 ]; then kill -9 $$; fi; exec sleep 60"});
+       absl::StrCat(
+           "echo round=$TORCHELASTIC_RESTART_COUNT "
+           "max=$TORCHELASTIC_MAX_RESTARTS port=$MASTER_PORT; "
+           "if [ $TORCHELASTIC_RESTART_COUNT -ge 2 ]; then exit 0; fi; "
+           "m='", marker, "'$TORCHELASTIC_RESTART_COUNT; "
+           "if [ $RANK = 0 ]; then : > \"$m\"; exec sleep 60; fi; "
+           "while [ ! -e \"$m\" ]; do sleep 0.01; done; kill -9 $$")});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   std::vector<std::string> rounds[2];
   std::set<std::string> ports;

@@ -171,10 +171,13 @@ TEST_P(MatchesTorchOptimTest, OnAFixedSequenceOfGradients) {
   ASSERT_THAT(read, IsOk());
   const auto out = read->toGenericDict();
   std::vector<at::Tensor> torch_params, path;
-  for (const c10::IValue& v : out.at("params").toListRef()) {
+  // Held by value: toListRef() refers into the IValue.
+  const c10::IValue params = out.at("params");
+  const c10::IValue steps = out.at("path");
+  for (const c10::IValue& v : params.toListRef()) {
     torch_params.push_back(v.toTensor());
   }
-  for (const c10::IValue& v : out.at("path").toListRef()) {
+  for (const c10::IValue& v : steps.toListRef()) {
     path.push_back(v.toTensor());
   }
   const at::Tensor want = at::cat(torch_params);

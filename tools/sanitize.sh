@@ -14,19 +14,22 @@
 #            rounds).
 #  3. tidy:  clang-tidy (.clang-tidy's checks) over every Strata source in
 #            the CMake build's compile database.
+#  4. libtorch2: the whole LibTorch 2.6 suite (CMake build of everything and
+#            ctest in the Debian 13 root: tools/ci_libtorch2.sh --all); CI's
+#            2.6 half runs only the tests tagged torch_version.
 #
 # Each runs in its own Bazel output base / build tree, so the normal build's
 # outputs are left alone. Prints one line per part and the closing line
 # "N passed, N failed, N skipped" (parts: tests and files).
 #
-# Usage: tools/sanitize.sh [asan|tsan|tidy ...]   (default: all three)
+# Usage: tools/sanitize.sh [asan|tsan|tidy|libtorch2 ...]   (default: all four)
 # Environment: JOBS (default: cores), STRATA_SANITIZE_DIR (default
 # ~/.cache/strata/sanitize).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 parts=("$@")
-((${#parts[@]})) || parts=(asan tsan tidy)
+((${#parts[@]})) || parts=(asan tsan tidy libtorch2)
 jobs=${JOBS:-$(nproc)}
 dir=${STRATA_SANITIZE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/sanitize}
 mkdir -p "$dir"
@@ -101,7 +104,23 @@ for part in "${parts[@]}"; do
       echo "tidy: $line"
       add_totals "$line"
       ;;
-    *) echo "tools/sanitize.sh: unknown part '$part' (asan, tsan or tidy)" >&2; exit 2 ;;
+    libtorch2)
+      log "libtorch2: the whole LibTorch 2.6 suite (CMake, Debian 13 root)"
+      # Inside the root only the checkout is visible (at /strata): the
+      # totals file goes there, under out/.
+      mkdir -p out/sanitize
+      rm -f out/sanitize/libtorch2.totals
+      tools/libtorch2/run.sh tools/ci_libtorch2.sh --all --totals out/sanitize/libtorch2.totals
+      if [[ -s out/sanitize/libtorch2.totals ]]; then
+        read -r p f s <out/sanitize/libtorch2.totals
+        line="$p passed, $f failed, $s skipped"
+      else
+        line="0 passed, 1 failed, 0 skipped"
+      fi
+      echo "libtorch2: $line"
+      add_totals "$line"
+      ;;
+    *) echo "tools/sanitize.sh: unknown part '$part' (asan, tsan, tidy or libtorch2)" >&2; exit 2 ;;
   esac
 done
 echo "$totals_passed passed, $totals_failed failed, $totals_skipped skipped"
