@@ -103,7 +103,7 @@ TEST(HfLayoutTest, Gpt2NamesAndConv1DLayout) {
   const models::ModelConfig config = Config("gpt-tiny");
   const NamedTensors state = StrataState(config);
   ASSERT_OK_AND_ASSIGN(NamedTensors hf, ExportHf(state, config, "t"));
-  const at::Tensor& c_attn = Find(hf, "transformer.h.1.attn.c_attn.weight");
+  const at::Tensor c_attn = Find(hf, "transformer.h.1.attn.c_attn.weight");
   EXPECT_EQ(c_attn.sizes(), at::IntArrayRef({config.dim, 3 * config.dim}));
   EXPECT_TRUE(at::equal(c_attn, Find(state, "blocks.1.attn.qkv.weight").t()));
   EXPECT_TRUE(at::equal(Find(hf, "transformer.h.0.mlp.c_fc.weight"),
@@ -121,10 +121,10 @@ TEST(HfLayoutTest, LlamaQueryAndKeyRowsMoveFromPairsToHalves) {
   const int64_t d = config.dim / config.num_heads;
   const NamedTensors state = StrataState(config);
   ASSERT_OK_AND_ASSIGN(NamedTensors hf, ExportHf(state, config, "t"));
-  const at::Tensor& wq = Find(state, "layers.0.attention.wq.weight");
-  const at::Tensor& wk = Find(state, "layers.1.attention.wk.weight");
-  const at::Tensor& q = Find(hf, "model.layers.0.self_attn.q_proj.weight");
-  const at::Tensor& k = Find(hf, "model.layers.1.self_attn.k_proj.weight");
+  const at::Tensor wq = Find(state, "layers.0.attention.wq.weight");
+  const at::Tensor wk = Find(state, "layers.1.attention.wk.weight");
+  const at::Tensor q = Find(hf, "model.layers.0.self_attn.q_proj.weight");
+  const at::Tensor k = Find(hf, "model.layers.1.self_attn.k_proj.weight");
   for (int64_t h = 0; h < config.num_heads; ++h) {
     for (int64_t j = 0; j < d / 2; ++j) {
       for (int64_t s = 0; s < 2; ++s) {

@@ -172,9 +172,9 @@ TEST_P(MatchesTorchOptimTest, OnAFixedSequenceOfGradients) {
   const auto out = read->toGenericDict();
   std::vector<at::Tensor> torch_params, path;
   // Held by value: toListRef() refers into the IValue.
-  const c10::IValue params = out.at("params");
+  const c10::IValue params_list = out.at("params");
   const c10::IValue steps = out.at("path");
-  for (const c10::IValue& v : params.toListRef()) {
+  for (const c10::IValue& v : params_list.toListRef()) {
     torch_params.push_back(v.toTensor());
   }
   for (const c10::IValue& v : steps.toListRef()) {

@@ -112,6 +112,7 @@ class Tally:
         line = f"{self.passed} passed, {len(self.failed)} failed, {len(self.skipped)} skipped"
         print(line)
         if totals_path:
+            os.makedirs(os.path.dirname(totals_path) or ".", exist_ok=True)
             with open(totals_path, "w") as f:
                 f.write(f"{self.passed} {len(self.failed)} {len(self.skipped)}\n")
         return 0 if not self.failed else 1
