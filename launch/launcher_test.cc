@@ -362,7 +362,9 @@ TEST(LauncherRestartTest, RestartsAllRanksWithTheRoundAndAFreshPort) {
            "echo round=$TORCHELASTIC_RESTART_COUNT "
            "max=$TORCHELASTIC_MAX_RESTARTS port=$MASTER_PORT; "
            "if [ $TORCHELASTIC_RESTART_COUNT -ge 2 ]; then exit 0; fi; "
-           "m='", marker, "'$TORCHELASTIC_RESTART_COUNT; "
+           "m='",
+           marker,
+           "'$TORCHELASTIC_RESTART_COUNT; "
            "if [ $RANK = 0 ]; then : > \"$m\"; exec sleep 60; fi; "
            "while [ ! -e \"$m\" ]; do sleep 0.01; done; kill -9 $$")});
   EXPECT_EQ(result.exit_code, 0) << result.err;
