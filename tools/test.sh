@@ -30,7 +30,7 @@ tools/repo_checks.sh "$checks"
 # GPU tests that need the CUDA toolkit and a CUDA LibTorch to build are
 # `manual` (outside //...): each counts as one skipped case.
 bazel query --output=label 'attr(tags, "\bmanual\b", attr(tags, "\bgpu\b", kind(".*_test rule", //...)))' \
-    2>/dev/null | sed 's/$/\tneeds a CUDA build (the CUDA toolkit and a CUDA LibTorch: tools\/gpu\/check.sh)/' \
+    2>/dev/null | sed 's/$/\tneeds a CUDA build (the CUDA toolkit and a CUDA LibTorch: tools\/gpu\/build_with_wheel.sh)/' \
     >"$not_run" || printf 'list_manual_gpu_tests\tfailed\n' >>"$checks"
 # Benchmarks are excluded by tag (see .bazelrc).
 bazel test //... --build_event_json_file="$bep" "$@"
