@@ -26,6 +26,16 @@ bool IsAsciiGraphic(char c) { return c >= '!' && c <= '~'; }
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::CreateFrom(
+    absl::string_view where, BpeTokenizerSpec spec) {
+  absl::StatusOr<std::unique_ptr<BpeTokenizer>> t = Create(std::move(spec));
+  if (!t.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", t.status().message()));
+  }
+  return t;
+}
+
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(
     BpeTokenizerSpec spec) {
   absl::StatusOr<BytePairEncoder> encoder =

@@ -63,6 +63,10 @@ class BpeTokenizer : public Tokenizer {
   // or whose id another special token has) naming the token.
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> Create(
       BpeTokenizerSpec spec);
+  // Create for a spec read from files: an error is InvalidArgument prefixed
+  // with `where` (the files, as the reader names them).
+  static absl::StatusOr<std::unique_ptr<BpeTokenizer>> CreateFrom(
+      absl::string_view where, BpeTokenizerSpec spec);
 
   using Tokenizer::Encode;
   void Encode(absl::string_view text, const EncodeOptions& options,

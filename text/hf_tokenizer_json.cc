@@ -418,13 +418,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseHfTokenizerJson(
         ReadPostProcessor(r, *root, &spec)}) {
     if (!s.ok()) return s;
   }
-  absl::StatusOr<std::unique_ptr<BpeTokenizer>> t =
-      BpeTokenizer::Create(std::move(spec));
-  if (!t.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", t.status().message()));
-  }
-  return t;
+  return BpeTokenizer::CreateFrom(source, std::move(spec));
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadHfTokenizerJson(

@@ -86,13 +86,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadGpt2EncoderFiles(
       it != vocab->ids.end()) {
     spec.special_tokens.push_back({"<|endoftext|>", it->second});
   }
-  absl::StatusOr<std::unique_ptr<BpeTokenizer>> t =
-      BpeTokenizer::Create(std::move(spec));
-  if (!t.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        encoder_json_path, " + ", vocab_bpe_path, ": ", t.status().message()));
-  }
-  return t;
+  return BpeTokenizer::CreateFrom(
+      absl::StrCat(encoder_json_path, " + ", vocab_bpe_path), std::move(spec));
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTiktokenRanks(
@@ -129,13 +124,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> ParseTiktokenRanks(
     }
     spec.tokens.emplace_back(std::move(bytes), rank);
   }
-  absl::StatusOr<std::unique_ptr<BpeTokenizer>> t =
-      BpeTokenizer::Create(std::move(spec));
-  if (!t.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", t.status().message()));
-  }
-  return t;
+  return BpeTokenizer::CreateFrom(source, std::move(spec));
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> LoadTiktokenFile(
