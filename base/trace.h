@@ -20,8 +20,8 @@
 // overlap, as the viewers require of a track.
 //
 // The library layers record through this header (comm/, optim/,
-// strategies/, checkpoint/); launch/trace_session.h turns the recorder on for
-// a window of steps and merges the ranks' events into one file.
+// strategies/, checkpoint/); launch/observe/trace_session.h turns the recorder
+// on for a window of steps and merges the ranks' events into one file.
 #ifndef STRATA_BASE_TRACE_H_
 #define STRATA_BASE_TRACE_H_
 

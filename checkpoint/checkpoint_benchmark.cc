@@ -33,9 +33,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
 #include "base/process_memory.h"
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/crc32c.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "models/config.h"

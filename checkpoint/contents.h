@@ -69,7 +69,7 @@ struct Contents {
   // The LR schedule's state as named fields (empty when not saved), e.g.
   // {"kind": "cosine", "base_lr": 3e-4, "warmup_steps": 100, ...,
   // "last_step": 41}: strings for names, integers for counts, doubles for
-  // rates (launch/training_checkpoint.h writes and reads it).
+  // rates (launch/train/training_checkpoint.h writes and reads it).
   NamedValues param_scheduler;
   // Anything else, e.g. the sampler position and generator states.
   NamedValues extra;

@@ -15,10 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
 #include "base/escape.h"
 #include "base/file_io.h"
 #include "base/status.h"
-#include "checkpoint/crc32c.h"
 #include "checkpoint/save_plan.h"
 #include "checkpoint/torch_optimizer.h"
 #include "comm/exchange.h"

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
 #include "base/escape.h"
 #include "base/file_io.h"
 #include "base/status.h"
-#include "checkpoint/crc32c.h"
 #include "checkpoint/io.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/metadata.pb.h"

@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "base/crc32c.h"
 #include "base/file_io.h"
 #include "base/status.h"
-#include "checkpoint/crc32c.h"
 #include "checkpoint/io.h"
 
 namespace strata::checkpoint {

@@ -20,7 +20,7 @@
 # Every executable is written to ${STRATA_RUNFILES}/strata/<package>/<name>
 # and every source file named in a DATA list is symlinked to the same place,
 # so one tree serves every test (and `train` run from it finds
-# launch/configs/ the way `bazel run` does).
+# launch/train/configs/ the way `bazel run` does).
 include_guard(GLOBAL)
 
 set(STRATA_RUNFILES "${CMAKE_BINARY_DIR}/runfiles")

@@ -18,16 +18,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "base/testing/subprocess.h"
 #include "launch/agent_store.h"
-#include "launch/testing/subprocess.h"
 
 namespace strata::launch {
 namespace {
 
-using ::strata::launch::testing::FreePort;
-using ::strata::launch::testing::RunfilePath;
-using ::strata::launch::testing::RunResult;
-using ::strata::launch::testing::Subprocess;
+using ::strata::testing::FreePort;
+using ::strata::testing::RunfilePath;
+using ::strata::testing::RunResult;
+using ::strata::testing::Subprocess;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;

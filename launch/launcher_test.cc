@@ -30,8 +30,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
+#include "base/testing/subprocess.h"
 #include "launch/process_state.h"
-#include "launch/testing/subprocess.h"
 
 extern char** environ;
 
@@ -40,9 +40,9 @@ namespace {
 
 using ::strata::testing::IsOk;
 
-using ::strata::launch::testing::RunfilePath;
-using ::strata::launch::testing::RunResult;
-using ::strata::launch::testing::Subprocess;
+using ::strata::testing::RunfilePath;
+using ::strata::testing::RunResult;
+using ::strata::testing::Subprocess;
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;

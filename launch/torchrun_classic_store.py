@@ -9,7 +9,7 @@ backend, the one Strata's ranks use. On PyTorch before 2.4 (no libuv option)
 it is plain torchrun.
 
   python3 launch/torchrun_classic_store.py --nproc_per_node=2 --no_python \
-      bazel-bin/launch/train --strategy=ddp
+      bazel-bin/launch/train/train --strategy=ddp
 """
 
 import sys

@@ -332,7 +332,7 @@ TEST_F(ActivationCheckpointingTest, WorksInsideAnInterceptorFreeingParameters) {
   ExpectBitwiseEqual(checkpointed, plain, "inside a freeing interceptor");
 }
 
-// bf16 autocast around each unit, as launch/trainer.cc's --precision=bf16
+// bf16 autocast around each unit, as launch/train/trainer.cc's --precision=bf16
 // does; added before checkpointing, so it is outside the recomputation.
 class AutocastInterceptor : public models::UnitInterceptor {
  public:

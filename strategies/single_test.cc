@@ -90,7 +90,7 @@ TEST(StrategyOptionsTest, RejectsBadOptimizerConfig) {
 }
 
 TEST(SingleStrategyTest, StepMatchesHandWrittenLoop) {
-  // The same step done by hand as launch/trainer.cc does it: plain
+  // The same step done by hand as launch/train/trainer.cc does it: plain
   // backward, clip, AdamW from the flat buffers of a second copy.
   auto model = Gpt(3);
   auto created = CreateStrategy(StrategyOptions(), model, nullptr,

@@ -271,7 +271,7 @@ TEST(UnscaleGradientsTest, WithoutLossScalingGradientsAreUntouched) {
 
 // fp16 training where this LibTorch computes in fp16 on the CPU (2.x);
 // LibTorch 1.13 has no CPU Half matmul, and the trainer refuses
-// --precision=fp16 there (launch/trainer_test.cc checks that).
+// --precision=fp16 there (launch/train/trainer_test.cc checks that).
 class Fp16Test : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -45,7 +45,7 @@ TSAN_TESTS=(
   //base:heartbeat_test
   //base:trace_test
   //base:tracking_allocator_test
-  //launch:progress_logger_test
+  //launch/observe:progress_logger_test
   //checkpoint:checkpoint_test
   //checkpoint:sharded_test
   //comm:progress_test

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "launch/tensorboard.h"
+#include "launch/observe/tensorboard.h"
 
 namespace strata::launch::testing {
 namespace {

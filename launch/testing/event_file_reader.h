@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "launch/tensorboard_event.pb.h"
+#include "launch/observe/tensorboard_event.pb.h"
 
 namespace strata::launch::testing {
 

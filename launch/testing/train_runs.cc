@@ -19,9 +19,16 @@
 
 namespace strata::launch::testing {
 
+using ::strata::testing::FreePort;
+using ::strata::testing::Run;
+using ::strata::testing::RunfilePath;
+using ::strata::testing::RunResult;
+using ::strata::testing::Subprocess;
+using ::strata::testing::TorchrunEnv;
+
 std::vector<std::string> DropoutRunArgs(const std::string& out,
                                         const std::vector<std::string>& more) {
-  std::vector<std::string> args = {RunfilePath("launch/train"),
+  std::vector<std::string> args = {RunfilePath("launch/train/train"),
                                    "--steps=8",
                                    "--warmup_steps=1",
                                    "--seq_len=32",

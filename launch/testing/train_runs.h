@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/testing/subprocess.h"
 #include "checkpoint/contents.h"
 #include "launch/testing/run_output.h"
-#include "launch/testing/subprocess.h"
 
 namespace strata::launch::testing {
 
@@ -22,8 +22,8 @@ std::vector<std::string> DropoutRunArgs(const std::string& out,
                                         const std::vector<std::string>& more);
 
 // Runs DropoutRunArgs(out, more) (2 minutes at most).
-RunResult TrainDropoutRun(const std::string& out,
-                          const std::vector<std::string>& more);
+::strata::testing::RunResult TrainDropoutRun(
+    const std::string& out, const std::vector<std::string>& more);
 
 // The extras of the checkpoint at `path` (sharded or local: its
 // metadata.pb; full: the .pth file); a failure is a test failure (empty).

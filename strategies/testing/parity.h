@@ -80,9 +80,9 @@ const data::MarkovCorpus& Corpus();
 // Trains `steps` steps on this rank's part of each global batch, split into
 // `micro_batches` micro-batches of (nearly) equal size; appends each step's
 // pre-clip gradient norm to `grad_norms` when given. Before each micro-batch
-// it sets a DropoutContext on the strategy's model as launch/trainer.cc does
-// (kDropoutSeed, the step, the global sample index of every row), so dropout
-// masks follow the global batch whatever the world size and micro-batch
+// it sets a DropoutContext on the strategy's model as launch/train/trainer.cc
+// does (kDropoutSeed, the step, the global sample index of every row), so
+// dropout masks follow the global batch whatever the world size and micro-batch
 // split (models/dropout.h); without dropout in the model it has no effect.
 absl::Status Train(Strategy& strategy, int rank, int world, int micro_batches,
                    std::vector<double>* grad_norms = nullptr,

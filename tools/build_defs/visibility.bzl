@@ -13,8 +13,23 @@ def _pkgs(*names):
     return ["//%s:__subpackages__" % n for n in names]
 
 # The top: binaries and benchmarks. launch/'s self-launch helper and launcher
-# are used by the benchmark binaries.
+# are used by the benchmark binaries; launch/testing by every launch/ test.
 LAUNCH_USERS = _pkgs("launch", "benchmarks")
+
+# The subpackages of launch/, each with one job (launch/README.md); the
+# arrows between them. The binaries (train, strata_plan, strata_generate) are
+# public.
+TRAIN_USERS = _pkgs("launch/train") + [
+    # strata_generate loads weights through training_checkpoint's
+    # LoadModelWeights (a one-process SGD strategy holds them).
+    "//launch/generate:__pkg__",
+]
+GENERATE_USERS = _pkgs("launch/generate")
+PLAN_USERS = _pkgs("launch/plan", "launch/train")
+DEEPSPEED_USERS = _pkgs("launch/deepspeed", "launch/train")
+CONFIG_USERS = _pkgs("launch/config", "launch/deepspeed", "launch/plan",
+                     "launch/generate", "launch/train")
+OBSERVE_USERS = _pkgs("launch/observe", "launch/testing") + CONFIG_USERS
 
 # checkpoint/ (formats and the Strategy-level API).
 CHECKPOINT_USERS = _pkgs("checkpoint") + LAUNCH_USERS

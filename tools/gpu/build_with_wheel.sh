@@ -11,7 +11,7 @@
 # The GPU check (build the gpu tests, which are `manual`, then run them):
 #
 #   tools/gpu/build_with_wheel.sh .debs build-gpu comm_nccl_communicator_test \
-#     comm_cuda_current_stream_test launch_train launch_gpu_train_test &&
+#     comm_cuda_current_stream_test launch_train_train launch_train_gpu_train_test &&
 #   tools/gpu/run_gpu_tests.sh build-gpu
 #
 # Environment: PYTHON (default python3, the one whose torch is used),

@@ -12,7 +12,7 @@
 #
 # Usage (as root, on Debian 12 amd64 with network access to Debian's archive):
 #   tools/libtorch2/run.sh                   # the whole suite: tools/test.sh
-#   tools/libtorch2/run.sh bazel run //launch:train -- --steps=50
+#   tools/libtorch2/run.sh bazel run //launch/train:train -- --steps=50
 #   tools/libtorch2/run.sh --shell           # an interactive shell in the root
 #   tools/libtorch2/run.sh --rebuild-root    # make the root anew, then run
 # Environment: STRATA_TRIXIE_ROOT (the root's directory),

@@ -52,7 +52,7 @@ ip netns delete "${probe_ns}"
 root="$(pwd)"
 script="${root}/tools/netns/multinode.sh"
 launch="${root}/launch/launch"
-train="${root}/launch/train"
+train="${root}/launch/train/train"
 for f in "${script}" "${launch}" "${train}"; do
   [[ -x "${f}" ]] || fail "missing executable ${f} (data dependency of the test)"
 done

@@ -1,0 +1,62 @@
+// The options of a run's checkpoints (the --ckpt_* flags, --save_every,
+// --keep_last, --async_save, --resume, --load_weights) and their validation:
+// configuration only, used by launch/config/train_options (which fills them
+// from TrainOptions) and by launch/train/training_checkpoint (which saves and
+// resumes with them).
+#ifndef STRATA_LAUNCH_CONFIG_CHECKPOINT_OPTIONS_H_
+#define STRATA_LAUNCH_CONFIG_CHECKPOINT_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "optim/lr_schedule.h"
+
+namespace strata::launch {
+
+struct TrainingCheckpointOptions {
+  // "full", "local" or "sharded" (--ckpt_format).
+  std::string format = "sharded";
+  // Root directory of the run's checkpoints (step_<n>, latest).
+  std::string dir;
+  // Save after every this many steps; 0: never.
+  int64_t save_every = 0;
+  // Keep the newest this many checkpoints; 0: all.
+  int keep_last = 0;
+  // Write in the background (AsyncCheckpointer) on a group split off the
+  // training group.
+  bool async_save = false;
+  // "" (none), a checkpoint path, or "auto" (the newest valid one under
+  // dir; none: start fresh). A file saved
+  // by PyTorch without sampler state resumes at the data position of its
+  // meta.step (step * global batch; logged).
+  std::string resume;
+  // "" (none) or a checkpoint (full, sharded, PyTorch, Hugging Face
+  // safetensors) whose model weights start the run; exclusive with `resume`.
+  std::string load_weights;
+  // Test hook: pause inside each save after the data is written and before
+  // the commit (a rank killed then must leave the previous checkpoint).
+  absl::Duration test_pause_before_commit = absl::ZeroDuration();
+  // Test hook: when > 0, rank test_kill_rank SIGKILLs itself in AfterStep
+  // after step test_kill_after_step's save (a rank dying mid-run at a
+  // reproducible moment, for restart tests).
+  int64_t test_kill_after_step = 0;
+  int test_kill_rank = 0;
+  // Recorded in meta.
+  uint64_t seed = 0;
+  std::string model_config;
+  // The schedule in use (its State() is saved; on resume a saved schedule
+  // with other options is reported). Full checkpoints' param groups record
+  // its lr of the next step, with the strategy's optimizer hyperparameters.
+  optim::LrScheduleOptions schedule;
+};
+
+// Checks the options; errors name the flags (--ckpt_format, --save_every,
+// --keep_last, --resume, --load_weights).
+absl::Status ValidateTrainingCheckpointOptions(
+    const TrainingCheckpointOptions& options);
+
+}  // namespace strata::launch
+
+#endif  // STRATA_LAUNCH_CONFIG_CHECKPOINT_OPTIONS_H_

@@ -1,0 +1,481 @@
+#include "launch/config/train_options.h"
+
+#include <ATen/core/Tensor.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "base/status.h"
+#include "checkpoint/hf_layout.h"
+#include "launch/observe/trace_window.h"
+#include "models/config.h"
+#include "optim/loss_scaler.h"
+#include "strategies/mixed_precision.h"
+
+namespace strata::launch {
+
+absl::Status FlagError(absl::string_view flag, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
+}
+
+// The optimizer of a run (--optimizer and its flags).
+strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& o) {
+  strategies::OptimizerConfig config;
+  config.kind = o.optimizer;
+  config.weight_decay = o.weight_decay;
+  config.adamw.beta1 = o.beta1;
+  config.adamw.beta2 = o.beta2;
+  config.adamw.eps = o.eps;
+  config.sgd.momentum = o.momentum;
+  config.sgd.dampening = o.dampening;
+  config.sgd.nesterov = o.nesterov;
+  config.grad_clip = o.grad_clip;
+  if (o.precision == Precision::kFp16) {
+    optim::LossScalerOptions& scaling = config.loss_scaling.emplace();
+    const bool dynamic = o.loss_scale == 0;
+    scaling.init_scale =
+        dynamic ? std::ldexp(1.0, o.loss_scale_initial_power) : o.loss_scale;
+    // A static scale neither grows nor backs off (an overflowing step is
+    // still skipped), as DeepSpeed's static loss scale.
+    scaling.growth_factor = dynamic ? 2.0 : 1.0;
+    scaling.backoff_factor = dynamic ? 0.5 : 1.0;
+    scaling.growth_interval = o.loss_scale_window;
+    scaling.hysteresis = o.loss_scale_hysteresis;
+    scaling.min_scale = o.loss_scale_min;
+  }
+  return config;
+}
+
+namespace {
+
+// --precision and the loss scaling flags: the loss scaling flags only with
+// --precision=fp16, each in range (naming the flag), and fp16 only where
+// this LibTorch can compute in it on the CPU.
+absl::Status ValidatePrecisionFlags(const TrainOptions& o) {
+  const TrainOptions defaults;
+  const struct {
+    const char* flag;
+    bool set;
+  } scaling_flags[] = {
+      {"loss_scale", o.loss_scale != defaults.loss_scale},
+      {"loss_scale_initial_power",
+       o.loss_scale_initial_power != defaults.loss_scale_initial_power},
+      {"loss_scale_window", o.loss_scale_window != defaults.loss_scale_window},
+      {"loss_scale_hysteresis",
+       o.loss_scale_hysteresis != defaults.loss_scale_hysteresis},
+      {"loss_scale_min", o.loss_scale_min != defaults.loss_scale_min},
+  };
+  const bool fp16 = o.precision == Precision::kFp16;
+  for (const auto& f : scaling_flags) {
+    if (f.set && !fp16) {
+      return FlagError(f.flag,
+                       absl::StrCat("is used only with --precision=fp16 (loss "
+                                    "scaling), got --precision=",
+                                    PrecisionName(o.precision)));
+    }
+  }
+  if (!(std::isfinite(o.loss_scale) && o.loss_scale >= 0 &&
+        o.loss_scale <= std::numeric_limits<float>::max())) {
+    return FlagError("loss_scale",
+                     absl::StrCat("must be 0 (dynamic) or a positive float32 "
+                                  "value, got ",
+                                  o.loss_scale));
+  }
+  if (o.loss_scale_initial_power < 0 || o.loss_scale_initial_power > 127) {
+    return FlagError("loss_scale_initial_power",
+                     absl::StrCat("must be in [0, 127] (2^128 overflows "
+                                  "float32), got ",
+                                  o.loss_scale_initial_power));
+  }
+  if (o.loss_scale_window < 1) {
+    return FlagError("loss_scale_window",
+                     absl::StrCat("must be >= 1, got ", o.loss_scale_window));
+  }
+  if (o.loss_scale_hysteresis < 1) {
+    return FlagError(
+        "loss_scale_hysteresis",
+        absl::StrCat("must be >= 1, got ", o.loss_scale_hysteresis));
+  }
+  if (!(std::isfinite(o.loss_scale_min) && o.loss_scale_min > 0 &&
+        o.loss_scale_min <= std::numeric_limits<float>::max())) {
+    return FlagError("loss_scale_min",
+                     absl::StrCat("must be a positive float32 value, got ",
+                                  o.loss_scale_min));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// fp16 only where this LibTorch can compute in it on the CPU (LibTorch 1.13
+// has no Half matmul there): checked last, after every flag's own checks.
+absl::Status CheckComputeDtypes(const TrainOptions& o) {
+  const bool fp16 = o.precision == Precision::kFp16;
+  const bool half_dtype_flag = o.param_dtype == "fp16" ||
+                               o.reduce_dtype == "fp16" ||
+                               o.buffer_dtype == "fp16";
+  if (fp16 || half_dtype_flag) {
+    if (absl::Status can = strategies::CheckCpuComputeDtype(at::kHalf);
+        !can.ok()) {
+      return FlagError(
+          fp16 ? "precision" : "param_dtype",
+          absl::StrCat("fp16: ", can.message(),
+                       ". LibTorch 2.x trains in fp16 on the CPU: run with "
+                       "tools/libtorch2/run.sh (LibTorch 2.6), or use bf16"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// The optimizer flags: no flag of another optimizer than --optimizer's set
+// away from its default (it would be ignored), then each value's range
+// (strategies::ValidateOptimizerConfig, naming the flag).
+absl::Status ValidateOptimizerFlags(const TrainOptions& o) {
+  const TrainOptions defaults;
+  const std::string optimizer =
+      absl::StrCat("--optimizer=", strategies::OptimizerKindName(o.optimizer));
+  const bool sgd = o.optimizer == strategies::OptimizerKind::kSgd;
+  const struct {
+    const char* flag;
+    bool set;      // Away from its default.
+    bool for_sgd;  // Used by SGD (else by AdamW and Adam).
+  } flags[] = {
+      {"beta1", o.beta1 != defaults.beta1, false},
+      {"beta2", o.beta2 != defaults.beta2, false},
+      {"eps", o.eps != defaults.eps, false},
+      {"momentum", o.momentum != defaults.momentum, true},
+      {"dampening", o.dampening != defaults.dampening, true},
+      {"nesterov", o.nesterov != defaults.nesterov, true},
+  };
+  for (const auto& f : flags) {
+    if (f.set && f.for_sgd != sgd) {
+      return FlagError(
+          f.flag, absl::StrCat("is used only by --optimizer=",
+                               f.for_sgd ? "sgd" : "adamw or adam", ", got ",
+                               optimizer, " (which would ignore it)"));
+    }
+  }
+  if (sgd && o.dampening != 0 && o.momentum == 0) {
+    return FlagError("dampening",
+                     "is used only with --momentum > 0 (it damps the "
+                     "momentum buffer), got --momentum=0");
+  }
+  return strategies::ValidateOptimizerConfig(OptimizerConfigOf(o));
+}
+
+}  // namespace
+
+// The learning-rate schedule of a run (optim/lr_schedule.h).
+optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
+  optim::LrScheduleOptions schedule;
+  schedule.kind = std::string(LrScheduleKindName(o.lr_schedule));
+  schedule.base_lr = o.lr;
+  schedule.warmup_steps = o.warmup_steps;
+  schedule.total_steps = o.lr_total_steps > 0 ? o.lr_total_steps : o.steps;
+  schedule.min_lr = o.min_lr;
+  schedule.step_size = o.lr_step_size;
+  schedule.gamma = o.lr_gamma;
+  schedule.warmup_type = !o.lr_warmup_type.empty()            ? o.lr_warmup_type
+                         : IsDeepSpeedSchedule(o.lr_schedule) ? "log"
+                                                              : "linear";
+  if (o.lr_schedule == LrScheduleKind::kWarmupCosineLr) {
+    schedule.warmup_min_ratio = o.lr_warmup_min_ratio;
+    schedule.min_ratio = o.lr_cos_min_ratio;
+  }
+  return schedule;
+}
+
+namespace {
+
+// The flags of the schedules' later options: --lr_total_steps,
+// --lr_warmup_type and the warmup_cosine_lr ratios, each only where its
+// schedule reads it.
+absl::Status ValidateScheduleFlags(const TrainOptions& o) {
+  const TrainOptions defaults;
+  const std::string kind(LrScheduleKindName(o.lr_schedule));
+  if (o.lr_total_steps < 0) {
+    return FlagError(
+        "lr_total_steps",
+        absl::StrCat("must be >= 0 (0 = --steps), got ", o.lr_total_steps));
+  }
+  if (!o.lr_warmup_type.empty() && o.lr_warmup_type != "linear" &&
+      o.lr_warmup_type != "log") {
+    return FlagError(
+        "lr_warmup_type",
+        absl::StrCat("must be log or linear, got '", o.lr_warmup_type, "'"));
+  }
+  if (o.lr_warmup_type == "log" && !IsDeepSpeedSchedule(o.lr_schedule)) {
+    return FlagError("lr_warmup_type",
+                     absl::StrCat("log is for --lr_schedule=warmup_lr, "
+                                  "warmup_decay_lr or warmup_cosine_lr; ",
+                                  kind, " warms up linearly"));
+  }
+  if (o.lr_schedule != LrScheduleKind::kWarmupCosineLr) {
+    for (auto [flag, value, fallback] :
+         {std::tuple<const char*, double, double>{"lr_warmup_min_ratio",
+                                                  o.lr_warmup_min_ratio,
+                                                  defaults.lr_warmup_min_ratio},
+          {"lr_cos_min_ratio", o.lr_cos_min_ratio,
+           defaults.lr_cos_min_ratio}}) {
+      if (value != fallback) {
+        return FlagError(flag, absl::StrCat("is read by --lr_schedule="
+                                            "warmup_cosine_lr only, not ",
+                                            kind));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// The strategy flags (--strategy, buckets, --checkpoint_units, the dtype
+// and --fsdp_* flags) as StrategyOptions; parse errors name the flag.
+absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
+    const TrainOptions& o) {
+  strategies::StrategyOptions options;
+  options.kind = o.strategy;
+  options.bucket_bytes = o.bucket_bytes;
+  options.first_bucket_bytes = o.first_bucket_bytes;
+  options.allow_unused_parameters = o.allow_unused_parameters;
+  options.checkpoint_units = o.checkpoint_units;
+  strategies::MixedPrecisionOptions& mp = options.mixed_precision;
+  STRATA_ASSIGN_OR_RETURN(mp.param_dtype, strategies::ParseMixedPrecisionDtype(
+                                              "param_dtype", o.param_dtype));
+  STRATA_ASSIGN_OR_RETURN(mp.reduce_dtype, strategies::ParseMixedPrecisionDtype(
+                                               "reduce_dtype", o.reduce_dtype));
+  STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
+                                               "buffer_dtype", o.buffer_dtype));
+  if (o.precision == Precision::kFp16) {
+    // fp16 parameters and buffers; gradients reduced in --reduce_dtype.
+    for (auto [flag, dtype] : {std::pair{"param_dtype", &mp.param_dtype},
+                               std::pair{"buffer_dtype", &mp.buffer_dtype}}) {
+      if (*dtype == at::kBFloat16) {
+        return FlagError(flag,
+                         "--precision=fp16 keeps the model in fp16: leave "
+                         "this flag at fp32 or set fp16, got bf16");
+      }
+      *dtype = at::kHalf;
+    }
+  }
+  if (o.strategy != strategies::StrategyKind::kFsdp) return options;
+  strategies::FsdpOptions& f = options.fsdp;
+  STRATA_ASSIGN_OR_RETURN(f.sharding,
+                          strategies::ParseShardingStrategy(o.fsdp_sharding));
+  for (absl::string_view type :
+       absl::StrSplit(o.fsdp_wrap_unit_types, ',', absl::SkipWhitespace())) {
+    f.wrap_policy.unit_types.emplace_back(absl::StripAsciiWhitespace(type));
+  }
+  f.wrap_policy.min_num_params = o.fsdp_wrap_min_params;
+  f.forward_prefetch = o.fsdp_forward_prefetch;
+  STRATA_ASSIGN_OR_RETURN(
+      f.backward_prefetch,
+      strategies::ParseBackwardPrefetch(o.fsdp_backward_prefetch));
+  f.limit_all_gathers = o.fsdp_limit_all_gathers;
+  f.reductions_in_flight = o.fsdp_reductions_in_flight;
+  f.cpu_offload = o.fsdp_cpu_offload;
+  f.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
+  f.reduce_scatter_every_micro_step = o.fsdp_reduce_scatter_every_micro_step;
+  f.reuse_buffers = o.fsdp_reuse_buffers;
+  f.init_seed = o.seed;
+  return options;
+}
+
+// The checkpoint options of a run (launch/config/checkpoint_options.h).
+TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
+  TrainingCheckpointOptions c;
+  c.format = std::string(CheckpointFormatName(o.ckpt_format));
+  c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
+  c.save_every = o.save_every;
+  c.keep_last = o.keep_last;
+  c.async_save = o.async_save;
+  c.resume = o.resume;
+  c.load_weights = o.load_weights;
+  c.test_pause_before_commit = absl::Milliseconds(o.ckpt_test_pause_ms);
+  // The kill hook fires in the first round only: the restarted ranks run on.
+  if (o.restart_count == 0) {
+    c.test_kill_after_step = o.test_exit_at_step;
+    c.test_kill_rank = o.test_exit_rank;
+  }
+  c.seed = o.seed;
+  c.model_config = o.model;
+  return c;
+}
+
+absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model) {
+  std::error_code ec;
+  const bool is_path = absl::EndsWith(model, ".json") ||
+                       std::filesystem::is_directory(model, ec);
+  absl::StatusOr<models::ModelConfig> config =
+      is_path ? checkpoint::ModelConfigFromHfConfigFile(model)
+              : models::ConfigByName(model);
+  if (!config.ok()) {
+    return FlagError("model",
+                     absl::StrCat(config.status().message(),
+                                  is_path ? "" : " (or a config.json path)"));
+  }
+  return config;
+}
+
+absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
+  if (o.device == "cpu") return at::Device(at::kCPU);
+  if (o.device != "cuda" && o.device != "auto") {
+    return FlagError("device", absl::StrCat("must be auto, cpu or cuda, got '",
+                                            o.device, "'"));
+  }
+  const int64_t gpus =
+      torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  std::string why_not;
+  if (gpus == 0) {
+    why_not = "this LibTorch has no CUDA or no GPU is visible";
+  } else if (o.fsdp_cpu_offload) {
+    why_not = "--fsdp_cpu_offload with CUDA compute is not built yet";
+  } else if (o.precision == Precision::kFp16) {
+    why_not = "--precision=fp16 does not run on CUDA yet (fp32 and bf16 do)";
+  } else if (o.save_every > 0 || !o.resume.empty()) {
+    why_not =
+        "checkpoints of CUDA state are not written yet (--save_every, "
+        "--resume)";
+  }
+  if (why_not.empty()) {
+    return at::Device(at::kCUDA,
+                      static_cast<c10::DeviceIndex>(o.local_rank % gpus));
+  }
+  if (o.device == "cuda") {
+    return FlagError("device",
+                     absl::StrCat("cuda: ", why_not, "; use --device=cpu"));
+  }
+  return at::Device(at::kCPU);
+}
+
+bool DeferredInit(const TrainOptions& o, const at::Device& device) {
+  return o.fsdp_deferred_init &&
+         o.strategy == strategies::StrategyKind::kFsdp && device.is_cpu();
+}
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  if (o.steps < 1)
+    return FlagError("steps", absl::StrCat("must be >= 1, got ", o.steps));
+  if (o.seq_len < 1)
+    return FlagError("seq_len", absl::StrCat("must be >= 1, got ", o.seq_len));
+  if (o.global_batch < 1) {
+    return FlagError("global_batch",
+                     absl::StrCat("must be >= 1, got ", o.global_batch));
+  }
+  const int64_t micro = o.micro_batch == 0 ? o.global_batch : o.micro_batch;
+  if (micro < 1 || o.global_batch % micro != 0) {
+    return FlagError("micro_batch",
+                     absl::StrFormat("must divide --global_batch=%d (0 means "
+                                     "the whole batch), got %d",
+                                     o.global_batch, o.micro_batch));
+  }
+  if (o.data != DataKind::kMarkov && o.data_path.empty()) {
+    return FlagError("data_path", absl::StrCat("is required with --data=",
+                                               DataKindName(o.data)));
+  }
+  if ((o.data == DataKind::kText) == o.tokenizer.empty()) {
+    return FlagError("tokenizer",
+                     "is required with --data=text and read only with it "
+                     "(a tokenizer.json, encoder.json, *.tiktoken or *.model)");
+  }
+  if (!(o.lr > 0))
+    return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
+  if (o.weight_decay < 0) return FlagError("weight_decay", "must be >= 0");
+  if (o.grad_clip < 0) return FlagError("grad_clip", "must be >= 0 (0 = off)");
+  // The loss scaling flags first: OptimizerConfigOf builds the loss scaler's
+  // options from them.
+  STRATA_RETURN_IF_ERROR(ValidatePrecisionFlags(o));
+  STRATA_RETURN_IF_ERROR(ValidateOptimizerFlags(o));
+  STRATA_RETURN_IF_ERROR(ValidateTraceFlags(o.trace_steps, o.trace_dir));
+  if (o.dropout < 0 || o.dropout >= 1)
+    return FlagError("dropout", "must be in [0, 1)");
+  if (o.loss_chunk_tokens < 0) {
+    return FlagError(
+        "loss_chunk_tokens",
+        absl::StrCat("must be >= 0 (0 = unfused), got ", o.loss_chunk_tokens));
+  }
+  if (o.log_interval < 1) return FlagError("log_interval", "must be >= 1");
+  if (o.eval_interval < 0)
+    return FlagError("eval_interval", "must be >= 0 (0 = only at the end)");
+  if (o.eval_batches < (o.eval_only ? 0 : 1)) {
+    return FlagError("eval_batches",
+                     absl::StrCat("must be >= 1 (0, all of the eval data, only "
+                                  "with --eval_only), got ",
+                                  o.eval_batches));
+  }
+  if (o.eval_only && o.load_weights.empty() && o.resume.empty()) {
+    return absl::InvalidArgumentError(
+        "--eval_only needs --load_weights or --resume: the weights to "
+        "evaluate (a Strata full or sharded checkpoint, a PyTorch state dict "
+        "or Hugging Face safetensors)");
+  }
+  if (!(o.eval_fraction > 0 && o.eval_fraction < 0.5)) {
+    return FlagError("eval_fraction", "must be in (0, 0.5)");
+  }
+  if (o.threads < 0) return FlagError("threads", "must be >= 0 (0 = default)");
+  if (o.output_dir.empty()) return FlagError("output_dir", "must not be empty");
+  // DeepSpeed's schedules may warm up for longer than the run, as DeepSpeed
+  // allows.
+  if (o.warmup_steps < 0 || (o.warmup_steps >= o.steps &&
+                             o.lr_schedule != LrScheduleKind::kConstant &&
+                             !IsDeepSpeedSchedule(o.lr_schedule))) {
+    return FlagError("warmup_steps",
+                     absl::StrFormat("must be in [0, --steps=%d) for "
+                                     "--lr_schedule=%s, got %d",
+                                     o.steps, LrScheduleKindName(o.lr_schedule),
+                                     o.warmup_steps));
+  }
+  if (o.lr_schedule == LrScheduleKind::kStep) {
+    if (o.lr_step_size <= 0) {
+      return FlagError("lr_step_size",
+                       absl::StrCat("must be > 0 with --lr_schedule=step, got ",
+                                    o.lr_step_size));
+    }
+    if (!(std::isfinite(o.lr_gamma) && o.lr_gamma > 0)) {
+      return FlagError("lr_gamma",
+                       absl::StrCat("must be > 0 with --lr_schedule=step, got ",
+                                    o.lr_gamma));
+    }
+  }
+  STRATA_RETURN_IF_ERROR(ValidateScheduleFlags(o));
+  if (absl::Status s = optim::ValidateLrScheduleOptions(LrScheduleOptionsOf(o));
+      !s.ok()) {
+    return FlagError("lr_schedule", s.message());
+  }
+  STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
+                          StrategyOptionsFromFlags(o));
+  STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
+  auto config = ModelConfigOf(o.model);
+  if (!config.ok()) return config.status();
+  if (o.vocab_size < 0)
+    return FlagError("vocab_size", "must be >= 0 (0 = the model's)");
+  if (o.seq_len > config->seq_len) {
+    return FlagError("seq_len",
+                     absl::StrFormat("%d is longer than model '%s''s context "
+                                     "of %d tokens",
+                                     o.seq_len, o.model, config->seq_len));
+  }
+  STRATA_RETURN_IF_ERROR(
+      ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
+  return CheckComputeDtypes(o);
+}
+
+}  // namespace strata::launch

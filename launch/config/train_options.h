@@ -1,0 +1,237 @@
+// The options of //launch/train:train (TrainOptions, one field per flag), their
+// validation, and their translation into the options of the layers below:
+// the optimizer, the LR schedule, the strategy and the checkpoints. The
+// training loop (launch/train/trainer.h) and the DeepSpeed config mapping
+// (launch/deepspeed/deepspeed_options.h) share them.
+#ifndef STRATA_LAUNCH_CONFIG_TRAIN_OPTIONS_H_
+#define STRATA_LAUNCH_CONFIG_TRAIN_OPTIONS_H_
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "launch/config/checkpoint_options.h"
+#include "launch/config/option_kinds.h"
+#include "models/config.h"
+#include "optim/lr_schedule.h"
+#include "strategies/options.h"
+
+namespace strata::launch {
+
+// Every field is a flag of the `train` binary with the same name
+// (launch/train/train_flags.h); error messages name fields as flags
+// ("--global_batch"). Enumerated fields parse with launch/option_kinds.h.
+struct TrainOptions {
+  // Model.
+  std::string model = "gpt-tiny";
+  int64_t vocab_size = 0;  // 0: the model config's.
+  int64_t seq_len = 128;
+  // World-size-invariant masks (models/dropout.h): the trainer sets a
+  // DropoutContext (seed, step, global sample indices) before every
+  // micro-batch.
+  double dropout = 0.0;
+  // The head's loss in chunks of this many tokens, forward and backward,
+  // never holding the full [micro_batch * seq_len, vocab] logits
+  // (ModelConfig::loss_chunk_tokens, models/chunked_loss.h); 0: unfused.
+  int64_t loss_chunk_tokens = 0;
+  // Data: the synthetic Markov corpus (a known entropy floor), a text file
+  // (bytes, vocab 256; text, through `tokenizer`) or a token-bin file
+  // (uint16/uint32).
+  DataKind data = DataKind::kMarkov;
+  std::string data_path;
+  std::string tokenizer;  // --data=text: a file text/load_tokenizer.h reads.
+  int64_t markov_vocab = 128;
+  int64_t markov_branching = 4;
+  int64_t markov_tokens = 4'000'000;
+  double eval_fraction = 0.05;  // Tail of the corpus held out for eval.
+  // Schedule of work.
+  int64_t steps = 1000;
+  int64_t global_batch = 32;  // Sequences per optimizer step.
+  int64_t micro_batch = 0;    // Sequences per forward; 0: global_batch.
+  // Optimizer.
+  double lr = 3e-3;
+  LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
+  int64_t warmup_steps = 50;
+  double min_lr = 3e-4;
+  // --lr_schedule=step: multiply the lr by lr_gamma every lr_step_size steps
+  // after warm-up (torch.optim.lr_scheduler.StepLR).
+  int64_t lr_step_size = 0;
+  double lr_gamma = 0.1;
+  // cosine, linear, warmup_decay_lr, warmup_cosine_lr: the step at which the
+  // decay ends (DeepSpeed's total_num_steps); 0: --steps.
+  int64_t lr_total_steps = 0;
+  // DeepSpeed's schedules (warmup_lr, warmup_decay_lr, warmup_cosine_lr):
+  // the warm-up curve, "log" or "linear"; "": the kind's own (log for
+  // DeepSpeed's, as DeepSpeed's default; linear, the only one, for the
+  // others).
+  std::string lr_warmup_type;
+  // warmup_cosine_lr: the warm-up starts at lr_warmup_min_ratio * --lr and
+  // the cosine ends at lr_cos_min_ratio * --lr (DeepSpeed's
+  // warmup_min_ratio and cos_min_ratio, with DeepSpeed's defaults).
+  double lr_warmup_min_ratio = 0.0;
+  double lr_cos_min_ratio = 1e-4;
+  // --optimizer: adamw, adam or sgd (strategies::OptimizerConfig).
+  strategies::OptimizerKind optimizer = strategies::OptimizerKind::kAdamW;
+  double weight_decay = 0.1;  // Decoupled (adamw) or L2 (adam, sgd).
+  double beta1 = 0.9;         // adamw, adam.
+  double beta2 = 0.95;        // adamw, adam.
+  double eps = 1e-8;          // adamw, adam.
+  double momentum = 0.0;      // sgd.
+  double dampening = 0.0;     // sgd.
+  bool nesterov = false;      // sgd.
+  double grad_clip = 1.0;     // 0: off.
+  // Strategy (strategies/strategy.h).
+  strategies::StrategyKind strategy = strategies::StrategyKind::kSingle;
+  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t first_bucket_bytes = int64_t{1} << 20;
+  bool allow_unused_parameters = false;
+  // Units (types or names) whose activations are recomputed in backward
+  // (strategies/activation_checkpointing.h); empty: none.
+  std::vector<std::string> checkpoint_units;
+  // Mixed precision of single/ddp/zero1/zero2 (MixedPrecisionOptions):
+  // "fp32" or "bf16" each. param_dtype bf16 stores the model's parameters
+  // and gradients in bf16 with fp32 masters and optimizer state; unlike
+  // --precision=bf16 (autocast: bf16 matmuls over fp32 weights).
+  std::string param_dtype = "fp32";
+  std::string reduce_dtype = "fp32";
+  std::string buffer_dtype = "fp32";
+  // FSDP (--strategy=fsdp; strategies/fsdp.h).
+  std::string fsdp_sharding = "full_shard";
+  std::string fsdp_wrap_unit_types = "";  // Comma-separated; empty: all.
+  int64_t fsdp_wrap_min_params = 0;
+  bool fsdp_forward_prefetch = false;
+  std::string fsdp_backward_prefetch = "auto";
+  int fsdp_limit_all_gathers = 2;
+  int fsdp_reductions_in_flight = -1;  // auto
+  bool fsdp_cpu_offload = false;
+  int fsdp_hybrid_shard_group_size = 0;
+  bool fsdp_reduce_scatter_every_micro_step = false;
+  // FSDP builds the model without allocating its parameters and each rank
+  // materialises only its shards (DeferredInit). Ignored by the other
+  // strategies, and on CUDA (the full model is built there; logged).
+  bool fsdp_deferred_init = true;
+  // FsdpOptions::reuse_buffers: reuse released unit buffers within a step.
+  bool fsdp_reuse_buffers = false;
+  // Checkpoints (launch/config/checkpoint_options.h), under ckpt_dir (default
+  // <output_dir>/checkpoints): step_<n> and `latest`.
+  CheckpointFormat ckpt_format = CheckpointFormat::kSharded;
+  // Where parameters, gradients, optimizer state and activations live:
+  // "cpu", "cuda" (cuda:local_rank, modulo the visible GPUs), or "auto"
+  // (ResolveDevice). On CUDA, collectives go through host memory (Gloo).
+  std::string device = "auto";
+  // This process's rank on its node (LOCAL_RANK), set by the binary from the
+  // rendezvous, not a flag.
+  int local_rank = 0;
+  std::string ckpt_dir;     // "": <output_dir>/checkpoints.
+  int64_t save_every = 0;   // Steps between saves; 0: none.
+  int keep_last = 0;        // Checkpoints kept; 0: all.
+  bool async_save = false;  // Write in the background while training.
+  std::string resume;       // "": none; a checkpoint path; "auto": latest.
+  // "": none; a checkpoint (full, sharded, or a PyTorch file) whose model
+  // weights start a fresh run (step 0, fresh optimizer).
+  std::string load_weights;
+  int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
+  // Test hook (--test_exit_at_step, --test_exit_rank): when > 0, rank
+  // test_exit_rank SIGKILLs itself right after step test_exit_at_step (and
+  // its checkpoint save), only in restart round 0 (restart_count == 0), to
+  // test restarts at a reproducible moment.
+  int64_t test_exit_at_step = 0;
+  int test_exit_rank = 0;
+  // Test hook (--test_kill_at, --test_kill_rank): a schedule of SIGKILLs
+  // inside a forward, backward, collective or save, one entry per restart
+  // round (launch/train/kill_schedule.h). "": none.
+  std::string test_kill_at;
+  std::string test_kill_rank = "0";
+  // The job's restart round (TORCHELASTIC_RESTART_COUNT, from the
+  // rendezvous, not a flag): 0 for the first start.
+  int restart_count = 0;
+  // Test hook: dropout draws from each rank's default CPU generator
+  // (at::dropout, no DropoutContext), so the run depends on every rank's
+  // generator state.
+  bool dropout_test_default_generator = false;
+  // Run.
+  uint64_t seed = 1;
+  // bf16: autocast, bf16 matmuls over fp32 weights. fp16: fp16 parameters,
+  // activations and buffers with fp32 masters and optimizer state
+  // (--param_dtype and --buffer_dtype fp16; gradients reduced in
+  // --reduce_dtype), with loss scaling: a static --loss_scale, or with 0
+  // a dynamic one starting at 2^loss_scale_initial_power, doubled after
+  // loss_scale_window clean steps, halved (not below loss_scale_min) on
+  // every overflow after loss_scale_hysteresis - 1 absorbed ones
+  // (DeepSpeed's fp16 section).
+  Precision precision = Precision::kFp32;
+  double loss_scale = 0;  // 0: dynamic.
+  int loss_scale_initial_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t loss_scale_hysteresis = 2;
+  double loss_scale_min = 1;
+  int64_t log_interval = 50;
+  // Per-step wall-clock times of the step's phases (forward+backward,
+  // optimizer step, the communication waited for, data, checkpoints) on
+  // every progress line and metrics record.
+  bool wall_clock_breakdown = false;
+  int64_t eval_interval = 250;
+  // Micro-batches per evaluation; with eval_only, 0: all of the eval split.
+  int64_t eval_batches = 8;
+  // Evaluate the weights of --load_weights or --resume on the eval split
+  // (loss, perplexity; <output_dir>/eval.json) and exit without training.
+  bool eval_only = false;
+  std::string output_dir = "out/train";
+  // "": none; otherwise rank 0 writes TensorBoard scalars to an event file
+  // in this directory (launch/observe/tensorboard_scalars.h), flushed at every
+  // progress line.
+  std::string tensorboard_dir;
+  // The timeline trace (launch/observe/trace_session.h): "FIRST:LAST" steps
+  // (from 1, inclusive) and the directory of trace.json; both empty: none.
+  std::string trace_steps;
+  std::string trace_dir;
+  int threads = 1;  // LibTorch intra-op threads; 0: leave LibTorch's setting.
+};
+
+// The model --model names: a named config (models::ConfigByName), or a
+// Hugging Face config.json (the file, or a directory holding it: GPT-2 or
+// Llama, Llama 3.1's rope scaling included). Errors name --model.
+absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model);
+
+// The device --device names. "auto": cuda where this LibTorch has CUDA, a GPU
+// is visible and the run can use it (fp32 or bf16; no checkpoints or FSDP
+// CPU offload: what runs on CUDA so far), else cpu. "cuda"
+// where that is not so is an error naming the flag.
+absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o);
+
+// Whether the model is built deferred: --fsdp_deferred_init with
+// --strategy=fsdp on the CPU (deferred init materialises shards on the host
+// only so far; on CUDA the full model is built instead, which the trainer
+// logs).
+bool DeferredInit(const TrainOptions& o, const at::Device& device);
+
+// Checks every option before any work starts; errors name the flag
+// ("--global_batch: must be >= 1, got 0"). Flags of another optimizer or
+// precision than the chosen one set away from their defaults are errors;
+// --precision=fp16 (or an fp16 dtype flag) where this LibTorch cannot
+// compute fp16 on the CPU is refused (strategies::CheckCpuComputeDtype).
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+// InvalidArgument "--<flag>: <what>".
+absl::Status FlagError(absl::string_view flag, absl::string_view what);
+
+// The translations of valid options (ValidateTrainOptions passed).
+// --optimizer and its flags; with --precision=fp16 the loss scaling.
+strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& options);
+// --lr_schedule and its flags.
+optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& options);
+// --strategy, buckets, --checkpoint_units, the dtype flags (fp16 with
+// --precision=fp16) and the --fsdp_* flags; parse errors name the flag.
+absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
+    const TrainOptions& options);
+// The checkpoint flags (launch/config/checkpoint_options.h).
+TrainingCheckpointOptions CheckpointOptions(const TrainOptions& options);
+
+}  // namespace strata::launch
+
+#endif  // STRATA_LAUNCH_CONFIG_TRAIN_OPTIONS_H_

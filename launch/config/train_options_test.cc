@@ -1,0 +1,243 @@
+// ValidateTrainOptions: every flag checked before any work starts, errors
+// naming the flag — the optimizer flags (those of another optimizer than
+// --optimizer's) and the precision flags (loss scaling only with
+// --precision=fp16; fp16 refused up front where LibTorch cannot compute it).
+#include "launch/config/train_options.h"
+
+#include <ATen/core/Tensor.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "base/testing/status_matchers.h"
+#include "base/testing/temp_dir.h"
+#include "checkpoint/hf_layout.h"
+#include "models/config.h"
+#include "strategies/mixed_precision.h"
+#include "strategies/options.h"
+
+namespace strata::launch {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// The optimizer flags (ValidateTrainOptions): an option of another
+// optimizer than --optimizer's is an error naming both flags; each value is
+// checked with its flag named.
+TEST(OptimizerFlagsTest, DefaultsPassForEveryOptimizer) {
+  for (strategies::OptimizerKind kind :
+       {strategies::OptimizerKind::kAdamW, strategies::OptimizerKind::kAdam,
+        strategies::OptimizerKind::kSgd}) {
+    TrainOptions o;
+    o.optimizer = kind;
+    EXPECT_THAT(ValidateTrainOptions(o), IsOk())
+        << strategies::OptimizerKindName(kind);
+  }
+}
+
+TEST(OptimizerFlagsTest, MomentumWithAdamWNamesBothFlags) {
+  TrainOptions o;
+  o.momentum = 0.9;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--momentum: is used only by --optimizer=sgd, got "
+                        "--optimizer=adamw"));
+}
+
+TEST(OptimizerFlagsTest, NesterovWithAdamNamesBothFlags) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kAdam;
+  o.nesterov = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--nesterov: is used only by --optimizer=sgd, got "
+                        "--optimizer=adam"));
+}
+
+TEST(OptimizerFlagsTest, BetaWithSgdNamesBothFlags) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.beta2 = 0.999;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--beta2: is used only by --optimizer=adamw or adam, "
+                        "got --optimizer=sgd"));
+}
+
+TEST(OptimizerFlagsTest, NesterovWithoutMomentumIsAnError) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.nesterov = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--nesterov needs --momentum > 0 and --dampening == 0, "
+                        "got --momentum 0 and --dampening 0"));
+}
+
+TEST(OptimizerFlagsTest, NesterovWithDampeningIsAnError) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.momentum = 0.9;
+  o.dampening = 0.1;
+  o.nesterov = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("got --momentum 0.9 and --dampening 0.1"));
+}
+
+TEST(OptimizerFlagsTest, DampeningWithoutMomentumIsAnError) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.dampening = 0.5;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--dampening: is used only with --momentum > 0"));
+}
+
+TEST(OptimizerFlagsTest, NegativeMomentumNamesTheFlag) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kSgd;
+  o.momentum = -0.1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--momentum must be >= 0, got -0.1"));
+}
+
+TEST(OptimizerFlagsTest, NegativeEpsNamesTheFlag) {
+  TrainOptions o;
+  o.optimizer = strategies::OptimizerKind::kAdam;
+  o.eps = -1e-8;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eps must be >= 0, got -1e-08"));
+}
+
+TEST(OptimizerFlagsTest, Beta1OfOneNamesTheFlag) {
+  TrainOptions o;
+  o.beta1 = 1.0;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--beta1 must be in [0, 1), got 1"));
+}
+
+TEST(PrecisionFlagsTest, LossScaleFlagsNeedFp16) {
+  TrainOptions o;
+  o.loss_scale_window = 10;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_scale_window: is used only with "
+                        "--precision=fp16 (loss scaling), got "
+                        "--precision=fp32"));
+}
+
+TEST(PrecisionFlagsTest, InitialPowerPastFloat32NamesTheFlag) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  o.loss_scale_initial_power = 128;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_scale_initial_power: must be in [0, 127]"));
+}
+
+TEST(PrecisionFlagsTest, NegativeLossScaleNamesTheFlag) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  o.loss_scale = -1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--loss_scale: must be 0 (dynamic) or a positive "
+                        "float32 value, got -1"));
+}
+
+TEST(PrecisionFlagsTest, Fp16WithBf16ParametersNamesTheFlag) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  o.param_dtype = "bf16";
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--param_dtype: --precision=fp16 keeps the model in "
+                        "fp16: leave this flag at fp32 or set fp16, got "
+                        "bf16"));
+}
+
+// Where this LibTorch cannot compute in fp16 on the CPU (1.13), fp16 is
+// refused up front, naming the flag, the op and the way out; where it can
+// (2.x), the same options pass.
+TEST(PrecisionFlagsTest, Fp16IsRefusedUpFrontWhereLibTorchCannotComputeIt) {
+  TrainOptions o;
+  o.precision = Precision::kFp16;
+  if (strategies::CheckCpuComputeDtype(at::kHalf).ok()) {
+    EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+    return;
+  }
+  const std::string message(ValidateTrainOptions(o).message());
+  EXPECT_THAT(message, HasSubstr("--precision: fp16: this LibTorch ("));
+  EXPECT_THAT(message, HasSubstr(") cannot train in Half on the CPU: "));
+  EXPECT_THAT(message, HasSubstr("tools/libtorch2/run.sh"));
+}
+
+TEST(ModelFlagTest, ConfigJsonGivesThePublishedConfig) {
+  // llama-1b's config as Hugging Face writes it (rope scaling included).
+  const absl::StatusOr<models::ModelConfig> named =
+      models::ConfigByName("llama-1b");
+  ASSERT_THAT(named, IsOk());
+  const std::string dir = testing::FreshTempDir("llama_config");
+  std::ofstream(dir + "/config.json") << checkpoint::HfConfigJson(*named);
+  for (const std::string& model : {dir, dir + "/config.json"}) {
+    const absl::StatusOr<models::ModelConfig> read = ModelConfigOf(model);
+    ASSERT_THAT(read, IsOk()) << model;
+    EXPECT_EQ(read->family, "llama");
+    EXPECT_EQ(read->vocab_size, named->vocab_size);
+    EXPECT_EQ(read->num_layers, named->num_layers);
+    EXPECT_EQ(read->num_kv_heads, named->num_kv_heads);
+    EXPECT_EQ(read->rope_theta, named->rope_theta);
+    EXPECT_EQ(read->rope_scaling.type, "llama3");
+    EXPECT_EQ(read->rope_scaling.factor, named->rope_scaling.factor);
+    EXPECT_EQ(read->tie_embeddings, named->tie_embeddings);
+  }
+}
+
+TEST(ModelFlagTest, UnknownModelTypeNamesTheFlagAndTheFile) {
+  const std::string dir = testing::FreshTempDir("bert_config");
+  std::ofstream(dir + "/config.json") << R"({"model_type": "bert"})";
+  EXPECT_THAT(ModelConfigOf(dir).status().message(),
+              AllOf(HasSubstr("--model"), HasSubstr("config.json"),
+                    HasSubstr("'bert'")));
+}
+
+TEST(ModelFlagTest, UnknownNameSuggestsAConfigJson) {
+  EXPECT_THAT(ModelConfigOf("gpt-5").status().message(),
+              AllOf(HasSubstr("--model"), HasSubstr("gpt-5"),
+                    HasSubstr("or a config.json path")));
+}
+
+// The --test_exit_at_step hook reaches the checkpoints in restart round 0
+// only: the restarted ranks run on.
+TEST(CheckpointOptionsTest, TheExitHookFiresInTheFirstRoundOnly) {
+  TrainOptions o;
+  o.test_exit_at_step = 6;
+  o.test_exit_rank = 1;
+  TrainingCheckpointOptions c = CheckpointOptions(o);
+  EXPECT_EQ(c.test_kill_after_step, 6);
+  EXPECT_EQ(c.test_kill_rank, 1);
+  o.restart_count = 1;
+  c = CheckpointOptions(o);
+  EXPECT_EQ(c.test_kill_after_step, 0);
+}
+
+// --eval_only: evaluates loaded weights, so it needs --load_weights or
+// --resume; --eval_batches=0 (the whole eval split) only with it.
+TEST(EvalOnlyFlagsTest, NeedsWeightsAndAllowsEvalBatchesZero) {
+  TrainOptions o;
+  o.eval_only = true;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eval_only needs --load_weights or --resume"));
+  o.load_weights = "/ckpt/step_00000004";
+  EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+  o.load_weights = "";
+  o.resume = "auto";
+  o.eval_batches = 0;
+  EXPECT_THAT(ValidateTrainOptions(o), IsOk());
+  o.eval_batches = -1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eval_batches: must be >= 1 (0, all of the eval "
+                        "data, only with --eval_only), got -1"));
+  o.eval_only = false;
+  o.eval_batches = 0;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--eval_batches: must be >= 1"));
+}
+
+}  // namespace
+}  // namespace strata::launch

@@ -1,0 +1,92 @@
+// strata_plan as a subprocess: its breakdown equals the library's, the
+// ranking lists configurations, and a bad flag is an error naming it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "base/testing/subprocess.h"
+#include "base/torch_compat.h"
+#include "gtest/gtest.h"
+#include "launch/plan/plan.h"
+#include "models/config.h"
+#include "strategies/options.h"
+
+namespace strata::launch {
+namespace {
+
+using ::strata::testing::RunfilePath;
+using ::strata::testing::RunResult;
+
+RunResult RunPlan(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {RunfilePath("launch/plan/strata_plan")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return ::strata::testing::Run(argv, {}, absl::Seconds(30));
+}
+
+TEST(StrataPlanTest, PrintsTheLibrarysBreakdown) {
+  const RunResult r =
+      RunPlan({"--model=gpt-small50m", "--world_size=4", "--strategy=zero2",
+               "--micro_batch=2", "--seq_len=128"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  PlanInput input;
+  input.model = *models::ConfigByName("gpt-small50m");
+  input.world_size = 4;
+  input.strategy = "zero2";
+  input.micro_batch = 2;
+  input.seq_len = 128;
+  input.torch_version = torch_compat::TorchVersion();  // The flag's default.
+  EXPECT_EQ(r.out, FormatMemoryPlan(input, PlanMemory(input)));
+}
+
+TEST(StrataPlanTest, PlansForTheTorchVersionItIsTold) {
+  // Llama's norms keep x^2 on LibTorch 1.13, not on 2.6: the two plans
+  // differ, and each is the library's for that version.
+  PlanInput input;
+  input.model = *models::ConfigByName("llama-tiny");
+  input.strategy = "fsdp";
+  for (const int version : {113, 206}) {
+    const RunResult r = RunPlan(
+        {"--model=llama-tiny", absl::StrFormat("--torch_version=%d", version)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    input.torch_version = version;
+    EXPECT_EQ(r.out, FormatMemoryPlan(input, PlanMemory(input))) << version;
+  }
+  input.torch_version = 113;
+  const int64_t old_peak = PlanMemory(input).peak_bytes;
+  input.torch_version = 206;
+  EXPECT_GT(old_peak, PlanMemory(input).peak_bytes);
+}
+
+TEST(StrataPlanTest, RanksWhatFitsFromShapeFlags) {
+  const RunResult r = RunPlan({"--layers=4", "--hidden=256", "--heads=4",
+                               "--ffn=688", "--vocab=1000", "--seq_len=256",
+                               "--world_size=8", "--memory_per_rank_gib=1",
+                               "--tflops=1", "--bus_bandwidth_gbps=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("configurations that fit 1.0 GiB per rank"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| 1 | "), std::string::npos) << r.out;
+}
+
+TEST(StrataPlanTest, BadFlagsNameTheFlag) {
+  for (const auto& [flag, name] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--world_size=0", "--world_size"},
+           {"--strategy=zero3", "--strategy"},
+           {"--precision=fp8", "--precision"},
+           {"--torch_version=0", "--torch_version"},
+           {"--memory_per_rank_gib=80", "--tflops"}}) {
+    const RunResult r = RunPlan({"--model=gpt-tiny", flag});
+    EXPECT_EQ(r.exit_code, 1) << flag;
+    EXPECT_NE(r.err.find(name), std::string::npos) << flag << ": " << r.err;
+  }
+  const RunResult r = RunPlan({"--layers=2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--hidden"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace strata::launch

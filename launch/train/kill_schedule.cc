@@ -1,0 +1,163 @@
+#include "launch/train/kill_schedule.h"
+
+#include <glog/logging.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace strata::launch {
+namespace {
+
+absl::Status KillFlagError(absl::string_view flag, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
+}
+
+absl::StatusOr<KillPoint> ParseEntry(absl::string_view entry) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+  const std::string expected = absl::StrCat(
+      "entry '", entry,
+      "' must be PHASE:STEP[:NTH] with PHASE one of forward, backward, "
+      "collective, save, async_save, STEP >= 0 and NTH >= 1");
+  KillPoint point;
+  if (parts.size() < 2 || parts.size() > 3 ||
+      !ParseFaultSite(parts[0], &point.site) ||
+      !absl::SimpleAtoi(parts[1], &point.step) || point.step < 0 ||
+      (parts.size() == 3 &&
+       (!absl::SimpleAtoi(parts[2], &point.nth) || point.nth < 1))) {
+    return KillFlagError("test_kill_at", expected);
+  }
+  return point;
+}
+
+bool IsSave(FaultSite site) {
+  return site == FaultSite::kSave || site == FaultSite::kAsyncSave;
+}
+
+// A save entry must name a save the run makes.
+absl::Status CheckSave(const KillPoint& point,
+                       const KillScheduleOptions& options) {
+  if (!IsSave(point.site)) return absl::OkStatus();
+  const bool async = point.site == FaultSite::kAsyncSave;
+  if (async != options.async_save) {
+    return KillFlagError(
+        "test_kill_at",
+        absl::StrCat(FaultSiteName(point.site),
+                     " needs --async_save=", async ? "true" : "false"));
+  }
+  if (options.ckpt_format != "sharded") {
+    return KillFlagError("test_kill_at",
+                         absl::StrCat(FaultSiteName(point.site),
+                                      " needs --ckpt_format=sharded, got ",
+                                      options.ckpt_format));
+  }
+  if (options.save_every <= 0 || (point.step + 1) % options.save_every != 0 ||
+      point.nth != 1) {
+    return KillFlagError(
+        "test_kill_at",
+        absl::StrCat(
+            FaultSiteName(point.site), ":", point.step, ":", point.nth,
+            " names no save: step ", point.step,
+            " is followed by one with --save_every=", options.save_every,
+            " only if (STEP + 1) is a multiple of it, and NTH "
+            "must be 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<KillPoint>> ParseKillSchedule(
+    absl::string_view at, absl::string_view ranks) {
+  std::vector<KillPoint> points;
+  if (at.empty()) return points;
+  for (absl::string_view entry : absl::StrSplit(at, ',')) {
+    absl::StatusOr<KillPoint> point = ParseEntry(entry);
+    if (!point.ok()) return point.status();
+    points.push_back(*point);
+  }
+  std::vector<int> rank_list;
+  for (absl::string_view r : absl::StrSplit(ranks, ',')) {
+    int rank = 0;
+    if (!absl::SimpleAtoi(r, &rank) || rank < 0) {
+      return KillFlagError(
+          "test_kill_rank",
+          absl::StrCat("'", r, "' in '", ranks, "' is not a rank >= 0"));
+    }
+    rank_list.push_back(rank);
+  }
+  if (rank_list.size() != 1 && rank_list.size() != points.size()) {
+    return KillFlagError(
+        "test_kill_rank",
+        absl::StrCat("names ", rank_list.size(), " ranks; --test_kill_at has ",
+                     points.size(), " entries (give one rank, or one each)"));
+  }
+  for (size_t i = 0; i < points.size(); ++i) {
+    points[i].rank = rank_list[rank_list.size() == 1 ? 0 : i];
+  }
+  return points;
+}
+
+RankKiller::RankKiller(const KillPoint& point) : point_(point) {
+  SetFaultInjector(this);
+}
+
+RankKiller::~RankKiller() { SetFaultInjector(nullptr); }
+
+void RankKiller::Reach(FaultSite site, int64_t step) {
+  if (site != point_.site || step != point_.step) return;
+  if (reached_.fetch_add(1) + 1 != point_.nth) return;
+  LOG(ERROR) << "rank " << point_.rank
+             << ": test hook --test_kill_at=" << FaultSiteName(site) << ":"
+             << step << ":" << point_.nth << ": killing this rank with SIGKILL";
+  google::FlushLogFiles(google::GLOG_INFO);
+  CHECK_EQ(raise(SIGKILL), 0);
+}
+
+at::Tensor FaultPointInterceptor::Run(const models::UnitInfo& /*unit*/,
+                                      const at::Tensor& input,
+                                      const models::UnitForward& forward) {
+  ReachFaultPoint(FaultSite::kForward);
+  at::Tensor output = forward(input);
+  if (output.requires_grad()) {
+    output.register_hook(
+        [](const at::Tensor&) { ReachFaultPoint(FaultSite::kBackward); });
+  }
+  return output;
+}
+
+absl::StatusOr<std::unique_ptr<RankKiller>> InstallKillSchedule(
+    const KillScheduleOptions& options, models::UnitModel& model) {
+  absl::StatusOr<std::vector<KillPoint>> points =
+      ParseKillSchedule(options.at, options.ranks);
+  if (!points.ok()) return points.status();
+  for (const KillPoint& point : *points) {
+    if (point.rank >= options.world_size) {
+      return KillFlagError(
+          "test_kill_rank",
+          absl::StrCat("rank ", point.rank, " is not below the world size ",
+                       options.world_size));
+    }
+    if (absl::Status s = CheckSave(point, options); !s.ok()) return s;
+  }
+  if (options.restart_round >= static_cast<int>(points->size())) return nullptr;
+  const KillPoint& point = (*points)[options.restart_round];
+  if (point.rank != options.rank) return nullptr;
+  LOG(WARNING) << "rank " << options.rank << ": test hook --test_kill_at: "
+               << "SIGKILL at " << FaultSiteName(point.site) << " #"
+               << point.nth << " of step " << point.step << " in restart round "
+               << options.restart_round;
+  if (!IsSave(point.site) && point.site != FaultSite::kCollective) {
+    model.AddInterceptor(std::make_shared<FaultPointInterceptor>());
+  }
+  return std::make_unique<RankKiller>(point);
+}
+
+}  // namespace strata::launch

@@ -1,0 +1,143 @@
+#include "launch/train/kill_schedule.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "base/fault_point.h"
+#include "base/testing/status_matchers.h"
+
+namespace strata::launch {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(KillScheduleTest, ParsesEntriesWithOneRankEach) {
+  ASSERT_OK_AND_ASSIGN(
+      const std::vector<KillPoint> points,
+      ParseKillSchedule("forward:3,collective:7:2,async_save:9", "1,0,1"));
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[0].site, FaultSite::kForward);
+  EXPECT_EQ(points[0].step, 3);
+  EXPECT_EQ(points[0].nth, 1);
+  EXPECT_EQ(points[0].rank, 1);
+  EXPECT_EQ(points[1].site, FaultSite::kCollective);
+  EXPECT_EQ(points[1].step, 7);
+  EXPECT_EQ(points[1].nth, 2);
+  EXPECT_EQ(points[1].rank, 0);
+  EXPECT_EQ(points[2].site, FaultSite::kAsyncSave);
+  EXPECT_EQ(points[2].rank, 1);
+}
+
+TEST(KillScheduleTest, OneRankAppliesToEveryEntry) {
+  ASSERT_OK_AND_ASSIGN(const std::vector<KillPoint> points,
+                       ParseKillSchedule("backward:1:4,save:5", "2"));
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].rank, 2);
+  EXPECT_EQ(points[1].rank, 2);
+}
+
+// (Matching .status(): a StatusOr of KillPoints has no printer.)
+TEST(KillScheduleTest, BadEntriesNameTheFlag) {
+  for (const char* at : {"optimizer:3", "forward", "forward:-1", "forward:2:0",
+                         "forward:x", "save:1:1:1"}) {
+    EXPECT_THAT(ParseKillSchedule(at, "0").status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("--test_kill_at: entry")))
+        << at;
+  }
+  EXPECT_THAT(
+      ParseKillSchedule("forward:1,forward:2,forward:3", "0,1").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--test_kill_rank: names 2 ranks")));
+  EXPECT_THAT(ParseKillSchedule("forward:1", "-1").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--test_kill_rank")));
+}
+
+TEST(KillScheduleTest, KillsAtTheNthReachOfItsStepOnly) {
+  KillPoint point;
+  point.site = FaultSite::kCollective;
+  point.step = 4;
+  point.nth = 2;
+  // Other sites, other steps and the first reach leave the process alive.
+  EXPECT_EXIT(
+      {
+        RankKiller killer(point);
+        SetFaultStep(3);
+        ReachFaultPoint(FaultSite::kCollective);
+        ReachFaultPoint(FaultSite::kCollective);
+        SetFaultStep(4);
+        ReachFaultPoint(FaultSite::kForward);
+        ReachFaultPoint(FaultSite::kCollective);
+        ReachFaultPoint(FaultSite::kSave, 4);
+        std::exit(3);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        RankKiller killer(point);
+        SetFaultStep(4);
+        ReachFaultPoint(FaultSite::kCollective);
+        ReachFaultPoint(FaultSite::kCollective);
+        std::exit(3);
+      },
+      ::testing::KilledBySignal(SIGKILL), "");
+}
+
+KillScheduleOptions Options(const char* at) {
+  KillScheduleOptions options;
+  options.at = at;
+  options.ranks = "0";
+  options.world_size = 2;
+  options.save_every = 2;
+  options.ckpt_format = "sharded";
+  return options;
+}
+
+TEST(KillScheduleTest, SaveEntriesMustNameASaveOfTheRun) {
+  class NoUnits final : public models::UnitModel {
+    at::Tensor Forward(const at::Tensor& tokens) override { return tokens; }
+  } model;
+  // The save after step 3 (4 steps done) is due with --save_every=2.
+  EXPECT_THAT(InstallKillSchedule(Options("save:3"), model).status(), IsOk());
+  EXPECT_THAT(
+      InstallKillSchedule(Options("save:2"), model).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names no save")));
+  EXPECT_THAT(InstallKillSchedule(Options("async_save:3"), model).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("needs --async_save=true")));
+  KillScheduleOptions far = Options("forward:1");
+  far.ranks = "2";
+  EXPECT_THAT(InstallKillSchedule(far, model).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--test_kill_rank: rank 2")));
+}
+
+TEST(KillScheduleTest, OnlyThisRoundsEntryForThisRankInstalls) {
+  class NoUnits final : public models::UnitModel {
+    at::Tensor Forward(const at::Tensor& tokens) override { return tokens; }
+  } model;
+  KillScheduleOptions options = Options("forward:1,backward:5");
+  options.ranks = "0,1";
+  options.rank = 1;
+  ASSERT_OK_AND_ASSIGN(auto killer, InstallKillSchedule(options, model));
+  EXPECT_EQ(killer, nullptr);  // Round 0 kills rank 0.
+  EXPECT_EQ(model.num_interceptors(), 0);
+  options.restart_round = 1;
+  ASSERT_OK_AND_ASSIGN(killer, InstallKillSchedule(options, model));
+  EXPECT_NE(killer, nullptr);
+  EXPECT_EQ(model.num_interceptors(), 1);
+  killer.reset();
+  options.restart_round = 2;  // Past the schedule: none.
+  ASSERT_OK_AND_ASSIGN(killer, InstallKillSchedule(options, model));
+  EXPECT_EQ(killer, nullptr);
+}
+
+}  // namespace
+}  // namespace strata::launch

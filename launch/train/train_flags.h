@@ -1,0 +1,54 @@
+// The command-line flags of //launch/train:train and their translation into
+// TrainOptions. Only the train binary and its tests link this library; it is
+// the one place besides launch/*_main.cc that defines gflags.
+//
+// Flags only tests use (e.g. --ckpt_test_pause_ms) are defined with gflags'
+// kStrippedFlagHelp so that `train --help` does not list them (see the "Test
+// hooks" section of train_flags.cc).
+#ifndef STRATA_LAUNCH_TRAIN_TRAIN_FLAGS_H_
+#define STRATA_LAUNCH_TRAIN_TRAIN_FLAGS_H_
+
+#include <gflags/gflags.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/environment.h"
+#include "launch/config/train_options.h"
+
+// Flags of the binary itself rather than of TrainOptions.
+DECLARE_int32(nproc);
+DECLARE_int32(max_restarts);
+DECLARE_double(heartbeat_timeout_s);
+DECLARE_double(heartbeat_startup_timeout_s);
+DECLARE_int32(collective_timeout_s);
+DECLARE_bool(debug_collectives);
+
+namespace strata::launch {
+
+// TrainOptions from the current flag values; call after gflags parsed the
+// command line. --threads=0 resolves through OMP_NUM_THREADS in `env` (else
+// this process's CPU affinity), an empty --output_dir to out/train under
+// BUILD_WORKING_DIRECTORY in `env` (where `bazel run` was started; else the
+// working directory). With --deepspeed_config, the file is read (a relative
+// path from the working directory, else from BUILD_WORKING_DIRECTORY),
+// parsed and applied for the world of the rank environment in `env` (else
+// --nproc ranks), flags given explicitly winning
+// (launch/deepspeed/deepspeed_options.h); what it set and overrode is appended
+// to `notes` (may be null), one line each, for the caller to log. Errors: an
+// enumerated flag (--data,
+// --lr_schedule, --ckpt_format, --precision) with a value it does not
+// accept, naming the flag and the accepted values; a DeepSpeed config that
+// is missing, unreadable or rejected, naming --deepspeed_config, the path
+// and the key. Other checks are ValidateTrainOptions'.
+absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
+    const comm::EnvLookup& env, std::vector<std::string>* notes = nullptr);
+
+// " --<name>=<value>" for every flag defined in train_flags.cc (test hooks
+// included), in name order, doubles as %g: the start-up "flags:" line.
+std::string TrainFlagsSummary();
+
+}  // namespace strata::launch
+
+#endif  // STRATA_LAUNCH_TRAIN_TRAIN_FLAGS_H_
