@@ -1,4 +1,5 @@
-// Sampling tokens from a model: the library behind //launch:strata_generate.
+// Sampling tokens from a model: the library behind
+// //launch/generate:strata_generate.
 //
 // SampleTokens continues a prompt one token at a time: each step runs the
 // model on the last (at most context) tokens and picks the next token from
