@@ -335,26 +335,39 @@ absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model) {
   return config;
 }
 
+namespace {
+
+// Why these options cannot train on CUDA here ("" where they can), given the
+// number of visible GPUs.
+std::string WhyNotCuda(const TrainOptions& o, int64_t gpus) {
+  if (gpus == 0) return "this LibTorch has no CUDA or no GPU is visible";
+  if (o.fsdp_cpu_offload) {
+    return "--fsdp_cpu_offload with CUDA compute is not built yet";
+  }
+  if (o.precision == Precision::kFp16) {
+    return "--precision=fp16 does not run on CUDA yet (fp32 and bf16 do)";
+  }
+  if (o.save_every > 0 || !o.resume.empty()) {
+    return "checkpoints of CUDA state are not written yet (--save_every, "
+           "--resume)";
+  }
+  return "";
+}
+
+int64_t VisibleGpus() {
+  return torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+}
+
+}  // namespace
+
 absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
   if (o.device == "cpu") return at::Device(at::kCPU);
   if (o.device != "cuda" && o.device != "auto") {
     return FlagError("device", absl::StrCat("must be auto, cpu or cuda, got '",
                                             o.device, "'"));
   }
-  const int64_t gpus =
-      torch::cuda::is_available() ? torch::cuda::device_count() : 0;
-  std::string why_not;
-  if (gpus == 0) {
-    why_not = "this LibTorch has no CUDA or no GPU is visible";
-  } else if (o.fsdp_cpu_offload) {
-    why_not = "--fsdp_cpu_offload with CUDA compute is not built yet";
-  } else if (o.precision == Precision::kFp16) {
-    why_not = "--precision=fp16 does not run on CUDA yet (fp32 and bf16 do)";
-  } else if (o.save_every > 0 || !o.resume.empty()) {
-    why_not =
-        "checkpoints of CUDA state are not written yet (--save_every, "
-        "--resume)";
-  }
+  const int64_t gpus = VisibleGpus();
+  const std::string why_not = WhyNotCuda(o, gpus);
   if (why_not.empty()) {
     return at::Device(at::kCUDA,
                       static_cast<c10::DeviceIndex>(o.local_rank % gpus));
@@ -364,6 +377,11 @@ absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
                      absl::StrCat("cuda: ", why_not, "; use --device=cpu"));
   }
   return at::Device(at::kCPU);
+}
+
+std::string AutoDeviceCpuReason(const TrainOptions& o) {
+  if (o.device != "auto") return "";
+  return WhyNotCuda(o, VisibleGpus());
 }
 
 bool DeferredInit(const TrainOptions& o, const at::Device& device) {

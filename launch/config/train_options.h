@@ -204,6 +204,12 @@ absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model);
 // where that is not so is an error naming the flag.
 absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o);
 
+// Why --device=auto resolves to the CPU for these options (no CUDA or no GPU
+// here, or a flag that does not run on CUDA yet); "" where --device is not
+// "auto" or it picks CUDA. The train binary logs it, so a run on a GPU
+// machine never falls back to the CPU without saying so.
+std::string AutoDeviceCpuReason(const TrainOptions& o);
+
 // Whether the model is built deferred: --fsdp_deferred_init with
 // --strategy=fsdp on the CPU (deferred init materialises shards on the host
 // only so far; on CUDA the full model is built instead, which the trainer

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <fstream>
 #include <string>
@@ -237,6 +238,38 @@ TEST(EvalOnlyFlagsTest, NeedsWeightsAndAllowsEvalBatchesZero) {
   o.eval_batches = 0;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--eval_batches: must be >= 1"));
+}
+
+TEST(AutoDeviceTest, OnlyAutoExplainsAFallback) {
+  TrainOptions o;
+  o.device = "cpu";
+  EXPECT_EQ(AutoDeviceCpuReason(o), "");
+  o.device = "cuda";
+  EXPECT_EQ(AutoDeviceCpuReason(o), "");
+}
+
+// --device=auto with fp16 trains on the CPU on any machine today: where a GPU
+// is visible the reason is the flag, elsewhere the missing GPU.
+TEST(AutoDeviceTest, AutoSaysWhyItPicksTheCpu) {
+  TrainOptions o;
+  o.device = "auto";
+  o.precision = Precision::kFp16;
+  ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o));
+  EXPECT_TRUE(device.is_cpu());
+  if (torch::cuda::is_available() && torch::cuda::device_count() > 0) {
+    EXPECT_THAT(AutoDeviceCpuReason(o), HasSubstr("--precision=fp16"));
+  } else {
+    EXPECT_EQ(AutoDeviceCpuReason(o),
+              "this LibTorch has no CUDA or no GPU is visible");
+  }
+}
+
+// The reason is empty exactly when auto picks CUDA.
+TEST(AutoDeviceTest, NoReasonExactlyWhenAutoPicksCuda) {
+  TrainOptions o;
+  o.device = "auto";
+  ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o));
+  EXPECT_EQ(AutoDeviceCpuReason(o).empty(), device.is_cuda());
 }
 
 }  // namespace

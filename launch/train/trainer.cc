@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <glog/logging.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -297,6 +298,14 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   if (run->device.is_cuda()) {
     run->model->to(run->device);
     LOG_IF(INFO, run->rank == 0) << "training on " << run->device.str();
+  } else if (const std::string why = AutoDeviceCpuReason(o);
+             run->rank == 0 && !why.empty()) {
+    // A warning where a GPU sits unused; on a machine without one, a note.
+    LOG_IF(WARNING, torch::cuda::is_available())
+        << "--device=auto: training on the CPU although a GPU is visible: "
+        << why << " (--device=cpu says so explicitly)";
+    LOG_IF(INFO, !torch::cuda::is_available())
+        << "--device=auto: training on the CPU: " << why;
   }
   if (o.precision == Precision::kBf16) {
     run->model->AddInterceptor(
