@@ -355,6 +355,13 @@ int Main() {
       time.compute_s - c.attention_s, c.attention_s, c.layer_norm_s, c.gelu_s,
       c.softmax_s, c.cross_entropy_s, c.add_s, c.head_copy_s, c.embedding_s,
       c.fresh_s, time.grad_accumulate_s, time.formula.c_str());
+  if (!(hw.memory_bandwidth_bytes_per_s > 0)) {
+    std::printf(
+        "  left out: no memory bandwidth (--memory_bandwidth_gbps or "
+        "--measure), so the terms it prices count as 0 s: every elementwise "
+        "class without its own --*_per_s rate, gradient accumulation and the "
+        "optimizer's traffic beyond its AdamW rate\n");
+  }
   if (FLAGS_memory_per_rank_gib <= 0) return 0;
   const int64_t budget =
       static_cast<int64_t>(FLAGS_memory_per_rank_gib * 1073741824.0);

@@ -71,6 +71,24 @@ TEST(StrataPlanTest, RanksWhatFitsFromShapeFlags) {
   EXPECT_NE(r.out.find("| 1 | "), std::string::npos) << r.out;
 }
 
+// Without a memory bandwidth the terms it prices are 0 s: the output says so,
+// and says nothing of it once one is given.
+TEST(StrataPlanTest, SaysWhatAMissingMemoryBandwidthLeavesOut) {
+  const std::vector<std::string> flags = {
+      "--layers=2",   "--hidden=128", "--heads=4",  "--ffn=344",
+      "--vocab=1000", "--seq_len=64", "--tflops=1", "--bus_bandwidth_gbps=1"};
+  const RunResult without = RunPlan(flags);
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_NE(without.out.find("left out: no memory bandwidth"),
+            std::string::npos)
+      << without.out;
+  std::vector<std::string> with = flags;
+  with.push_back("--memory_bandwidth_gbps=10");
+  const RunResult given = RunPlan(with);
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(given.out.find("left out:"), std::string::npos) << given.out;
+}
+
 TEST(StrataPlanTest, BadFlagsNameTheFlag) {
   for (const auto& [flag, name] :
        std::vector<std::pair<std::string, std::string>>{
