@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "base/help_flags.h"
 #include "data/file_sources.h"
 #include "data/tokenized_text.h"
 #include "text/load_tokenizer.h"
@@ -129,6 +130,8 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   gflags::SetUsageMessage(kUsage);
+  ::strata::NarrowHelp("data/make_token_bin_main", argc,
+                       argv);  // --helpfull: every flag.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   return Run(argc, argv);

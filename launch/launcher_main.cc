@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/help_flags.h"
 #include "launch/launcher.h"
 
 DEFINE_int32(nproc_per_node, 1,
@@ -104,6 +105,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(kUsage);
   std::vector<char*> args = SeparateCommand(argc, argv);
   int num_args = static_cast<int>(args.size()) - 1;
+  ::strata::NarrowHelp("launch/launcher_main", num_args,
+                       args.data());  // --helpfull: all.
   char** remaining = args.data();
   gflags::ParseCommandLineFlags(&num_args, &remaining, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);

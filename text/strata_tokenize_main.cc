@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/file_io.h"
+#include "base/help_flags.h"
 #include "text/load_tokenizer.h"
 
 DEFINE_string(tokenizer, "",
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Encodes --text, decodes --ids, or encodes a --documents batch with "
       "--tokenizer.");
+  ::strata::NarrowHelp("text/strata_tokenize_main", argc,
+                       argv);  // --helpfull: every flag.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   if (argc > 1) {

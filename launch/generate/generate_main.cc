@@ -14,6 +14,7 @@
 #include <iostream>
 #include <string>
 
+#include "base/help_flags.h"
 #include "launch/generate/generate.h"
 
 namespace {
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Samples a continuation of --prompt or --prompt_tokens from a model's "
       "--load_weights.");
+  ::strata::NarrowHelp("launch/generate/generate_main", argc,
+                       argv);  // --helpfull: every flag.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

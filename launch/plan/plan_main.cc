@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/help_flags.h"
 #include "base/process_memory.h"
 #include "base/torch_compat.h"
 #include "launch/plan/plan.h"
@@ -391,6 +392,8 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Predicts per-rank memory and step time of a training configuration "
       "(launch/plan/plan.h).");
+  ::strata::NarrowHelp("launch/plan/plan_main", argc,
+                       argv);  // --helpfull: every flag.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

@@ -242,6 +242,9 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
   EXPECT_THAT(help, Not(HasSubstr("test_kill_at")));
   EXPECT_THAT(help, Not(HasSubstr("test_kill_rank")));
   EXPECT_THAT(help, Not(HasSubstr("dropout_test_default_generator")));
+  // Only train's own flags: none of glog's or LibTorch's (--helpfull).
+  EXPECT_THAT(help, Not(HasSubstr("-logtostderr")));
+  EXPECT_THAT(help, Not(HasSubstr("caffe2_")));
 }
 
 // A DeepSpeed config written under TEST_TMPDIR; returns its path.

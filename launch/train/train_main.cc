@@ -18,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "base/heartbeat.h"
+#include "base/help_flags.h"
 #include "base/process_memory.h"
 #include "base/tracking_allocator.h"
 #include "comm/environment.h"
@@ -135,6 +136,7 @@ int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Trains a model. Flags may come from "
       "--flagfile=launch/train/configs/*.flags.");
+  ::strata::NarrowHelp("launch/train/", argc, argv);  // --helpfull: every flag.
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
