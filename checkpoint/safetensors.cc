@@ -352,7 +352,11 @@ at::Tensor SafetensorsFile::ViewOf(const SafetensorsEntry& entry) const {
   const int64_t element_bytes = c10::elementSize(entry.dtype);
   if (reinterpret_cast<uintptr_t>(data) % element_bytes != 0) {
     at::Tensor copy = at::empty(entry.shape, options);
-    std::memcpy(copy.data_ptr(), data, entry.end - entry.begin);
+    // An empty tensor has no storage (data_ptr() is null): memcpy must not
+    // be given it, even for 0 bytes (UBSan).
+    if (entry.end > entry.begin) {
+      std::memcpy(copy.data_ptr(), data, entry.end - entry.begin);
+    }
     return copy;
   }
   std::shared_ptr<const SafetensorsFile> self = shared_from_this();
