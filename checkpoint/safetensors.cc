@@ -48,7 +48,7 @@ constexpr const char* kUnsupportedDtypes[] = {
 
 std::string KnownDtypes() {
   std::vector<std::string> names;
-  for (const DtypeName& d : kDtypes) names.push_back(d.name);
+  for (const DtypeName& d : kDtypes) names.emplace_back(d.name);
   return absl::StrJoin(names, ", ");
 }
 
@@ -422,7 +422,11 @@ absl::Status WriteSafetensors(
     dtype_names.push_back(*dtype);
     STRATA_RETURN_IF_ERROR(StatusFromCall(
         absl::StrCat("copying tensor '", name, "' to the CPU for ", path),
-        [&] { values.push_back(tensor.detach().to(at::kCPU).contiguous()); }));
+        // An init-capture: C++17 lambdas cannot capture a structured
+        // binding (clang rejects it).
+        [&values, &t = tensor] {
+          values.push_back(t.detach().to(at::kCPU).contiguous());
+        }));
   }
   for (const auto& [key, value] : metadata) {
     if (!utf8(key) || !utf8(value)) {
