@@ -62,8 +62,13 @@ absl::Status SetMallocMmapThreshold(int64_t bytes) {
   }
 #if defined(__GLIBC__)
   if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes)) != 1) {
-    return absl::InternalError(
-        absl::StrCat("mallopt(M_MMAP_THRESHOLD, ", bytes, ") failed"));
+    // glibc's own mallopt accepts every threshold in range; an allocator
+    // that replaces glibc's malloc (a sanitizer's: AddressSanitizer's
+    // mallopt does nothing and returns 0) refuses it.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "malloc mmap threshold: mallopt(M_MMAP_THRESHOLD, ", bytes,
+        ") failed: this process's allocator (e.g. a sanitizer's) does not "
+        "support mallopt"));
   }
   return absl::OkStatus();
 #else

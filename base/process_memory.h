@@ -34,7 +34,9 @@ absl::Status ResetPeakResident();
 // block freed, up to 32 MiB, so that freed units' buffers below that size
 // stay in the heap and fragment it). Binaries call it (libraries do not: it
 // is process-wide). InvalidArgument for bytes outside [0, 32 MiB];
-// Unimplemented where the C library is not glibc.
+// FailedPrecondition where the allocator does not support mallopt (one
+// that replaces glibc's malloc, e.g. AddressSanitizer's); Unimplemented
+// where the C library is not glibc.
 absl::Status SetMallocMmapThreshold(int64_t bytes);
 
 }  // namespace strata

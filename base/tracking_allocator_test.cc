@@ -182,7 +182,7 @@ TEST_F(TrackingAllocatorTest, RawAllocateAndDeallocateAreCounted) {
 }
 
 TEST_F(TrackingAllocatorTest, TagsListsEveryTagUsed) {
-  MemoryTagScope("listed");  // A temporary: enters and leaves the tag.
+  { MemoryTagScope scope("listed"); }  // Enters and leaves the tag.
   const std::vector<std::string> tags = TrackingAllocator::Tags();
   ASSERT_FALSE(tags.empty());
   EXPECT_EQ(tags.front(), "");

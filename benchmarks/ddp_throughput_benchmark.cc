@@ -370,7 +370,7 @@ int Drive(int argc, char** argv) {
   const std::string dir = dir_template;
   const models::ModelConfig config = Config();
   std::vector<std::string> cases = {"ddp", "zero1", "zero2"};
-  if (FLAGS_bf16_case) cases.push_back("ddp_bf16");
+  if (FLAGS_bf16_case) cases.emplace_back("ddp_bf16");
   std::vector<double> single_runs, python_runs;
   std::vector<std::vector<DdpResult>> strata_runs(cases.size());
   for (int r = 0; r < FLAGS_repetitions; ++r) {
@@ -400,7 +400,7 @@ int Drive(int argc, char** argv) {
       FLAGS_model.c_str(), models::NumParameters(config) / 1e6, FLAGS_nproc,
       static_cast<long long>(FLAGS_batch),
       static_cast<long long>(FLAGS_seq_len),
-      static_cast<long long>(FLAGS_batch * FLAGS_nproc),
+      static_cast<long long>(FLAGS_batch) * FLAGS_nproc,
       static_cast<long long>(FLAGS_seq_len), FLAGS_warmup_steps, FLAGS_steps,
       FLAGS_repetitions);
   std::printf(

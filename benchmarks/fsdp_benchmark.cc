@@ -123,7 +123,7 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
   std::string stripped(base);
   for (const char* o : kOverrides) {
     if (!absl::StrContains(stripped, o)) continue;
-    overrides.push_back(o);
+    overrides.emplace_back(o);
     stripped = absl::StrReplaceAll(stripped, {{o, ""}});
   }
   base = stripped;

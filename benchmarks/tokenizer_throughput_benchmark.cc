@@ -61,13 +61,14 @@ std::string CommonLicenses() {
   DIR* d = opendir(dir.c_str());
   CHECK(d != nullptr) << "cannot open " << dir << "; give --corpus";
   while (dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.') names.push_back(e->d_name);
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
   }
   closedir(d);
   std::sort(names.begin(), names.end());
   std::string text;
   for (const std::string& n : names) {
-    absl::StatusOr<std::string> f = strata::ReadWholeFile(dir + "/" + n);
+    absl::StatusOr<std::string> f =
+        strata::ReadWholeFile(absl::StrCat(dir, "/", n));
     if (f.ok()) text += *f;
   }
   return text;

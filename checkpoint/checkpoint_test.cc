@@ -306,12 +306,16 @@ TEST_P(NextStepTest, NextStepAfterLoadIsBitwiseTheSavedRunsNextStep) {
   const strategies::OptimizerConfig optimizer =
       testing::OptimizerNamed(GetParam());
   for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
-    for (const auto& [kind, world] :
+    // Not a structured binding: the lambda below captures these, which
+    // C++17 does not allow for bindings (clang rejects it).
+    for (const std::pair<std::string, int>& run :
          std::vector<std::pair<std::string, int>>{{"single", 1},
                                                   {"ddp", 2},
                                                   {"zero1", 2},
                                                   {"zero2", 2},
                                                   {"fsdp", 2}}) {
+      const std::string& kind = run.first;
+      const int world = run.second;
       const std::string what =
           absl::StrCat(GetParam(), " ", FormatName(format), " ", kind);
       const std::string path = CheckpointPathForStep(

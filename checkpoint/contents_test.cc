@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 std::vector<ShardedTensor> Live(
     const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs) {
   std::vector<ShardedTensor> out;
+  out.reserve(specs.size());
   for (const auto& [name, shape] : specs) {
     out.push_back({name, shape, 0, at::zeros(shape)});
   }
@@ -32,6 +33,7 @@ std::vector<ShardedTensor> Live(
 std::vector<TensorInfo> Saved(
     const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs) {
   std::vector<TensorInfo> out;
+  out.reserve(specs.size());
   for (const auto& [name, shape] : specs) out.push_back({name, shape});
   return out;
 }

@@ -407,6 +407,7 @@ absl::Status Stage(const std::string& path,
 
 std::vector<std::string> Names(const std::vector<ShardedTensor>& runs) {
   std::vector<std::string> names;
+  names.reserve(runs.size());
   for (const auto& run : runs) names.push_back(run.name);
   return names;
 }
@@ -603,6 +604,7 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
     STRATA_ASSIGN_OR_RETURN(std::vector<SavedTensor> model,
                             ModelTensors(path, root));
     std::vector<TensorInfo> infos;
+    infos.reserve(model.size());
     for (const auto& s : model) infos.push_back(s.info);
     STRATA_ASSIGN_OR_RETURN(
         std::vector<int> match,

@@ -40,6 +40,7 @@ struct Spec {
 
 std::vector<Spec> Specs() {
   std::vector<Spec> specs;
+  specs.reserve(kSmall + 1);
   for (int i = 0; i < kSmall; ++i) {
     specs.push_back({absl::StrCat("layer", i, ".weight"), {128, 256}});
   }

@@ -640,7 +640,7 @@ absl::StatusOr<NamedTensors> ImportHf(const NamedTensors& hf,
     std::string name = raw_name;
     if (config.family == "gpt" && name != "lm_head.weight" &&
         !absl::StartsWith(name, "transformer.")) {
-      name = "transformer." + name;
+      name = absl::StrCat("transformer.", name);
     }
     if (!by_name.emplace(name, tensor).second) {
       return absl::InvalidArgumentError(
@@ -774,7 +774,7 @@ absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
       const std::string file = absl::StrFormat("model-%05d-of-%05d.safetensors",
                                                i + 1, shards.size());
       STRATA_RETURN_IF_ERROR(
-          WriteSafetensors(dir + "/" + file, shards[i], metadata));
+          WriteSafetensors(absl::StrCat(dir, "/", file), shards[i], metadata));
       for (const auto& [name, tensor] : shards[i]) {
         index["weight_map"][name] = file;
       }

@@ -16,8 +16,7 @@ using ::strata::testing::IsOk;
 
 std::string Fresh(const std::string& name) {
   const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      std::string(root != nullptr ? root : "/tmp") + "/" + name;
+  std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -211,7 +211,7 @@ absl::StatusOr<std::pair<TensorState, Contents>> ReadLocalCheckpoint(
   }
   TensorState state;
   for (const std::string& file : md.files()) {
-    const std::string path = dir + "/" + file;
+    const std::string path = absl::StrCat(dir, "/", file);
     STRATA_ASSIGN_OR_RETURN(c10::IValue value,
                             serialization::ReadTorchFile(path));
     if (!value.isGenericDict() || !value.toGenericDict().contains("runs")) {

@@ -48,7 +48,7 @@ constexpr const char* kUnsupportedDtypes[] = {
 
 std::string KnownDtypes() {
   std::vector<std::string> names;
-  for (const DtypeName& d : kDtypes) names.push_back(d.name);
+  for (const DtypeName& d : kDtypes) names.emplace_back(d.name);
   return absl::StrJoin(names, ", ");
 }
 
@@ -352,7 +352,11 @@ at::Tensor SafetensorsFile::ViewOf(const SafetensorsEntry& entry) const {
   const int64_t element_bytes = c10::elementSize(entry.dtype);
   if (reinterpret_cast<uintptr_t>(data) % element_bytes != 0) {
     at::Tensor copy = at::empty(entry.shape, options);
-    std::memcpy(copy.data_ptr(), data, entry.end - entry.begin);
+    // An empty tensor has no storage (data_ptr() is null): memcpy must not
+    // be given it, even for 0 bytes (UBSan).
+    if (entry.end > entry.begin) {
+      std::memcpy(copy.data_ptr(), data, entry.end - entry.begin);
+    }
     return copy;
   }
   std::shared_ptr<const SafetensorsFile> self = shared_from_this();
@@ -418,7 +422,11 @@ absl::Status WriteSafetensors(
     dtype_names.push_back(*dtype);
     STRATA_RETURN_IF_ERROR(StatusFromCall(
         absl::StrCat("copying tensor '", name, "' to the CPU for ", path),
-        [&] { values.push_back(tensor.detach().to(at::kCPU).contiguous()); }));
+        // An init-capture: C++17 lambdas cannot capture a structured
+        // binding (clang rejects it).
+        [&values, &t = tensor] {
+          values.push_back(t.detach().to(at::kCPU).contiguous());
+        }));
   }
   for (const auto& [key, value] : metadata) {
     if (!utf8(key) || !utf8(value)) {

@@ -2,8 +2,10 @@
 
 #include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
+#include <glog/logging.h>
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -175,9 +177,29 @@ TorchArchiveWriter::TorchArchiveWriter(std::string name, Sink sink)
     : name_(std::move(name)), sink_(std::move(sink)) {}
 
 TorchArchiveWriter::~TorchArchiveWriter() {
-  // See the header: an unfinished LibTorch writer may throw in its
-  // destructor.
-  if (!finished_) (void)writer_.release();
+  if (writer_ == nullptr) return;  // Finished, or never created.
+  // Abandoned: the sink gets no more bytes, and LibTorch's writer is closed
+  // here, where its error can be caught, rather than in its destructor.
+  discard_ = true;
+  if (!writer_->finalized()) {
+    try {
+      writer_->writeEndOfFile();
+    } catch (const std::exception& e) {
+      VLOG(1) << "abandoning '" << name_ << "': " << e.what();
+    }
+  }
+  // LibTorch 1.13's writer stays unfinalised when closing it threw before
+  // its last step, and its destructor would close it again and throw
+  // (std::terminate); only then is it left allocated. The sink never fails
+  // a write (see Create), so this takes a fault inside LibTorch's writer.
+  if (!writer_->finalized()) {
+    LOG(ERROR) << "abandoning '" << name_
+               << "': LibTorch's archive writer could not be closed; "
+                  "leaking it";
+    (void)writer_.release();
+    return;
+  }
+  writer_.reset();
 }
 
 template <typename Fn>
@@ -203,9 +225,13 @@ absl::StatusOr<std::unique_ptr<TorchArchiveWriter>> TorchArchiveWriter::Create(
   STRATA_RETURN_IF_ERROR(self->Write([self] {
     self->writer_ = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(
         [self](const void* data, size_t n) -> size_t {
-          if (!self->sink_status_.ok()) return 0;
+          // LibTorch's writer never sees a short write: one poisons it (every
+          // later call throws, closing it included). After the sink's first
+          // error, and once the archive is abandoned, bytes are dropped;
+          // Write returns the sink's error.
+          if (self->discard_ || !self->sink_status_.ok()) return n;
           self->sink_status_ = self->sink_(data, n);
-          return self->sink_status_.ok() ? n : 0;
+          return n;
         });
   }));
   return out;

@@ -112,9 +112,9 @@ class TorchArchiveWriter {
       const std::string& name, Sink sink);
   TorchArchiveWriter(const TorchArchiveWriter&) = delete;
   TorchArchiveWriter& operator=(const TorchArchiveWriter&) = delete;
-  // Destroyed unfinished (after an error), the archive is abandoned: LibTorch's
-  // writer would finish it in its destructor and may throw there, so it is
-  // deliberately leaked (a few KiB) and the sink gets no more bytes.
+  // Destroyed unfinished (after an error, or before Finish), the archive is
+  // abandoned: the sink gets no more bytes, so what it received is an
+  // incomplete archive (AtomicFileWriter-backed sinks never commit it).
   ~TorchArchiveWriter();
 
   // Writes storage `key`'s record ("data/<key>", see Pickled::tensors).
@@ -134,6 +134,7 @@ class TorchArchiveWriter {
   absl::Status status_;       // The archive's first error.
   std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> writer_;
   bool finished_ = false;
+  bool discard_ = false;  // Abandoned: the sink gets no more bytes.
 };
 
 }  // namespace strata::serialization

@@ -9,8 +9,7 @@ namespace strata::testing {
 
 std::string FreshTempDir(const std::string& name) {
   const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
+  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

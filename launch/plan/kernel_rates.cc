@@ -49,6 +49,7 @@ double MeanOverThreads(int threads,
   CHECK_GE(threads, 1);
   std::vector<double> rates(threads);
   std::vector<std::thread> workers;
+  workers.reserve(threads);
   for (int i = 0; i < threads; ++i) {
     workers.emplace_back([&, i] { rates[i] = measure_one(); });
   }
@@ -219,11 +220,12 @@ double MeasureEmbeddingRate(int64_t vocab, int64_t dim, int64_t tokens,
 
 double MeasureFreshBufferRate(int64_t bytes, double seconds, int threads) {
   CHECK_GE(bytes, 4);
-  return (bytes / 4) * 4.0 *
+  const int64_t floats = bytes / 4;  // Whole floats: 4 * floats bytes.
+  return static_cast<double>(4 * floats) *
          MeasureCallsPerSecond(
              [&] {
                return std::function<void()>(
-                   [bytes] { at::empty({bytes / 4}).zero_(); });
+                   [floats] { at::empty({floats}).zero_(); });
              },
              seconds, threads);
 }
@@ -242,10 +244,12 @@ double MeasureGemmFlops(int64_t m, int64_t k, int64_t n, double seconds,
 
 double MeasureMemoryBandwidth(int64_t bytes, double seconds, int threads) {
   CHECK_GE(bytes, 4);
+  const int64_t floats = bytes / 4;  // Whole floats: 4 * floats bytes.
   return MeanOverThreads(threads, [&] {
-    const at::Tensor src = at::randn({bytes / 4});
-    at::Tensor dst = at::empty({bytes / 4});
-    return 2.0 * (bytes / 4) * 4 *
+    const at::Tensor src = at::randn({floats});
+    at::Tensor dst = at::empty({floats});
+    // Each copy reads and writes them.
+    return 2.0 * static_cast<double>(4 * floats) *
            UnitsPerSecond([&] { dst.copy_(src); }, seconds);
   });
 }
