@@ -2,10 +2,15 @@
 # The checks too slow for CI on two cores, run before an issue is resolved;
 # any finding fails them:
 #
-#  1. asan:  AddressSanitizer + UndefinedBehaviorSanitizer over the Bazel
-#            suite (every test .ci/run's Bazel half runs, but the few listed
-#            in ASAN_EXCLUDED below with why), optimised (-O1) and with
-#            frame pointers; UBSan does not recover.
+#  1. asan:  AddressSanitizer + UndefinedBehaviorSanitizer over the library
+#            packages' tests (ASAN_TARGETS below: every test of base,
+#            serialization, text, optim, data, checkpoint, comm, models and
+#            strategies, and the progress publisher), optimised (-O1) and
+#            with frame pointers; UBSan does not recover. Not under ASan yet:
+#            the rest of launch/ (its tests run the binaries; several still
+#            parse output with std::regex, which GCC 12 at -O1 warns about
+#            inside libstdc++, an error under -Werror), tools/ and the
+#            benchmarks.
 #  2. tsan:  ThreadSanitizer over the tests of Strata's threaded code
 #            (TSAN_TESTS below: the heartbeat, the trace and tracking
 #            allocator, the progress publisher, the asynchronous checkpoint
@@ -39,11 +44,11 @@ dir=${STRATA_SANITIZE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/strata/sanitize}
 mkdir -p "$dir"
 log() { echo "[sanitize $(date +%T)] $*" >&2; }
 
-# Tests .ci/run runs but this does not, with why.
-ASAN_EXCLUDED=(
-  # Network namespaces and two launchers: transport code, run under ASan by
-  # the launcher tests it drives; its 5-minute runtime would triple.
-  //tools:multinode_netns_test
+# What the asan part runs (see the top of this file for what it does not).
+ASAN_TARGETS=(
+  //base/... //serialization/... //text/... //optim/... //data/...
+  //checkpoint/... //comm/... //models/... //strategies/...
+  //launch/observe:progress_logger_test
 )
 TSAN_TESTS=(
   //base:heartbeat_test
@@ -88,10 +93,8 @@ bazel_part() {  # NAME OUTPUT_BASE COUNT_FILE bazel-test-args...
 for part in "${parts[@]}"; do
   case "$part" in
     asan)
-      log "asan: AddressSanitizer + UBSan over the Bazel suite"
-      exclude=()
-      for t in "${ASAN_EXCLUDED[@]}"; do exclude+=("-$t"); done
-      bazel_part asan "$dir/bazel-asan" --config=asan --jobs="$jobs" -- //... "${exclude[@]}"
+      log "asan: AddressSanitizer + UBSan over the library packages' tests"
+      bazel_part asan "$dir/bazel-asan" --config=asan --jobs="$jobs" -- "${ASAN_TARGETS[@]}"
       ;;
     tsan)
       log "tsan: ThreadSanitizer over ${#TSAN_TESTS[@]} tests of threaded code"

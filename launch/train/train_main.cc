@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/heartbeat.h"
 #include "base/help_flags.h"
@@ -161,10 +162,18 @@ int Main(int argc, char** argv) {
   if (FLAGS_malloc_mmap_threshold_bytes != -1) {
     const absl::Status set =
         SetMallocMmapThreshold(FLAGS_malloc_mmap_threshold_bytes);
-    if (!set.ok()) {
+    // At its default, an allocator without mallopt (a sanitizer's) only
+    // costs the threshold's speed-up: a warning. Given explicitly: an error.
+    const bool given =
+        !gflags::GetCommandLineFlagInfoOrDie("malloc_mmap_threshold_bytes")
+             .is_default;
+    if (!set.ok() && (given || !absl::IsFailedPrecondition(set))) {
       LOG(ERROR) << "--malloc_mmap_threshold_bytes: " << set.message();
       return 1;
     }
+    LOG_IF(WARNING, !set.ok())
+        << "--malloc_mmap_threshold_bytes (default): " << set.message()
+        << "; freed buffers stay in the heap";
   }
   std::vector<std::string> notes;
   absl::StatusOr<TrainOptions> options =
