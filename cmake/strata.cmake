@@ -146,6 +146,24 @@ function(_strata_sources out)
   set(${out} "${paths}" PARENT_SCOPE)
 endfunction()
 
+# Makes `dir`, under the runfiles root, a directory, first removing whatever
+# an older layout left on its path that is not one: a build tree configured
+# before a package was split keeps a binary or link where a package directory
+# now goes (runfiles/strata/launch/train was the train binary before launch/
+# was split into subpackages).
+function(_strata_runfiles_dir dir)
+  set(path "${dir}")
+  string(FIND "${path}" "${STRATA_RUNFILES_ROOT}/" at)
+  while(at EQUAL 0)
+    if((EXISTS "${path}" OR IS_SYMLINK "${path}") AND NOT IS_DIRECTORY "${path}")
+      file(REMOVE "${path}")
+    endif()
+    get_filename_component(path "${path}" DIRECTORY)
+    string(FIND "${path}" "${STRATA_RUNFILES_ROOT}/" at)
+  endwhile()
+  file(MAKE_DIRECTORY "${dir}")
+endfunction()
+
 # Makes `DATA` available to `target` in the runfiles tree: source files are
 # symlinked there (a path in this package, possibly a glob like
 # configs/*.flags, or a label //pkg:path/to/file); labels of executables are
@@ -172,7 +190,7 @@ function(_strata_data target)
     endif()
     foreach(file IN LISTS files)
       get_filename_component(dir "${STRATA_RUNFILES_ROOT}/${file}" DIRECTORY)
-      file(MAKE_DIRECTORY "${dir}")
+      _strata_runfiles_dir("${dir}")
       file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${file}"
            "${STRATA_RUNFILES_ROOT}/${file}" SYMBOLIC)
     endforeach()
@@ -225,6 +243,7 @@ function(_strata_executable target name)
   _strata_sources(srcs ${ARG_SRCS})
   _strata_deps(deps "${target}" ${ARG_DEPS})
   add_executable(${target} ${srcs})
+  _strata_runfiles_dir("${STRATA_RUNFILES_ROOT}/${pkg}")
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME "${name}"
     RUNTIME_OUTPUT_DIRECTORY "${STRATA_RUNFILES_ROOT}/${pkg}")
