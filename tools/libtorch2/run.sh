@@ -22,6 +22,16 @@ set -euo pipefail
 log() { echo "[libtorch2] $*" >&2; }
 die() { echo "[libtorch2] ERROR: $*" >&2; exit 1; }
 
+# Each run has a mount namespace of its own: its bind mounts are private to
+# it and go with it, so two runs on the same root at once (CI's LibTorch 2.6
+# half and a shell, say) never unmount each other's /strata. (A run that
+# exited would otherwise detach the checkout under the other's feet: its
+# working directory gone, its next file access "No such file or directory".)
+if [[ -z "${STRATA_LIBTORCH2_OWN_MOUNTS:-}" && $(id -u) -eq 0 ]] \
+    && command -v unshare >/dev/null 2>&1; then
+  STRATA_LIBTORCH2_OWN_MOUNTS=1 exec unshare --mount --propagation private -- "$0" "$@"
+fi
+
 checkout=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/strata
 root=${STRATA_TRIXIE_ROOT:-$cache/trixie-root}
