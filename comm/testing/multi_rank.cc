@@ -13,7 +13,7 @@ namespace strata::comm::testing {
 
 GroupOptions TestGroupOptions() {
   GroupOptions options;
-  options.timeout = absl::Seconds(60);
+  options.timeout = absl::Seconds(30);
   options.check_collectives = true;
   options.hostname = "127.0.0.1";
   return options;

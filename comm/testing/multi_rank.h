@@ -13,8 +13,11 @@
 
 namespace strata::comm::testing {
 
-// Options for test groups: loopback, a 60 s timeout (a deadlocked test fails
-// instead of hanging) and check_collectives on.
+// Options for test groups: loopback, check_collectives on, and a 30 s
+// timeout: half a small test's 60 s limit, so that a rank left waiting (its
+// peer's body returned early on a failed ASSERT, or a real deadlock) fails
+// the test with the group's error, naming the collective and rank, before
+// the test runner kills the process without saying where it hung.
 GroupOptions TestGroupOptions();
 
 // Forms a group of `world_size` ranks (threads) and runs `body(group)` on
