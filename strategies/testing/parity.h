@@ -220,8 +220,18 @@ void ExpectWithinBf16Noise(const Params& actual, const Params& expected,
 // (either reduce dtype, with and without accumulation), and 0.022 for bf16
 // single vs fp32 single, always on norm gains and biases; 0.1 leaves a
 // factor 3 while a parameter that misses its update or its gradient
-// reduction scores about 1.
+// reduction scores about 1. Measured where both sides run the same bf16
+// kernels; for bf16 against fp32 training see kBf16VsFp32MeanRatio.
 constexpr double kBf16MeanRatio = 0.1;
+
+// The mean_ratio for bf16 training against fp32 training, where the bf16
+// side's noise is that of this CPU's bf16 GEMM. Measured on gpt-tiny (bf16
+// single vs fp32 single, 5 steps, worst on biases): 0.022 where LibTorch
+// runs bf16 products on oneDNN's AVX-512 kernels (fp32 accumulation), 0.119
+// on an AVX2-only CPU (AMD EPYC), where its own bf16 GEMM rounds running
+// sums to bf16. 0.3 leaves a factor 2.5 over the worst measured, and a
+// parameter that misses its update still scores about 1.
+constexpr double kBf16VsFp32MeanRatio = 0.3;
 
 // Trains `model_name` with mixed-precision `options` on `worlds` ranks,
 // with 1 and 2 micro-batches, and expects: the strategy's name `name`;
