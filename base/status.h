@@ -54,9 +54,13 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context);
 #define STRATA_ASSIGN_OR_RETURN(lhs, rexpr) \
   STRATA_ASSIGN_OR_RETURN_IMPL_(            \
       STRATA_STATUS_CONCAT_(strata_statusor_, __LINE__), lhs, rexpr)
+// `statusor` is a name and `lhs` a declaration ("auto x"): neither can be
+// parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define STRATA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                  \
   if (!statusor.ok()) return std::move(statusor).status();  \
   lhs = *std::move(statusor)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // STRATA_BASE_STATUS_H_

@@ -53,7 +53,7 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
 // A few hundred bytes of state: model tensors of 4x8 and 16 floats, their
 // AdamW moments and the step.
 TensorState State(bool zero) {
-  auto fill = [&](std::vector<int64_t> shape, float base) {
+  auto fill = [&](const std::vector<int64_t>& shape, float base) {
     const int64_t n = NumElements(shape);
     return zero ? at::zeros({n}, at::kFloat)
                 : at::arange(n, at::kFloat) * 0.5f + base;

@@ -69,9 +69,13 @@ MATCHER_P2(StatusIs, code, message_matcher,
 #define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
   ASSERT_OK_AND_ASSIGN_IMPL_(            \
       STRATA_TESTING_CONCAT_(strata_statusor_, __LINE__), lhs, rexpr)
+// `statusor` is a name and `lhs` a declaration ("auto x"): neither can be
+// parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                               \
   ASSERT_TRUE(statusor.ok()) << statusor.status();       \
   lhs = *std::move(statusor)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // STRATA_BASE_TESTING_STATUS_MATCHERS_H_
