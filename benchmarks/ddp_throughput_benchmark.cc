@@ -121,7 +121,7 @@ strategies::OptimizerConfig Optimizer() {
 
 optim::LrScheduleOptions Schedule() {
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   schedule.base_lr = 3e-4;
   return schedule;
 }

@@ -177,7 +177,7 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
   }
   strategies::OptimizerConfig optimizer;
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   schedule.base_lr = 1e-4;
   schedule.total_steps = 1000;
   auto strategy =

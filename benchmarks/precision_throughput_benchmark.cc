@@ -70,7 +70,7 @@ std::unique_ptr<strategies::Strategy> Build(const Mode& mode) {
   strategies::OptimizerConfig optimizer;
   if (mode.loss_scaling) optimizer.loss_scaling = optim::LossScalerOptions();
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   schedule.base_lr = 1e-4;
   absl::StatusOr<std::unique_ptr<strategies::Strategy>> strategy =
       strategies::CreateStrategy(options, *model, nullptr, optimizer, schedule);

@@ -78,7 +78,7 @@ std::unique_ptr<strategies::Strategy> Make(const std::string& kind,
   strategies::OptimizerConfig optimizer;
   // grad_clip 1.0 (the default): clipping is traced too.
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   schedule.base_lr = 1e-4;
   schedule.total_steps = 100000;
   auto strategy =

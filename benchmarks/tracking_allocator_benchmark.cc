@@ -71,7 +71,7 @@ StepFigures TrainingStep() {
   strata::strategies::StrategyOptions options;
   options.kind = strata::strategies::StrategyKind::kSingle;
   strata::optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = strata::optim::LrScheduleKind::kConstant;
   schedule.base_lr = 1e-4;
   schedule.total_steps = 1000;
   auto strategy = strata::strategies::CreateStrategy(

@@ -107,27 +107,6 @@ ModelParameters ParametersOf(strategies::Strategy& strategy) {
   return out;
 }
 
-absl::StatusOr<Format> ParseFormat(const std::string& name,
-                                   const std::string& flag) {
-  if (name == "full") return Format::kFull;
-  if (name == "local") return Format::kLocal;
-  if (name == "sharded") return Format::kSharded;
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, " must be full, local or sharded, got '", name, "'"));
-}
-
-std::string FormatName(Format format) {
-  switch (format) {
-    case Format::kFull:
-      return "full";
-    case Format::kLocal:
-      return "local";
-    case Format::kSharded:
-      return "sharded";
-  }
-  return "?";
-}
-
 TensorState CollectState(strategies::Strategy& strategy,
                          const SaveOptions& options) {
   std::set<std::string> frozen;

@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/contents.h"
+#include "checkpoint/format.h"
 #include "checkpoint/sharded.h"
 #include "checkpoint/torch_optimizer.h"
 #include "comm/group.h"
@@ -54,13 +55,6 @@
 #include "strategies/strategy.h"
 
 namespace strata::checkpoint {
-
-enum class Format { kFull, kLocal, kSharded };
-
-// "full", "local" or "sharded"; errors name `flag` ("--ckpt_format").
-absl::StatusOr<Format> ParseFormat(const std::string& name,
-                                   const std::string& flag = "--ckpt_format");
-std::string FormatName(Format format);
 
 struct SaveOptions {
   Format format = Format::kSharded;

@@ -138,7 +138,7 @@ std::unique_ptr<strategies::Strategy> Build(comm::Group* group, uint64_t seed) {
   strategies::StrategyOptions options;
   options.kind = strategies::StrategyKind::kZero2;
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   auto strategy = strategies::CreateStrategy(
       options, *model, group, strategies::OptimizerConfig(), schedule);
   CHECK(strategy.ok()) << strategy.status();
@@ -196,7 +196,7 @@ void MeasureFormats(comm::Group& group, strategies::Strategy& saver,
     r.raw_read_s.push_back(rd);
   }
   for (Format format : Formats()) {
-    const std::string name = FormatName(format);
+    const std::string name(FormatName(format));
     const std::string path =
         absl::StrCat(dir, "/", name, format == Format::kFull ? ".pth" : "");
     SaveOptions options;
@@ -286,7 +286,7 @@ void Report(const Results& r, int64_t state_bytes) {
   std::printf("%-8s %10s %12s %9s %12s %9s\n", "format", "MB on disk",
               "save MB/s", "vs raw", "load MB/s", "vs raw");
   for (Format format : Formats()) {
-    const std::string name = FormatName(format);
+    const std::string name(FormatName(format));
     // Throughput of the state (its unique bytes), not of what each format
     // writes (local writes replicated parameters once per rank).
     const double save = state_bytes / Median(r.save_s.at(name)) / 1e6;

@@ -41,7 +41,7 @@ Contents WithStep(int64_t step) {
 
 TEST(CheckpointTest, EveryFormatRoundTripsThroughTheApi) {
   for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
-    const std::string what = FormatName(format);
+    const std::string what(FormatName(format));
     const std::string root = TempDir("api_" + what);
     const std::string path = CheckpointPathForStep(root, 2, format);
     auto saved = MakeStrategy("single", nullptr, 7, 2);
@@ -67,13 +67,6 @@ TEST(CheckpointTest, EveryFormatRoundTripsThroughTheApi) {
     EXPECT_EQ(contents->extra, want) << what;
     EXPECT_EQ(contents->param_scheduler, WithStep(2).param_scheduler) << what;
   }
-}
-
-TEST(CheckpointTest, ParseFormatNamesTheFlag) {
-  EXPECT_EQ(*ParseFormat("full"), Format::kFull);
-  const absl::Status s = ParseFormat("zip").status();
-  EXPECT_EQ(s.message(),
-            "--ckpt_format must be full, local or sharded, got 'zip'");
 }
 
 TEST(CheckpointTest, ExcludeFrozenParametersLeavesThemOut) {
@@ -190,7 +183,7 @@ void Damage(const std::string& path, Format format) {
 
 TEST(CheckpointTest, ResumeAutoSkipsACorruptNewestCheckpoint) {
   for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
-    const std::string what = FormatName(format);
+    const std::string what(FormatName(format));
     const std::string root = TempDir("resume_corrupt_" + what);
     SaveOptions options;
     options.format = format;

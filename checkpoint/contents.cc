@@ -7,23 +7,13 @@
 #include <map>
 #include <set>
 
-// GCC 12 at -O1 with the sanitizers (tools/sanitize.sh asan) warns that
-// std::regex's own automaton state "may be used uninitialized", inside
-// libstdc++ (a false positive; no other optimisation level or compiler
-// warns). Silenced for the header's code only: GCC matches the pragma
-// against every location of the warning's inlining chain, which runs
-// through <regex>'s headers included here.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <regex>
-#pragma GCC diagnostic pop
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/build_info.h"
 #include "base/escape.h"
+#include "base/regex.h"
 
 namespace strata::checkpoint {
 

@@ -141,7 +141,7 @@ TEST_P(TorchInteropTest, PyTorchContinuesAStrataRunLikeStrata) {
   optimizer.grad_clip = 0;  // PyTorch's step does not clip.
   optimizer.weight_decay = 0.1;
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   schedule.base_lr = kLr;
   auto strategy = strategies::CreateStrategy(
       strategies::StrategyOptions(), *model, nullptr, optimizer, schedule);

@@ -9,7 +9,6 @@
 
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "base/regex.h"
 #include "base/testing/subprocess.h"
 #include "launch/agent_store.h"
 

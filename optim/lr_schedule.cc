@@ -40,12 +40,6 @@ int IndexOf(const std::array<const char*, N>& names, const std::string& name) {
   return -1;
 }
 
-int KindIndex(const std::string& kind) { return IndexOf(kKindNames, kind); }
-
-bool IsDeepSpeedKind(const std::string& kind) {
-  return KindIndex(kind) >= KindIndex("warmup_lr");
-}
-
 // DeepSpeed warms up over at least 2 steps.
 int64_t DeepSpeedWarmup(const LrScheduleOptions& o) {
   return std::max<int64_t>(2, o.warmup_steps);
@@ -66,7 +60,7 @@ absl::Status ValidateDeepSpeedOptions(const LrScheduleOptions& options,
           absl::StrCat(prefix, " needs ", name, " in [0, 1], got ", ratio));
     }
   }
-  if (options.kind == "warmup_cosine_lr" &&
+  if (options.kind == LrScheduleKind::kWarmupCosineLr &&
       options.total_steps == DeepSpeedWarmup(options)) {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix,
@@ -87,14 +81,36 @@ absl::StatusOr<int64_t> ToInteger(const std::string& key, double value) {
 
 }  // namespace
 
-absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
-  const int kind = KindIndex(options.kind);
-  if (kind < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lr_schedule kind must be one of ", absl::StrJoin(kKindNames, ", "),
-        "; got '", options.kind, "'"));
+absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name,
+                                                   absl::string_view what) {
+  for (size_t i = 0; i < kKindNames.size(); ++i) {
+    if (name == kKindNames[i]) return static_cast<LrScheduleKind>(i);
   }
-  const std::string prefix = absl::StrCat("lr_schedule '", options.kind, "'");
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": must be ",
+      absl::StrJoin(kKindNames.begin(), kKindNames.end() - 1, ", "), " or ",
+      kKindNames.back(), ", got '", name, "'"));
+}
+
+absl::string_view LrScheduleKindName(LrScheduleKind kind) {
+  const auto index = static_cast<size_t>(kind);
+  return index < kKindNames.size() ? kKindNames[index] : "unknown";
+}
+
+bool IsDeepSpeedSchedule(LrScheduleKind kind) {
+  return kind == LrScheduleKind::kWarmupLr ||
+         kind == LrScheduleKind::kWarmupDecayLr ||
+         kind == LrScheduleKind::kWarmupCosineLr;
+}
+
+absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
+  if (LrScheduleKindName(options.kind) == "unknown") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lr_schedule kind must be an LrScheduleKind, got code ",
+                     static_cast<int>(options.kind)));
+  }
+  const std::string prefix =
+      absl::StrCat("lr_schedule '", LrScheduleKindName(options.kind), "'");
   if (!(std::isfinite(options.base_lr) && options.base_lr >= 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, " needs base_lr >= 0, got ", options.base_lr));
@@ -107,7 +123,8 @@ absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         prefix, " needs total_steps >= 0, got ", options.total_steps));
   }
-  if (options.kind == "cosine" || options.kind == "linear") {
+  if (options.kind == LrScheduleKind::kCosine ||
+      options.kind == LrScheduleKind::kLinear) {
     if (options.total_steps <= options.warmup_steps) {
       return absl::InvalidArgumentError(absl::StrCat(
           prefix, " needs total_steps > warmup_steps, got ", "total_steps ",
@@ -124,7 +141,7 @@ absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
         absl::StrCat(prefix, " needs warmup_type linear or log, got '",
                      options.warmup_type, "'"));
   }
-  if (IsDeepSpeedKind(options.kind)) {
+  if (IsDeepSpeedSchedule(options.kind)) {
     return ValidateDeepSpeedOptions(options, prefix);
   }
   if (options.warmup_type != "linear") {
@@ -132,7 +149,7 @@ absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
         prefix, " warms up linearly; warmup_type '", options.warmup_type,
         "' is for warmup_lr, warmup_decay_lr and warmup_cosine_lr"));
   }
-  if (options.kind == "step") {
+  if (options.kind == LrScheduleKind::kStep) {
     if (options.step_size <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           prefix, " needs step_size > 0, got ", options.step_size));
@@ -145,20 +162,20 @@ absl::Status ValidateLrScheduleOptions(const LrScheduleOptions& options) {
   return absl::OkStatus();
 }
 
-LrSchedule::LrSchedule(const LrScheduleOptions& options, Kind kind)
-    : options_(options), kind_(kind) {}
+LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<LrSchedule>> LrSchedule::Create(
     const LrScheduleOptions& options) {
   if (absl::Status s = ValidateLrScheduleOptions(options); !s.ok()) return s;
-  return std::unique_ptr<LrSchedule>(
-      new LrSchedule(options, static_cast<Kind>(KindIndex(options.kind))));
+  return std::unique_ptr<LrSchedule>(new LrSchedule(options));
 }
 
 double LrSchedule::DeepSpeedLrAt(int64_t step) const {
   const LrScheduleOptions& o = options_;
   // The lr DeepSpeed sets when it builds the scheduler, used by step 0.
-  if (step == 0) return kind_ == Kind::kWarmupCosineLr ? 0.0 : o.min_lr;
+  if (step == 0) {
+    return o.kind == LrScheduleKind::kWarmupCosineLr ? 0.0 : o.min_lr;
+  }
   // Step s runs at the value for DeepSpeed's last_batch_iteration s - 1.
   const int64_t i = step - 1;
   const int64_t warmup = DeepSpeedWarmup(o);
@@ -169,7 +186,7 @@ double LrSchedule::DeepSpeedLrAt(int64_t step) const {
                 ? inverse_log_warmup * std::log(static_cast<double>(i + 1))
                 : static_cast<double>(i) / static_cast<double>(warmup);
   }
-  if (kind_ == Kind::kWarmupCosineLr) {
+  if (o.kind == LrScheduleKind::kWarmupCosineLr) {
     double ratio = 0;
     if (i < warmup) {
       ratio = o.warmup_min_ratio + gamma * (1.0 - o.warmup_min_ratio);
@@ -182,7 +199,7 @@ double LrSchedule::DeepSpeedLrAt(int64_t step) const {
     }
     return o.base_lr * ratio;
   }
-  if (kind_ == Kind::kWarmupDecayLr && i >= warmup) {
+  if (o.kind == LrScheduleKind::kWarmupDecayLr && i >= warmup) {
     gamma = std::max(
         0.0, static_cast<double>(o.total_steps - i) /
                  std::max(1.0, static_cast<double>(o.total_steps - warmup)));
@@ -193,41 +210,41 @@ double LrSchedule::DeepSpeedLrAt(int64_t step) const {
 double LrSchedule::LrAt(int64_t step) const {
   CHECK_GE(step, 0) << "lr_schedule steps count from 0";
   const LrScheduleOptions& o = options_;
-  if (IsDeepSpeedKind(o.kind)) return DeepSpeedLrAt(step);
+  if (IsDeepSpeedSchedule(o.kind)) return DeepSpeedLrAt(step);
   if (step < o.warmup_steps) {
     return o.base_lr * static_cast<double>(step + 1) /
            static_cast<double>(o.warmup_steps);
   }
   const int64_t t = step - o.warmup_steps;
   const double period = static_cast<double>(o.total_steps - o.warmup_steps);
-  switch (kind_) {
-    case Kind::kConstant:
+  switch (o.kind) {
+    case LrScheduleKind::kConstant:
       return o.base_lr;
-    case Kind::kCosine:
+    case LrScheduleKind::kCosine:
       if (step >= o.total_steps) return o.min_lr;
       return o.min_lr +
              (o.base_lr - o.min_lr) *
                  (1 + std::cos(kPi * static_cast<double>(t) / period)) / 2;
-    case Kind::kLinear:
+    case LrScheduleKind::kLinear:
       if (step >= o.total_steps) return o.min_lr;
       return o.min_lr +
              (o.base_lr - o.min_lr) * (1 - static_cast<double>(t) / period);
-    case Kind::kStep:
+    case LrScheduleKind::kStep:
       return o.base_lr *
              std::pow(o.gamma, static_cast<double>(t / o.step_size));
-    case Kind::kWarmupLr:
-    case Kind::kWarmupDecayLr:
-    case Kind::kWarmupCosineLr:
+    case LrScheduleKind::kWarmupLr:
+    case LrScheduleKind::kWarmupDecayLr:
+    case LrScheduleKind::kWarmupCosineLr:
       break;  // DeepSpeedLrAt.
   }
-  LOG(FATAL) << "unknown lr_schedule kind " << static_cast<int>(kind_);
+  LOG(FATAL) << "unknown lr_schedule kind " << static_cast<int>(o.kind);
 }
 
 std::vector<std::pair<std::string, double>> LrSchedule::State(
     int64_t last_step) const {
   CHECK_GE(last_step, -1);
   const LrScheduleOptions& o = options_;
-  return {{"kind", static_cast<double>(kind_)},
+  return {{"kind", static_cast<double>(o.kind)},
           {"base_lr", o.base_lr},
           {"warmup_steps", static_cast<double>(o.warmup_steps)},
           {"total_steps", static_cast<double>(o.total_steps)},
@@ -280,7 +297,7 @@ absl::StatusOr<RestoredLrSchedule> LrSchedule::FromState(
                      warmup_type));
   }
   LrScheduleOptions options;
-  options.kind = kKindNames[static_cast<size_t>(kind)];
+  options.kind = static_cast<LrScheduleKind>(kind);
   options.warmup_type = kWarmupTypes[static_cast<size_t>(warmup_type)];
   options.base_lr = values["base_lr"];
   options.min_lr = values["min_lr"];

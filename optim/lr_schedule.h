@@ -48,13 +48,35 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace strata::optim {
 
+// The schedule's shape: the lr after linear warm-up, or one of DeepSpeed's
+// warm-up schedules. The values are the codes State() saves as "kind".
+enum class LrScheduleKind {
+  kConstant = 0,
+  kCosine = 1,
+  kLinear = 2,
+  kStep = 3,
+  kWarmupLr = 4,        // "warmup_lr": DeepSpeed's WarmupLR.
+  kWarmupDecayLr = 5,   // "warmup_decay_lr": DeepSpeed's WarmupDecayLR.
+  kWarmupCosineLr = 6,  // "warmup_cosine_lr": DeepSpeed's WarmupCosineLR.
+};
+
+// "constant", "cosine", "linear", "step", "warmup_lr", "warmup_decay_lr" or
+// "warmup_cosine_lr" (the train binary's --lr_schedule, the saved state's
+// names). Anything else is InvalidArgument "<what>: must be ..., got '<name>'".
+// Pure functions, callable from any thread.
+absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(
+    absl::string_view name, absl::string_view what = "--lr_schedule");
+// The spelling ParseLrScheduleKind takes (Parse(Name(k)) == k).
+absl::string_view LrScheduleKindName(LrScheduleKind kind);
+// kWarmupLr, kWarmupDecayLr or kWarmupCosineLr.
+bool IsDeepSpeedSchedule(LrScheduleKind kind);
+
 struct LrScheduleOptions {
-  // "constant", "cosine", "linear", "step", or DeepSpeed's "warmup_lr",
-  // "warmup_decay_lr", "warmup_cosine_lr".
-  std::string kind = "cosine";
+  LrScheduleKind kind = LrScheduleKind::kCosine;
   double base_lr = 3e-4;
   // Linear warm-up from 0 to base_lr over this many steps (0: none);
   // DeepSpeed's kinds: warmup_num_steps (at least 2 are taken).
@@ -107,9 +129,9 @@ class LrSchedule {
 
   // Saveable state, mmengine-style: the options plus `last_step` (the last
   // step whose lr was used, -1 before the first) as named doubles: "kind"
-  // (0 constant, 1 cosine, 2 linear, 3 step, 4 warmup_lr, 5
-  // warmup_decay_lr, 6 warmup_cosine_lr), "base_lr", "warmup_steps",
-  // "total_steps", "min_lr", "step_size", "gamma", "last_step",
+  // (LrScheduleKind's value: 0 constant, 1 cosine, 2 linear, 3 step, 4
+  // warmup_lr, 5 warmup_decay_lr, 6 warmup_cosine_lr), "base_lr",
+  // "warmup_steps", "total_steps", "min_lr", "step_size", "gamma", "last_step",
   // "warmup_type" (0 linear, 1 log), "warmup_min_ratio", "min_ratio".
   std::vector<std::pair<std::string, double>> State(int64_t last_step) const;
 
@@ -127,22 +149,11 @@ class LrSchedule {
       const LrScheduleOptions& options, int64_t last_step);
 
  private:
-  enum class Kind {
-    kConstant = 0,
-    kCosine = 1,
-    kLinear = 2,
-    kStep = 3,
-    kWarmupLr = 4,
-    kWarmupDecayLr = 5,
-    kWarmupCosineLr = 6,
-  };
-
-  LrSchedule(const LrScheduleOptions& options, Kind kind);
+  explicit LrSchedule(const LrScheduleOptions& options);
   // DeepSpeed's kinds.
   double DeepSpeedLrAt(int64_t step) const;
 
   LrScheduleOptions options_;
-  Kind kind_;
 };
 
 }  // namespace strata::optim

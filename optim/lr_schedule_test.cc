@@ -1,5 +1,6 @@
 #include "optim/lr_schedule.h"
 
+#include <glog/logging.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,12 +16,16 @@ namespace strata::optim {
 namespace {
 
 using ::strata::testing::IsOk;
+using ::strata::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
+// Options of the kind named `kind` (ParseLrScheduleKind's spelling).
 LrScheduleOptions Options(const std::string& kind) {
   LrScheduleOptions options;
-  options.kind = kind;
+  absl::StatusOr<LrScheduleKind> parsed = ParseLrScheduleKind(kind);
+  CHECK(parsed.ok()) << parsed.status();
+  options.kind = *parsed;
   options.base_lr = 1.0;
   return options;
 }
@@ -118,11 +123,65 @@ std::string ValidationError(const LrScheduleOptions& options) {
   return status.ToString();
 }
 
-TEST(LrScheduleTest, RejectsAnUnknownKind) {
-  EXPECT_THAT(ValidationError(Options("exponential")),
-              HasSubstr("lr_schedule kind must be one of constant, cosine, "
-                        "linear, step, warmup_lr, warmup_decay_lr, "
-                        "warmup_cosine_lr; got 'exponential'"));
+TEST(LrScheduleTest, RejectsAKindOutsideTheEnum) {
+  LrScheduleOptions options = Options("constant");
+  options.kind = static_cast<LrScheduleKind>(7);
+  EXPECT_THAT(ValidationError(options),
+              HasSubstr("lr_schedule kind must be an LrScheduleKind, got "
+                        "code 7"));
+}
+
+TEST(LrScheduleKindTest, UnknownNameNamesTheGivenField) {
+  EXPECT_THAT(ParseLrScheduleKind("exponential", "lr_schedule field 'kind'"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("lr_schedule field 'kind': must be "
+                                 "constant, cosine, linear, step, warmup_lr, "
+                                 "warmup_decay_lr or warmup_cosine_lr, got "
+                                 "'exponential'")));
+}
+
+TEST(LrScheduleKindTest, SavedCodesAreTheEnumValues) {
+  EXPECT_EQ(static_cast<int>(LrScheduleKind::kConstant), 0);
+  EXPECT_EQ(static_cast<int>(LrScheduleKind::kStep), 3);
+  EXPECT_EQ(static_cast<int>(LrScheduleKind::kWarmupCosineLr), 6);
+}
+
+TEST(LrScheduleKindTest, NamesRoundTrip) {
+  for (LrScheduleKind kind :
+       {LrScheduleKind::kConstant, LrScheduleKind::kCosine,
+        LrScheduleKind::kLinear, LrScheduleKind::kStep,
+        LrScheduleKind::kWarmupLr, LrScheduleKind::kWarmupDecayLr,
+        LrScheduleKind::kWarmupCosineLr}) {
+    ASSERT_OK_AND_ASSIGN(const LrScheduleKind parsed,
+                         ParseLrScheduleKind(LrScheduleKindName(kind)));
+    EXPECT_EQ(parsed, kind) << LrScheduleKindName(kind);
+  }
+}
+
+TEST(LrScheduleKindTest, Names) {
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kConstant), "constant");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kCosine), "cosine");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kLinear), "linear");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kStep), "step");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupLr), "warmup_lr");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupDecayLr),
+            "warmup_decay_lr");
+  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupCosineLr),
+            "warmup_cosine_lr");
+}
+
+TEST(LrScheduleKindTest, DeepSpeedSchedulesAreTheWarmupKinds) {
+  EXPECT_TRUE(IsDeepSpeedSchedule(LrScheduleKind::kWarmupLr));
+  EXPECT_TRUE(IsDeepSpeedSchedule(LrScheduleKind::kWarmupCosineLr));
+  EXPECT_FALSE(IsDeepSpeedSchedule(LrScheduleKind::kCosine));
+}
+
+TEST(LrScheduleKindTest, UnknownNameNamesTheFlagAndTheChoices) {
+  EXPECT_THAT(ParseLrScheduleKind("Cosine"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--lr_schedule: must be constant, cosine, linear, "
+                       "step, warmup_lr, warmup_decay_lr or "
+                       "warmup_cosine_lr, got 'Cosine'"));
 }
 
 TEST(LrScheduleTest, RejectsCosineWithoutStepsAfterWarmup) {
@@ -188,7 +247,7 @@ TEST(LrScheduleTest, StateRoundTripGivesTheSameSchedule) {
   auto restored = LrSchedule::FromState(schedule->State(41));
   ASSERT_THAT(restored, IsOk());
   EXPECT_EQ(restored->last_step, 41);
-  EXPECT_EQ(restored->schedule->options().kind, "cosine");
+  EXPECT_EQ(restored->schedule->options().kind, LrScheduleKind::kCosine);
   for (int64_t step = 0; step < 60; ++step) {
     EXPECT_EQ(restored->schedule->LrAt(step), schedule->LrAt(step)) << step;
   }
@@ -220,7 +279,7 @@ TEST(LrScheduleTest, FromStateReadsAStateWithoutTheLaterKeys) {
   auto restored = LrSchedule::FromState(state);
   ASSERT_THAT(restored, IsOk());
   EXPECT_EQ(restored->last_step, 9);
-  EXPECT_EQ(restored->schedule->options().kind, "linear");
+  EXPECT_EQ(restored->schedule->options().kind, LrScheduleKind::kLinear);
   EXPECT_EQ(restored->schedule->options().warmup_type, "linear");
   EXPECT_EQ(restored->schedule->LrAt(50), MustCreate(options)->LrAt(50));
 }

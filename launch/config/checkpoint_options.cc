@@ -1,14 +1,11 @@
 #include "launch/config/checkpoint_options.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/status.h"
-#include "checkpoint/checkpoint.h"
 
 namespace strata::launch {
 
 absl::Status ValidateTrainingCheckpointOptions(
     const TrainingCheckpointOptions& o) {
-  STRATA_RETURN_IF_ERROR(checkpoint::ParseFormat(o.format).status());
   if (o.save_every < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--save_every must be >= 0 (0: no checkpoints), got ", o.save_every));

@@ -11,13 +11,14 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "checkpoint/format.h"
 #include "optim/lr_schedule.h"
 
 namespace strata::launch {
 
 struct TrainingCheckpointOptions {
-  // "full", "local" or "sharded" (--ckpt_format).
-  std::string format = "sharded";
+  // --ckpt_format.
+  checkpoint::Format format = checkpoint::Format::kSharded;
   // Root directory of the run's checkpoints (step_<n>, latest).
   std::string dir;
   // Save after every this many steps; 0: never.
@@ -52,8 +53,8 @@ struct TrainingCheckpointOptions {
   optim::LrScheduleOptions schedule;
 };
 
-// Checks the options; errors name the flags (--ckpt_format, --save_every,
-// --keep_last, --resume, --load_weights).
+// Checks the options; errors name the flags (--save_every, --keep_last,
+// --resume, --load_weights).
 absl::Status ValidateTrainingCheckpointOptions(
     const TrainingCheckpointOptions& options);
 

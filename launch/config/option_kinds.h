@@ -1,8 +1,10 @@
 // The enumerated options of the train binary (TrainOptions in
-// launch/train/trainer.h): data kind, learning-rate schedule, checkpoint format
-// and precision. Each has a Parse function from its flag's spelling, whose
-// error names the flag and lists the accepted values, and a Name function back
-// to that spelling (Parse(Name(x)) == x). Pure functions, callable anywhere.
+// launch/train/trainer.h): data kind and precision (the
+// learning-rate schedule's kind is optim/lr_schedule.h's, the checkpoint
+// format checkpoint/format.h's). Each has a Parse function from its flag's
+// spelling, whose error names the flag and lists the accepted values, and a
+// Name function back to that spelling (Parse(Name(x)) == x). Pure functions,
+// callable anywhere.
 #ifndef STRATA_LAUNCH_CONFIG_OPTION_KINDS_H_
 #define STRATA_LAUNCH_CONFIG_OPTION_KINDS_H_
 
@@ -21,31 +23,6 @@ enum class DataKind {
 };
 absl::StatusOr<DataKind> ParseDataKind(absl::string_view name);
 absl::string_view DataKindName(DataKind kind);
-
-// --lr_schedule: the learning rate after linear warm-up, or one of
-// DeepSpeed's warm-up schedules (optim/lr_schedule.h).
-enum class LrScheduleKind {
-  kConstant,
-  kCosine,
-  kLinear,
-  kStep,
-  kWarmupLr,        // "warmup_lr": DeepSpeed's WarmupLR.
-  kWarmupDecayLr,   // "warmup_decay_lr": DeepSpeed's WarmupDecayLR.
-  kWarmupCosineLr,  // "warmup_cosine_lr": DeepSpeed's WarmupCosineLR.
-};
-absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name);
-absl::string_view LrScheduleKindName(LrScheduleKind kind);
-// kWarmupLr, kWarmupDecayLr or kWarmupCosineLr.
-bool IsDeepSpeedSchedule(LrScheduleKind kind);
-
-// --ckpt_format: how training checkpoints are written.
-enum class CheckpointFormat {
-  kFull,     // One PyTorch file written by rank 0.
-  kLocal,    // One file per rank; same world size and strategy to load.
-  kSharded,  // A data file per rank plus metadata; loads under any world.
-};
-absl::StatusOr<CheckpointFormat> ParseCheckpointFormat(absl::string_view name);
-absl::string_view CheckpointFormatName(CheckpointFormat format);
 
 // --precision: fp32, or bf16 autocast (bf16 matmuls over fp32 weights).
 enum class Precision { kFp32, kBf16, kFp16 };

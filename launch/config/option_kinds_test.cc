@@ -35,69 +35,6 @@ TEST(DataKindTest, UnknownNameNamesTheFlagAndTheChoices) {
                        "got 'parquet'"));
 }
 
-TEST(LrScheduleKindTest, NamesRoundTrip) {
-  for (LrScheduleKind kind :
-       {LrScheduleKind::kConstant, LrScheduleKind::kCosine,
-        LrScheduleKind::kLinear, LrScheduleKind::kStep,
-        LrScheduleKind::kWarmupLr, LrScheduleKind::kWarmupDecayLr,
-        LrScheduleKind::kWarmupCosineLr}) {
-    ASSERT_OK_AND_ASSIGN(const LrScheduleKind parsed,
-                         ParseLrScheduleKind(LrScheduleKindName(kind)));
-    EXPECT_EQ(parsed, kind) << LrScheduleKindName(kind);
-  }
-}
-
-TEST(LrScheduleKindTest, Names) {
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kConstant), "constant");
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kCosine), "cosine");
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kLinear), "linear");
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kStep), "step");
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupLr), "warmup_lr");
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupDecayLr),
-            "warmup_decay_lr");
-  EXPECT_EQ(LrScheduleKindName(LrScheduleKind::kWarmupCosineLr),
-            "warmup_cosine_lr");
-}
-
-TEST(LrScheduleKindTest, DeepSpeedSchedulesAreTheWarmupKinds) {
-  EXPECT_TRUE(IsDeepSpeedSchedule(LrScheduleKind::kWarmupLr));
-  EXPECT_TRUE(IsDeepSpeedSchedule(LrScheduleKind::kWarmupCosineLr));
-  EXPECT_FALSE(IsDeepSpeedSchedule(LrScheduleKind::kCosine));
-}
-
-TEST(LrScheduleKindTest, UnknownNameNamesTheFlagAndTheChoices) {
-  EXPECT_THAT(ParseLrScheduleKind("Cosine"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--lr_schedule: must be constant, cosine, linear, "
-                       "step, warmup_lr, warmup_decay_lr or "
-                       "warmup_cosine_lr, got 'Cosine'"));
-}
-
-TEST(CheckpointFormatTest, NamesRoundTrip) {
-  for (CheckpointFormat format :
-       {CheckpointFormat::kFull, CheckpointFormat::kLocal,
-        CheckpointFormat::kSharded}) {
-    ASSERT_OK_AND_ASSIGN(const CheckpointFormat parsed,
-                         ParseCheckpointFormat(CheckpointFormatName(format)));
-    EXPECT_EQ(parsed, format) << CheckpointFormatName(format);
-  }
-}
-
-TEST(CheckpointFormatTest, Names) {
-  EXPECT_EQ(CheckpointFormatName(CheckpointFormat::kFull), "full");
-  EXPECT_EQ(CheckpointFormatName(CheckpointFormat::kLocal), "local");
-  EXPECT_EQ(CheckpointFormatName(CheckpointFormat::kSharded), "sharded");
-}
-
-// Moved from trainer_test (BadCheckpointFlagsNameTheFlag): the message the
-// checkpoint package gave before the format became an enum.
-TEST(CheckpointFormatTest, UnknownNameNamesTheFlagAndTheChoices) {
-  EXPECT_THAT(ParseCheckpointFormat("zip"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--ckpt_format must be full, local or "
-                                 "sharded, got 'zip'")));
-}
-
 TEST(PrecisionTest, NamesRoundTrip) {
   for (Precision precision :
        {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {

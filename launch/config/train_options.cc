@@ -186,17 +186,17 @@ absl::Status ValidateOptimizerFlags(const TrainOptions& o) {
 // The learning-rate schedule of a run (optim/lr_schedule.h).
 optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
   optim::LrScheduleOptions schedule;
-  schedule.kind = std::string(LrScheduleKindName(o.lr_schedule));
+  schedule.kind = o.lr_schedule;
   schedule.base_lr = o.lr;
   schedule.warmup_steps = o.warmup_steps;
   schedule.total_steps = o.lr_total_steps > 0 ? o.lr_total_steps : o.steps;
   schedule.min_lr = o.min_lr;
   schedule.step_size = o.lr_step_size;
   schedule.gamma = o.lr_gamma;
-  schedule.warmup_type = !o.lr_warmup_type.empty()            ? o.lr_warmup_type
-                         : IsDeepSpeedSchedule(o.lr_schedule) ? "log"
-                                                              : "linear";
-  if (o.lr_schedule == LrScheduleKind::kWarmupCosineLr) {
+  schedule.warmup_type = !o.lr_warmup_type.empty() ? o.lr_warmup_type
+                         : optim::IsDeepSpeedSchedule(o.lr_schedule) ? "log"
+                                                                     : "linear";
+  if (o.lr_schedule == optim::LrScheduleKind::kWarmupCosineLr) {
     schedule.warmup_min_ratio = o.lr_warmup_min_ratio;
     schedule.min_ratio = o.lr_cos_min_ratio;
   }
@@ -210,7 +210,7 @@ namespace {
 // schedule reads it.
 absl::Status ValidateScheduleFlags(const TrainOptions& o) {
   const TrainOptions defaults;
-  const std::string kind(LrScheduleKindName(o.lr_schedule));
+  const std::string kind(optim::LrScheduleKindName(o.lr_schedule));
   if (o.lr_total_steps < 0) {
     return FlagError(
         "lr_total_steps",
@@ -222,13 +222,13 @@ absl::Status ValidateScheduleFlags(const TrainOptions& o) {
         "lr_warmup_type",
         absl::StrCat("must be log or linear, got '", o.lr_warmup_type, "'"));
   }
-  if (o.lr_warmup_type == "log" && !IsDeepSpeedSchedule(o.lr_schedule)) {
+  if (o.lr_warmup_type == "log" && !optim::IsDeepSpeedSchedule(o.lr_schedule)) {
     return FlagError("lr_warmup_type",
                      absl::StrCat("log is for --lr_schedule=warmup_lr, "
                                   "warmup_decay_lr or warmup_cosine_lr; ",
                                   kind, " warms up linearly"));
   }
-  if (o.lr_schedule != LrScheduleKind::kWarmupCosineLr) {
+  if (o.lr_schedule != optim::LrScheduleKind::kWarmupCosineLr) {
     for (auto [flag, value, fallback] :
          {std::tuple<const char*, double, double>{"lr_warmup_min_ratio",
                                                   o.lr_warmup_min_ratio,
@@ -302,7 +302,7 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
 // The checkpoint options of a run (launch/config/checkpoint_options.h).
 TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   TrainingCheckpointOptions c;
-  c.format = std::string(CheckpointFormatName(o.ckpt_format));
+  c.format = o.ckpt_format;
   c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
   c.save_every = o.save_every;
   c.keep_last = o.keep_last;
@@ -452,16 +452,18 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.output_dir.empty()) return FlagError("output_dir", "must not be empty");
   // DeepSpeed's schedules may warm up for longer than the run, as DeepSpeed
   // allows.
-  if (o.warmup_steps < 0 || (o.warmup_steps >= o.steps &&
-                             o.lr_schedule != LrScheduleKind::kConstant &&
-                             !IsDeepSpeedSchedule(o.lr_schedule))) {
-    return FlagError("warmup_steps",
-                     absl::StrFormat("must be in [0, --steps=%d) for "
-                                     "--lr_schedule=%s, got %d",
-                                     o.steps, LrScheduleKindName(o.lr_schedule),
-                                     o.warmup_steps));
+  if (o.warmup_steps < 0 ||
+      (o.warmup_steps >= o.steps &&
+       o.lr_schedule != optim::LrScheduleKind::kConstant &&
+       !optim::IsDeepSpeedSchedule(o.lr_schedule))) {
+    return FlagError(
+        "warmup_steps",
+        absl::StrFormat("must be in [0, --steps=%d) for "
+                        "--lr_schedule=%s, got %d",
+                        o.steps, optim::LrScheduleKindName(o.lr_schedule),
+                        o.warmup_steps));
   }
-  if (o.lr_schedule == LrScheduleKind::kStep) {
+  if (o.lr_schedule == optim::LrScheduleKind::kStep) {
     if (o.lr_step_size <= 0) {
       return FlagError("lr_step_size",
                        absl::StrCat("must be > 0 with --lr_schedule=step, got ",

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/format.h"
 #include "launch/config/checkpoint_options.h"
 #include "launch/config/option_kinds.h"
 #include "models/config.h"
@@ -55,7 +56,7 @@ struct TrainOptions {
   int64_t micro_batch = 0;    // Sequences per forward; 0: global_batch.
   // Optimizer.
   double lr = 3e-3;
-  LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
+  optim::LrScheduleKind lr_schedule = optim::LrScheduleKind::kCosine;
   int64_t warmup_steps = 50;
   double min_lr = 3e-4;
   // --lr_schedule=step: multiply the lr by lr_gamma every lr_step_size steps
@@ -119,7 +120,7 @@ struct TrainOptions {
   bool fsdp_reuse_buffers = false;
   // Checkpoints (launch/config/checkpoint_options.h), under ckpt_dir (default
   // <output_dir>/checkpoints): step_<n> and `latest`.
-  CheckpointFormat ckpt_format = CheckpointFormat::kSharded;
+  checkpoint::Format ckpt_format = checkpoint::Format::kSharded;
   // Where parameters, gradients, optimizer state and activations live:
   // "cpu", "cuda" (cuda:local_rank, modulo the visible GPUs), or "auto"
   // (ResolveDevice). On CUDA, collectives go through host memory (Gloo).

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "launch/config/option_kinds.h"
 #include "models/config.h"
+#include "optim/lr_schedule.h"
 #include "strategies/options.h"
 
 namespace strata::launch {
@@ -30,8 +31,8 @@ std::string Text(const std::vector<std::string>& v) {
 }
 std::string Text(StrategyKind v) { return strategies::StrategyKindName(v); }
 std::string Text(OptimizerKind v) { return strategies::OptimizerKindName(v); }
-std::string Text(LrScheduleKind v) {
-  return std::string(LrScheduleKindName(v));
+std::string Text(optim::LrScheduleKind v) {
+  return std::string(optim::LrScheduleKindName(v));
 }
 std::string Text(Precision v) { return std::string(PrecisionName(v)); }
 
@@ -576,17 +577,17 @@ absl::Status Mapper::MapScheduler() {
   const DeepSpeedSchedulerConfig& s = c_.scheduler;
   if (!s.present) return absl::OkStatus();
   const std::string p = "scheduler.params.";
-  const LrScheduleKind kind = s.type == "WarmupLR" ? LrScheduleKind::kWarmupLr
-                              : s.type == "WarmupDecayLR"
-                                  ? LrScheduleKind::kWarmupDecayLr
-                                  : LrScheduleKind::kWarmupCosineLr;
+  const optim::LrScheduleKind kind =
+      s.type == "WarmupLR"        ? optim::LrScheduleKind::kWarmupLr
+      : s.type == "WarmupDecayLR" ? optim::LrScheduleKind::kWarmupDecayLr
+                                  : optim::LrScheduleKind::kWarmupCosineLr;
   Set("lr_schedule", &o_.lr_schedule, kind, "scheduler.type",
       absl::StrCat("\"", s.type, "\""));
   Set("warmup_steps", &o_.warmup_steps, s.warmup_num_steps,
       p + "warmup_num_steps");
   Set("lr_warmup_type", &o_.lr_warmup_type, s.warmup_type, p + "warmup_type",
       absl::StrCat("\"", s.warmup_type, "\""));
-  if (kind != LrScheduleKind::kWarmupCosineLr) {
+  if (kind != optim::LrScheduleKind::kWarmupCosineLr) {
     Set("lr", &o_.lr, s.warmup_max_lr, p + "warmup_max_lr");
     Set("min_lr", &o_.min_lr, s.warmup_min_lr, p + "warmup_min_lr");
   } else {
@@ -595,7 +596,7 @@ absl::Status Mapper::MapScheduler() {
     Set("lr_cos_min_ratio", &o_.lr_cos_min_ratio, s.cos_min_ratio,
         p + "cos_min_ratio");
   }
-  if (kind != LrScheduleKind::kWarmupLr) {
+  if (kind != optim::LrScheduleKind::kWarmupLr) {
     Set("lr_total_steps", &o_.lr_total_steps, *s.total_num_steps,
         p + "total_num_steps");
   }

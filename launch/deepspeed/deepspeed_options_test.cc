@@ -379,7 +379,7 @@ TEST(ApplyDeepSpeedConfigTest, WarmupLrSetsEveryStepsLr) {
       "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 1e-5,
                     "warmup_max_lr": 1e-3, "warmup_num_steps": 20}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.lr_schedule, LrScheduleKind::kWarmupLr);
+  EXPECT_EQ(a.options.lr_schedule, optim::LrScheduleKind::kWarmupLr);
   EXPECT_EQ(a.options.lr, 1e-3);
   EXPECT_EQ(a.options.min_lr, 1e-5);
   EXPECT_EQ(a.options.warmup_steps, 20);
@@ -398,7 +398,7 @@ TEST(ApplyDeepSpeedConfigTest, WarmupCosineLrScalesTheOptimizersLr) {
           "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01,
           "warmup_type": "linear"}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.lr_schedule, LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(a.options.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
   EXPECT_EQ(a.options.lr, 5e-4);
   EXPECT_EQ(a.options.lr_total_steps, 100);
   EXPECT_EQ(a.options.lr_warmup_min_ratio, 0.1);

@@ -286,7 +286,7 @@ absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
   strategies::OptimizerConfig optimizer;
   optimizer.kind = strategies::OptimizerKind::kSgd;
   optim::LrScheduleOptions schedule;
-  schedule.kind = "constant";
+  schedule.kind = optim::LrScheduleKind::kConstant;
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<strategies::Strategy> strategy,
       strategies::CreateStrategy(strategies::StrategyOptions(), model,

@@ -117,7 +117,7 @@ int64_t MeasuredPeakBytes(const std::string& model_name,
         strategies::OptimizerConfig optimizer;
         if (prec.loss_scaling) optimizer.loss_scaling.emplace();
         optim::LrScheduleOptions schedule;
-        schedule.kind = "constant";
+        schedule.kind = optim::LrScheduleKind::kConstant;
         schedule.base_lr = 1e-3;
         schedule.total_steps = 100;
         auto created = strategies::CreateStrategy(options, *model, &group,

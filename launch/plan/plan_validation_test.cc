@@ -68,7 +68,7 @@ int64_t MeasuredPeakBytes(const std::string& model_name,
             config->family == "gpt" ? "GPTBlock" : "LlamaBlock"};
         strategies::OptimizerConfig optimizer;
         optim::LrScheduleOptions schedule;
-        schedule.kind = "constant";
+        schedule.kind = optim::LrScheduleKind::kConstant;
         schedule.base_lr = 1e-3;
         schedule.total_steps = 100;
         auto created = strategies::CreateStrategy(options, *model, &group,

@@ -52,11 +52,12 @@ absl::Status CheckSave(const KillPoint& point,
         absl::StrCat(FaultSiteName(point.site),
                      " needs --async_save=", async ? "true" : "false"));
   }
-  if (options.ckpt_format != "sharded") {
-    return KillFlagError("test_kill_at",
-                         absl::StrCat(FaultSiteName(point.site),
-                                      " needs --ckpt_format=sharded, got ",
-                                      options.ckpt_format));
+  if (options.ckpt_format != checkpoint::Format::kSharded) {
+    return KillFlagError(
+        "test_kill_at",
+        absl::StrCat(FaultSiteName(point.site),
+                     " needs --ckpt_format=sharded, got ",
+                     checkpoint::FormatName(options.ckpt_format)));
   }
   if (options.save_every <= 0 || (point.step + 1) % options.save_every != 0 ||
       point.nth != 1) {

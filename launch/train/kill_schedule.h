@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/fault_point.h"
+#include "checkpoint/format.h"
 #include "models/unit.h"
 
 namespace strata::launch {
@@ -53,7 +54,7 @@ struct KillScheduleOptions {
   // happens: --save_every, --async_save, --ckpt_format.
   int64_t save_every = 0;
   bool async_save = false;
-  std::string ckpt_format;
+  checkpoint::Format ckpt_format = checkpoint::Format::kSharded;
 };
 
 // A FaultInjector that SIGKILLs this process at `point`; installed

@@ -96,7 +96,7 @@ KillScheduleOptions Options(const char* at) {
   options.ranks = "0";
   options.world_size = 2;
   options.save_every = 2;
-  options.ckpt_format = "sharded";
+  options.ckpt_format = checkpoint::Format::kSharded;
   return options;
 }
 

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "base/regex.h"
 #include "base/testing/subprocess.h"
 #include "launch/testing/run_output.h"
 #include "launch/testing/train_runs.h"

@@ -62,7 +62,7 @@ bool AllDoubles(const checkpoint::NamedValues& fields) {
 
 checkpoint::NamedValues ScheduleFields(const optim::LrScheduleOptions& options,
                                        int64_t last_step) {
-  return {{"kind", options.kind},
+  return {{"kind", std::string(optim::LrScheduleKindName(options.kind))},
           {"base_lr", options.base_lr},
           {"warmup_steps", options.warmup_steps},
           {"total_steps", options.total_steps},
@@ -128,7 +128,11 @@ absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
     return std::get<int64_t>(*by_key.at(key));
   };
   optim::LrScheduleOptions options;
-  options.kind = std::get<std::string>(*by_key.at("kind"));
+  absl::StatusOr<optim::LrScheduleKind> kind =
+      optim::ParseLrScheduleKind(std::get<std::string>(*by_key.at("kind")),
+                                 "param_scheduler: field 'kind'");
+  if (!kind.ok()) return kind.status();
+  options.kind = *kind;
   options.base_lr = real("base_lr");
   options.warmup_steps = integer("warmup_steps");
   options.total_steps = integer("total_steps");

@@ -7,6 +7,7 @@
 #include <string>
 #include <variant>
 
+#include "absl/status/status.h"
 #include "base/testing/status_matchers.h"
 
 namespace strata::launch {
@@ -17,7 +18,7 @@ using ::testing::HasSubstr;
 
 optim::LrScheduleOptions Cosine() {
   optim::LrScheduleOptions o;
-  o.kind = "cosine";
+  o.kind = optim::LrScheduleKind::kCosine;
   o.base_lr = 3e-4;
   o.warmup_steps = 10;
   o.total_steps = 100;
@@ -63,12 +64,12 @@ TEST(ScheduleFieldsTest, ReadsTheEarlierAllDoublesLayout) {
   auto restored = ScheduleFromFields(legacy);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->last_step, 7);
-  EXPECT_EQ(restored->schedule->options().kind, "cosine");
+  EXPECT_EQ(restored->schedule->options().kind, optim::LrScheduleKind::kCosine);
 }
 
 TEST(ScheduleFieldsTest, RoundTripsADeepSpeedSchedule) {
   optim::LrScheduleOptions o;
-  o.kind = "warmup_cosine_lr";
+  o.kind = optim::LrScheduleKind::kWarmupCosineLr;
   o.base_lr = 1e-3;
   o.warmup_steps = 5;
   o.total_steps = 50;
@@ -92,6 +93,19 @@ TEST(ScheduleFieldsTest, ReadsFieldsWrittenBeforeDeepSpeedsSchedules) {
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->schedule->options().warmup_type, "linear");
   EXPECT_EQ(restored->schedule->options().min_ratio, 0.0);
+}
+
+TEST(ScheduleFieldsTest, AnUnknownKindIsNamed) {
+  checkpoint::NamedValues fields = ScheduleFields(Cosine(), 1);
+  for (auto& [key, value] : fields) {
+    if (key == "kind") value = std::string("exponential");
+  }
+  const absl::Status status = ScheduleFromFields(fields).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "param_scheduler: field 'kind': must be constant, cosine, linear, "
+            "step, warmup_lr, warmup_decay_lr or warmup_cosine_lr, got "
+            "'exponential'");
 }
 
 TEST(ScheduleFieldsTest, AWronglyTypedFieldIsNamed) {

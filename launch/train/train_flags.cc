@@ -16,10 +16,12 @@
 #include "absl/strings/str_split.h"
 #include "base/file_io.h"
 #include "base/status.h"
+#include "checkpoint/format.h"
 #include "comm/environment.h"
 #include "launch/config/option_kinds.h"
 #include "launch/deepspeed/deepspeed_config.h"
 #include "launch/deepspeed/deepspeed_options.h"
+#include "optim/lr_schedule.h"
 #include "strategies/options.h"
 
 namespace {
@@ -75,7 +77,7 @@ DEFINE_int64(micro_batch, kDefaults.micro_batch,
 DEFINE_double(lr, kDefaults.lr, "Peak learning rate.");
 DEFINE_string(
     lr_schedule,
-    std::string(strata::launch::LrScheduleKindName(kDefaults.lr_schedule)),
+    std::string(strata::optim::LrScheduleKindName(kDefaults.lr_schedule)),
     "constant, cosine, linear or step (after linear warm-up); or "
     "DeepSpeed's warmup_lr, warmup_decay_lr, warmup_cosine_lr (WarmupLR, "
     "WarmupDecayLR, WarmupCosineLR, exactly: see optim/lr_schedule.h).");
@@ -218,7 +220,7 @@ DEFINE_bool(fsdp_deferred_init, kDefaults.fsdp_deferred_init,
             "(which builds the full model, logged).");
 DEFINE_string(
     ckpt_format,
-    std::string(strata::launch::CheckpointFormatName(kDefaults.ckpt_format)),
+    std::string(strata::checkpoint::FormatName(kDefaults.ckpt_format)),
     "Checkpoint format: sharded (one data file per rank written in "
     "parallel plus metadata; loads under any world size and "
     "strategy), full (one PyTorch file written by rank 0; "
@@ -501,7 +503,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.micro_batch = FLAGS_micro_batch;
   o.lr = FLAGS_lr;
   STRATA_ASSIGN_OR_RETURN(o.lr_schedule,
-                          ParseLrScheduleKind(FLAGS_lr_schedule));
+                          optim::ParseLrScheduleKind(FLAGS_lr_schedule));
   o.warmup_steps = FLAGS_warmup_steps;
   o.lr_step_size = FLAGS_lr_step_size;
   o.lr_gamma = FLAGS_lr_gamma;
@@ -562,7 +564,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.fsdp_deferred_init = FLAGS_fsdp_deferred_init;
   o.fsdp_reuse_buffers = FLAGS_fsdp_reuse_buffers;
   STRATA_ASSIGN_OR_RETURN(o.ckpt_format,
-                          ParseCheckpointFormat(FLAGS_ckpt_format));
+                          checkpoint::ParseFormat(FLAGS_ckpt_format));
   o.ckpt_dir = FLAGS_ckpt_dir;
   o.save_every = FLAGS_save_every;
   o.keep_last = FLAGS_keep_last;

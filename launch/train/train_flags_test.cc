@@ -47,8 +47,8 @@ TEST(TrainOptionsFromFlagsTest, DefaultFlagsGiveDefaultOptions) {
   const TrainOptions defaults;
   EXPECT_EQ(o.model, defaults.model);
   EXPECT_EQ(o.data, DataKind::kMarkov);
-  EXPECT_EQ(o.lr_schedule, LrScheduleKind::kCosine);
-  EXPECT_EQ(o.ckpt_format, CheckpointFormat::kSharded);
+  EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kCosine);
+  EXPECT_EQ(o.ckpt_format, checkpoint::Format::kSharded);
   EXPECT_EQ(o.precision, Precision::kFp32);
   EXPECT_EQ(o.steps, defaults.steps);
   EXPECT_EQ(o.threads, 1);
@@ -64,8 +64,8 @@ TEST(TrainOptionsFromFlagsTest, ParsesTheEnumeratedFlags) {
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.data, DataKind::kUint16);
-  EXPECT_EQ(o.lr_schedule, LrScheduleKind::kStep);
-  EXPECT_EQ(o.ckpt_format, CheckpointFormat::kFull);
+  EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kStep);
+  EXPECT_EQ(o.ckpt_format, checkpoint::Format::kFull);
   EXPECT_EQ(o.precision, Precision::kBf16);
 }
 
@@ -341,7 +341,7 @@ TEST(TrainOptionsFromFlagsTest, ReadsTheScheduleAndBreakdownFlags) {
   SetFlag("wall_clock_breakdown", "true");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
-  EXPECT_EQ(o.lr_schedule, LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
   EXPECT_EQ(o.lr_total_steps, 500);
   EXPECT_EQ(o.lr_warmup_type, "linear");
   EXPECT_EQ(o.lr_warmup_min_ratio, 0.1);
@@ -383,16 +383,16 @@ TEST(ConfigsTest, EveryDeepSpeedConfigLoadsIntoValidOptions) {
   EXPECT_EQ(fp16.optimizer, strategies::OptimizerKind::kAdam);
   EXPECT_EQ(fp16.loss_scale, 0);
   EXPECT_EQ(fp16.loss_scale_initial_power, 16);
-  EXPECT_EQ(fp16.lr_schedule, LrScheduleKind::kWarmupLr);
+  EXPECT_EQ(fp16.lr_schedule, optim::LrScheduleKind::kWarmupLr);
   const TrainOptions& zero2 = loaded["gpt_tiny_zero2_bf16.json"];
   EXPECT_EQ(zero2.strategy, strategies::StrategyKind::kZero2);
   EXPECT_EQ(zero2.param_dtype, "bf16");
-  EXPECT_EQ(zero2.lr_schedule, LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(zero2.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
   const TrainOptions& zero3 = loaded["gpt_tiny_zero3_offload.json"];
   EXPECT_EQ(zero3.strategy, strategies::StrategyKind::kFsdp);
   EXPECT_TRUE(zero3.fsdp_cpu_offload);
   EXPECT_THAT(zero3.checkpoint_units, ElementsAre("GPTBlock"));
-  EXPECT_EQ(zero3.lr_schedule, LrScheduleKind::kWarmupDecayLr);
+  EXPECT_EQ(zero3.lr_schedule, optim::LrScheduleKind::kWarmupDecayLr);
 }
 
 // Every experiment under launch/train/configs/ loads as train_main loads it

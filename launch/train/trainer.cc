@@ -266,7 +266,7 @@ KillScheduleOptions KillScheduleOptionsOf(const TrainOptions& o,
   k.world_size = run.world_size;
   k.save_every = o.save_every;
   k.async_save = o.async_save;
-  k.ckpt_format = std::string(CheckpointFormatName(o.ckpt_format));
+  k.ckpt_format = o.ckpt_format;
   return k;
 }
 

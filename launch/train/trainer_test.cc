@@ -8,7 +8,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/build_info.h"
+#include "base/regex.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/subprocess.h"
 #include "checkpoint/metadata.h"
@@ -315,7 +315,7 @@ TEST(TrainTest, DeepSpeedSchedulesMayWarmUpLongerThanTheRun) {
   TrainOptions o;
   o.steps = 10;
   o.warmup_steps = 1000;  // DeepSpeed's default warmup_num_steps.
-  o.lr_schedule = LrScheduleKind::kWarmupLr;
+  o.lr_schedule = optim::LrScheduleKind::kWarmupLr;
   EXPECT_THAT(ValidateTrainOptions(o), IsOk());
 }
 

@@ -28,7 +28,6 @@ using checkpoint::Bytes;
 using checkpoint::CheckpointPathForStep;
 using checkpoint::Contents;
 using checkpoint::Format;
-using checkpoint::ParseFormat;
 using checkpoint::Resume;
 using checkpoint::SaveCheckpointToRoot;
 using checkpoint::SaveOptions;
@@ -61,9 +60,8 @@ TrainingCheckpoints::Create(const TrainingCheckpointOptions& options,
                             data::DistributedSampler* sampler,
                             comm::Group* group) {
   STRATA_RETURN_IF_ERROR(ValidateTrainingCheckpointOptions(options));
-  STRATA_ASSIGN_OR_RETURN(Format format, ParseFormat(options.format));
-  std::unique_ptr<TrainingCheckpoints> out(
-      new TrainingCheckpoints(options, format, strategy, sampler, group));
+  std::unique_ptr<TrainingCheckpoints> out(new TrainingCheckpoints(
+      options, options.format, strategy, sampler, group));
   if (options.async_save && options.save_every > 0) {
     if (group != nullptr) {
       STRATA_ASSIGN_OR_RETURN(out->async_group_, group->Split(0, "ckpt"));
@@ -353,8 +351,8 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   if (s.ok()) {
     LOG(INFO) << (async_ != nullptr ? "saving" : "saved") << " checkpoint "
               << CheckpointPathForStep(options_.dir, steps_done, format_)
-              << " (" << options_.format << ", training stalled "
-              << last_stall_s_ << " s)";
+              << " (" << checkpoint::FormatName(format_)
+              << ", training stalled " << last_stall_s_ << " s)";
   }
   if (s.ok()) MaybeKillForTest(steps_done);
   return s;

@@ -38,7 +38,7 @@ std::shared_ptr<models::UnitModel> Build(const models::ModelConfig& config,
 
 optim::LrScheduleOptions Schedule(double base_lr) {
   optim::LrScheduleOptions lr;
-  lr.kind = "cosine";
+  lr.kind = optim::LrScheduleKind::kCosine;
   lr.base_lr = base_lr;
   lr.warmup_steps = 2;
   lr.total_steps = kSteps;
