@@ -145,7 +145,7 @@ struct TrainOptions {
   int test_exit_rank = 0;
   // Test hook (--test_kill_at, --test_kill_rank): a schedule of SIGKILLs
   // inside a forward, backward, collective or save, one entry per restart
-  // round (launch/train/kill_schedule.h). "": none.
+  // round (launch/train/test_faults.h). "": none.
   std::string test_kill_at;
   std::string test_kill_rank = "0";
   // The job's restart round (TORCHELASTIC_RESTART_COUNT, from the

@@ -1,7 +1,7 @@
 // Chaos at chosen moments: `train --nproc=N --max_restarts=4 --resume=auto`
 // whose ranks SIGKILL themselves four times, once in each restart round, at
 // moments a seeded schedule picks (--test_kill_at,
-// launch/train/kill_schedule.h): inside a forward, a backward, a collective,
+// launch/train/test_faults.h): inside a forward, a backward, a collective,
 // and a synchronous or an asynchronous checkpoint save, each at a chosen step,
 // rank and occurrence. For ddp, zero2 and fsdp at 2 ranks and fsdp at 3, with
 // dropout on and off, the run finishes and its model.pt and the metrics of its

@@ -387,7 +387,7 @@ DEFINE_int32(test_exit_rank, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 // PHASE:STEP[:NTH],... and R[,R...]: in restart round k, rank R_k SIGKILLs
 // itself at the NTH time it reaches PHASE (forward, backward, collective,
 // save, async_save) in step STEP (TrainOptions::test_kill_at,
-// launch/train/kill_schedule.h).
+// launch/train/test_faults.h).
 DEFINE_string(test_kill_at, "", GFLAGS_NAMESPACE::kStrippedFlagHelp);
 DEFINE_string(test_kill_rank, "0", GFLAGS_NAMESPACE::kStrippedFlagHelp);
 

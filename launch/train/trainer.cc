@@ -44,7 +44,7 @@
 #include "launch/observe/trace_session.h"
 #include "launch/observe/trace_window.h"
 #include "launch/train/evaluation.h"
-#include "launch/train/kill_schedule.h"
+#include "launch/train/test_faults.h"
 #include "launch/train/training_checkpoint.h"
 #include "models/config.h"
 #include "models/dropout.h"
@@ -255,7 +255,7 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
   return absl::OkStatus();
 }
 
-// The chaos hook's options (launch/train/kill_schedule.h).
+// The chaos hook's options (launch/train/test_faults.h).
 KillScheduleOptions KillScheduleOptionsOf(const TrainOptions& o,
                                           const Run& run) {
   KillScheduleOptions k;

@@ -1,4 +1,4 @@
-#include "launch/train/kill_schedule.h"
+#include "launch/train/test_faults.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

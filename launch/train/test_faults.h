@@ -15,8 +15,8 @@
 // count on every group, the background saver's (--async_save) too, so with
 // async saves which collective is the NTH may depend on timing; that it
 // is inside a collective does not.
-#ifndef STRATA_LAUNCH_TRAIN_KILL_SCHEDULE_H_
-#define STRATA_LAUNCH_TRAIN_KILL_SCHEDULE_H_
+#ifndef STRATA_LAUNCH_TRAIN_TEST_FAULTS_H_
+#define STRATA_LAUNCH_TRAIN_TEST_FAULTS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -90,4 +90,4 @@ absl::StatusOr<std::unique_ptr<RankKiller>> InstallKillSchedule(
 
 }  // namespace strata::launch
 
-#endif  // STRATA_LAUNCH_TRAIN_KILL_SCHEDULE_H_
+#endif  // STRATA_LAUNCH_TRAIN_TEST_FAULTS_H_
