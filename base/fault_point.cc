@@ -14,7 +14,7 @@ struct SiteName {
 constexpr SiteName kSiteNames[] = {
     {FaultSite::kForward, "forward"},       {FaultSite::kBackward, "backward"},
     {FaultSite::kCollective, "collective"}, {FaultSite::kSave, "save"},
-    {FaultSite::kAsyncSave, "async_save"},
+    {FaultSite::kAsyncSave, "async_save"},  {FaultSite::kStepEnd, "step_end"},
 };
 
 std::atomic<FaultInjector*> g_injector{nullptr};

@@ -1,9 +1,10 @@
 // Process-wide fault-injection points for tests: chaos and restart tests make
 // a rank die at a chosen moment (inside a forward, a backward, a collective, a
-// checkpoint save). Libraries mark the moments with ReachFaultPoint; a
-// binary (launch's trainer, from its hidden --test_kill_at flag) installs the
-// FaultInjector that decides what happens there. With no injector installed
-// a point costs one atomic load.
+// checkpoint save, the end of a step) or stall there (a save held open before
+// its commit). Libraries mark the moments with ReachFaultPoint; a binary
+// (launch's trainer, from its hidden test flags, launch/train/test_faults.h)
+// installs the one FaultInjector that decides what happens there. With no
+// injector installed a point costs one atomic load.
 #ifndef STRATA_BASE_FAULT_POINT_H_
 #define STRATA_BASE_FAULT_POINT_H_
 
@@ -19,9 +20,11 @@ enum class FaultSite {
   kCollective,  // Entering a collective of a comm::Group.
   kSave,        // A synchronous checkpoint save, before its commit.
   kAsyncSave,   // A background checkpoint save, before its commit.
+  kStepEnd,     // The end of a training step, after its checkpoint save
+                // returned (a background save may still be in flight).
 };
 
-// "forward", "backward", "collective", "save", "async_save".
+// "forward", "backward", "collective", "save", "async_save", "step_end".
 absl::string_view FaultSiteName(FaultSite site);
 // The site named `name` (as FaultSiteName); false if none is.
 bool ParseFaultSite(absl::string_view name, FaultSite* site);

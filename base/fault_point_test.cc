@@ -20,7 +20,7 @@ class Recorder final : public FaultInjector {
 TEST(FaultPointTest, NamesRoundTrip) {
   for (FaultSite site :
        {FaultSite::kForward, FaultSite::kBackward, FaultSite::kCollective,
-        FaultSite::kSave, FaultSite::kAsyncSave}) {
+        FaultSite::kSave, FaultSite::kAsyncSave, FaultSite::kStepEnd}) {
     FaultSite parsed = FaultSite::kForward;
     ASSERT_TRUE(ParseFaultSite(FaultSiteName(site), &parsed))
         << FaultSiteName(site);

@@ -286,11 +286,6 @@ absl::Status SaveSharded(const std::string& dir, const TensorState& state,
       }
     }
     STRATA_RETURN_IF_ERROR(writer.SyncAndClose());
-    if (options.pause_before_commit > absl::ZeroDuration()) {
-      LOG(INFO) << "rank " << rank << ": wrote " << StagingDir(dir) << "/"
-                << file << "; pausing before the commit (test hook)";
-      absl::SleepFor(options.pause_before_commit);
-    }
     if (options.before_commit) options.before_commit();
     return absl::OkStatus();
   }();

@@ -23,7 +23,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/metadata.pb.h"
 #include "comm/group.h"
@@ -37,11 +36,9 @@ struct WriteOptions {
   // Replicated ranges of at least this many bytes are split between their
   // holders (see save_plan.h).
   int64_t split_bytes = int64_t{1} << 20;
-  // Test hook (crash tests): after this rank's data file is synced and before
-  // the checkpoint is committed, sleep this long.
-  absl::Duration pause_before_commit = absl::ZeroDuration();
-  // Test hook (chaos tests): when set, called at the same moment (after the
-  // pause), on the thread that saves; it may kill the process.
+  // Test hook (chaos and crash tests): when set, called after this rank's
+  // data file is synced and before the checkpoint is committed, on the thread
+  // that saves; it may pause, or kill the process.
   std::function<void()> before_commit;
 };
 

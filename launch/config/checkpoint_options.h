@@ -10,7 +10,6 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
 #include "checkpoint/format.h"
 #include "optim/lr_schedule.h"
 
@@ -36,14 +35,6 @@ struct TrainingCheckpointOptions {
   // "" (none) or a checkpoint (full, sharded, PyTorch, Hugging Face
   // safetensors) whose model weights start the run; exclusive with `resume`.
   std::string load_weights;
-  // Test hook: pause inside each save after the data is written and before
-  // the commit (a rank killed then must leave the previous checkpoint).
-  absl::Duration test_pause_before_commit = absl::ZeroDuration();
-  // Test hook: when > 0, rank test_kill_rank SIGKILLs itself in AfterStep
-  // after step test_kill_after_step's save (a rank dying mid-run at a
-  // reproducible moment, for restart tests).
-  int64_t test_kill_after_step = 0;
-  int test_kill_rank = 0;
   // Recorded in meta.
   uint64_t seed = 0;
   std::string model_config;

@@ -16,7 +16,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/time/time.h"
 #include "base/status.h"
 #include "checkpoint/hf_layout.h"
 #include "launch/observe/trace_window.h"
@@ -309,12 +308,6 @@ TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
   c.async_save = o.async_save;
   c.resume = o.resume;
   c.load_weights = o.load_weights;
-  c.test_pause_before_commit = absl::Milliseconds(o.ckpt_test_pause_ms);
-  // The kill hook fires in the first round only: the restarted ranks run on.
-  if (o.restart_count == 0) {
-    c.test_kill_after_step = o.test_exit_at_step;
-    c.test_kill_rank = o.test_exit_rank;
-  }
   c.seed = o.seed;
   c.model_config = o.model;
   return c;

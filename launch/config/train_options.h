@@ -136,16 +136,11 @@ struct TrainOptions {
   // "": none; a checkpoint (full, sharded, or a PyTorch file) whose model
   // weights start a fresh run (step 0, fresh optimizer).
   std::string load_weights;
-  int64_t ckpt_test_pause_ms = 0;  // Test hook: pause before each commit.
-  // Test hook (--test_exit_at_step, --test_exit_rank): when > 0, rank
-  // test_exit_rank SIGKILLs itself right after step test_exit_at_step (and
-  // its checkpoint save), only in restart round 0 (restart_count == 0), to
-  // test restarts at a reproducible moment.
-  int64_t test_exit_at_step = 0;
-  int test_exit_rank = 0;
-  // Test hook (--test_kill_at, --test_kill_rank): a schedule of SIGKILLs
-  // inside a forward, backward, collective or save, one entry per restart
-  // round (launch/train/test_faults.h). "": none.
+  // Test faults (launch/train/test_faults.h): --ckpt_test_pause_ms, a pause
+  // in every save before its commit; --test_kill_at and --test_kill_rank, a
+  // schedule of SIGKILLs inside a forward, backward, collective or save, or at
+  // a step's end, one entry per restart round ("": none).
+  int64_t ckpt_test_pause_ms = 0;
   std::string test_kill_at;
   std::string test_kill_rank = "0";
   // The job's restart round (TORCHELASTIC_RESTART_COUNT, from the

@@ -203,20 +203,6 @@ TEST(ModelFlagTest, UnknownNameSuggestsAConfigJson) {
                     HasSubstr("or a config.json path")));
 }
 
-// The --test_exit_at_step hook reaches the checkpoints in restart round 0
-// only: the restarted ranks run on.
-TEST(CheckpointOptionsTest, TheExitHookFiresInTheFirstRoundOnly) {
-  TrainOptions o;
-  o.test_exit_at_step = 6;
-  o.test_exit_rank = 1;
-  TrainingCheckpointOptions c = CheckpointOptions(o);
-  EXPECT_EQ(c.test_kill_after_step, 6);
-  EXPECT_EQ(c.test_kill_rank, 1);
-  o.restart_count = 1;
-  c = CheckpointOptions(o);
-  EXPECT_EQ(c.test_kill_after_step, 0);
-}
-
 // --eval_only: evaluates loaded weights, so it needs --load_weights or
 // --resume; --eval_batches=0 (the whole eval split) only with it.
 TEST(EvalOnlyFlagsTest, NeedsWeightsAndAllowsEvalBatchesZero) {

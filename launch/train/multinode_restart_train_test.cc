@@ -1,9 +1,9 @@
 // The train binary as a 2-node job (two `launch` processes on 127.0.0.1,
 // one rank each, --max_restarts=2, --resume=auto): node 1's rank SIGKILLs
-// itself after step 6 (the hidden --test_exit_at_step hook). Both launchers
-// start round 1 within seconds of the kill — through the agent store, not
-// after the 60 s collective timeout — and the run ends bitwise as the
-// uninterrupted one (metrics of the last round and model.pt bytes).
+// itself after step 6 (the hidden --test_kill_at=step_end:5 hook). Both
+// launchers start round 1 within seconds of the kill — through the agent
+// store, not after the 60 s collective timeout — and the run ends bitwise as
+// the uninterrupted one (metrics of the last round and model.pt bytes).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -75,7 +75,7 @@ TEST(MultiNodeRestartTrainTest, NodeOneRankKilledRestartsBothNodesBitwise) {
   const std::string out = TempDir("multinode_restarted");
   std::vector<std::string> flags = TrainFlags();
   for (const char* flag :
-       {"--resume=auto", "--test_exit_at_step=6", "--test_exit_rank=1"}) {
+       {"--resume=auto", "--test_kill_at=step_end:5", "--test_kill_rank=1"}) {
     flags.push_back(flag);
   }
   const std::vector<std::string> train = DropoutRunArgs(out, flags);
@@ -106,7 +106,7 @@ TEST(MultiNodeRestartTrainTest, NodeOneRankKilledRestartsBothNodesBitwise) {
   ASSERT_EQ(run1.exit_code, 0) << run1.err;
 
   const double killed_s =
-      GlogSecondsOf(run1.err, "--test_exit_at_step=6: killing this rank");
+      GlogSecondsOf(run1.err, "--test_kill_at=step_end:5:1: killing this rank");
   ASSERT_GE(killed_s, 0) << run1.err;
   int node = 0;
   for (const RunResult* run : {&run0, &run1}) {

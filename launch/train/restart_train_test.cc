@@ -94,10 +94,11 @@ TEST_P(RestartTrainTest, RankKilledMidRunRestartsAndEndsBitwiseExact) {
   const std::string out = TempDir("restarted_" + strategy);
   const RunResult run =
       TrainRun(out, strategy,
-               {"--resume=auto", "--max_restarts=2", "--test_exit_at_step=6",
-                "--test_exit_rank=1"});
+               {"--resume=auto", "--max_restarts=2",
+                "--test_kill_at=step_end:5", "--test_kill_rank=1"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("--test_exit_at_step=6: killing this rank"));
+  EXPECT_THAT(run.err,
+              HasSubstr("--test_kill_at=step_end:5:1: killing this rank"));
   EXPECT_THAT(run.err,
               MatchesRegex(".*rank 1 \\(local rank 1, pid [0-9]+\\) was "
                            "killed by signal 9 \\(Killed\\) in restart round "
@@ -253,9 +254,10 @@ TEST(TorchrunRestartTest, TorchrunsOwnRestartsResumeBitwiseExact) {
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
   const std::string out = TempDir("torchrun_restarted");
   const RunResult run =
-      TorchrunRun(out, {"--test_exit_at_step=6", "--test_exit_rank=1"});
+      TorchrunRun(out, {"--test_kill_at=step_end:5", "--test_kill_rank=1"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.err, HasSubstr("--test_exit_at_step=6: killing this rank"));
+  EXPECT_THAT(run.err,
+              HasSubstr("--test_kill_at=step_end:5:1: killing this rank"));
   EXPECT_THAT(run.err, HasSubstr("resumed from " + out +
                                  "/checkpoints/step_00000004 at step 4"));
   ExpectBitwiseLastFourSteps(whole, out, "torchrun");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace strata::launch {
 namespace {
@@ -25,7 +28,7 @@ absl::StatusOr<KillPoint> ParseEntry(absl::string_view entry) {
   const std::string expected = absl::StrCat(
       "entry '", entry,
       "' must be PHASE:STEP[:NTH] with PHASE one of forward, backward, "
-      "collective, save, async_save, STEP >= 0 and NTH >= 1");
+      "collective, save, async_save, step_end, STEP >= 0 and NTH >= 1");
   KillPoint point;
   if (parts.size() < 2 || parts.size() > 3 ||
       !ParseFaultSite(parts[0], &point.site) ||
@@ -41,9 +44,15 @@ bool IsSave(FaultSite site) {
   return site == FaultSite::kSave || site == FaultSite::kAsyncSave;
 }
 
-// A save entry must name a save the run makes.
-absl::Status CheckSave(const KillPoint& point,
-                       const KillScheduleOptions& options) {
+// A save entry must name a save the run makes; a step end comes once a step.
+absl::Status CheckPoint(const KillPoint& point,
+                        const TestFaultOptions& options) {
+  if (point.site == FaultSite::kStepEnd && point.nth != 1) {
+    return KillFlagError(
+        "test_kill_at",
+        absl::StrCat("step_end:", point.step, ":", point.nth,
+                     " names no moment: a step ends once, NTH must be 1"));
+  }
   if (!IsSave(point.site)) return absl::OkStatus();
   const bool async = point.site == FaultSite::kAsyncSave;
   if (async != options.async_save) {
@@ -106,18 +115,27 @@ absl::StatusOr<std::vector<KillPoint>> ParseKillSchedule(
   return points;
 }
 
-RankKiller::RankKiller(const KillPoint& point) : point_(point) {
+TestFaultInjector::TestFaultInjector(std::optional<KillPoint> kill,
+                                     int64_t save_pause_ms, int rank)
+    : kill_(kill), save_pause_ms_(save_pause_ms), rank_(rank) {
   SetFaultInjector(this);
 }
 
-RankKiller::~RankKiller() { SetFaultInjector(nullptr); }
+TestFaultInjector::~TestFaultInjector() { SetFaultInjector(nullptr); }
 
-void RankKiller::Reach(FaultSite site, int64_t step) {
-  if (site != point_.site || step != point_.step) return;
-  if (reached_.fetch_add(1) + 1 != point_.nth) return;
-  LOG(ERROR) << "rank " << point_.rank
+void TestFaultInjector::Reach(FaultSite site, int64_t step) {
+  if (save_pause_ms_ > 0 && IsSave(site)) {
+    LOG(INFO) << "rank " << rank_
+              << ": test hook --ckpt_test_pause_ms=" << save_pause_ms_
+              << ": pausing in the " << FaultSiteName(site) << " of step "
+              << step << " before its commit";
+    absl::SleepFor(absl::Milliseconds(save_pause_ms_));
+  }
+  if (!kill_.has_value() || site != kill_->site || step != kill_->step) return;
+  if (reached_.fetch_add(1) + 1 != kill_->nth) return;
+  LOG(ERROR) << "rank " << rank_
              << ": test hook --test_kill_at=" << FaultSiteName(site) << ":"
-             << step << ":" << point_.nth << ": killing this rank with SIGKILL";
+             << step << ":" << kill_->nth << ": killing this rank with SIGKILL";
   google::FlushLogFiles(google::GLOG_INFO);
   CHECK_EQ(raise(SIGKILL), 0);
 }
@@ -134,8 +152,13 @@ at::Tensor FaultPointInterceptor::Run(const models::UnitInfo& /*unit*/,
   return output;
 }
 
-absl::StatusOr<std::unique_ptr<RankKiller>> InstallKillSchedule(
-    const KillScheduleOptions& options, models::UnitModel& model) {
+absl::StatusOr<std::unique_ptr<TestFaultInjector>> InstallTestFaults(
+    const TestFaultOptions& options, models::UnitModel& model) {
+  if (options.save_pause_ms < 0) {
+    return KillFlagError(
+        "ckpt_test_pause_ms",
+        absl::StrCat("must be >= 0, got ", options.save_pause_ms));
+  }
   absl::StatusOr<std::vector<KillPoint>> points =
       ParseKillSchedule(options.at, options.ranks);
   if (!points.ok()) return points.status();
@@ -146,19 +169,26 @@ absl::StatusOr<std::unique_ptr<RankKiller>> InstallKillSchedule(
           absl::StrCat("rank ", point.rank, " is not below the world size ",
                        options.world_size));
     }
-    if (absl::Status s = CheckSave(point, options); !s.ok()) return s;
+    if (absl::Status s = CheckPoint(point, options); !s.ok()) return s;
   }
-  if (options.restart_round >= static_cast<int>(points->size())) return nullptr;
-  const KillPoint& point = (*points)[options.restart_round];
-  if (point.rank != options.rank) return nullptr;
-  LOG(WARNING) << "rank " << options.rank << ": test hook --test_kill_at: "
-               << "SIGKILL at " << FaultSiteName(point.site) << " #"
-               << point.nth << " of step " << point.step << " in restart round "
-               << options.restart_round;
-  if (!IsSave(point.site) && point.site != FaultSite::kCollective) {
-    model.AddInterceptor(std::make_shared<FaultPointInterceptor>());
+  std::optional<KillPoint> kill;
+  if (options.restart_round < static_cast<int>(points->size()) &&
+      (*points)[options.restart_round].rank == options.rank) {
+    kill = (*points)[options.restart_round];
   }
-  return std::make_unique<RankKiller>(point);
+  if (!kill.has_value() && options.save_pause_ms == 0) return nullptr;
+  if (kill.has_value()) {
+    LOG(WARNING) << "rank " << options.rank << ": test hook --test_kill_at: "
+                 << "SIGKILL at " << FaultSiteName(kill->site) << " #"
+                 << kill->nth << " of step " << kill->step
+                 << " in restart round " << options.restart_round;
+    if (kill->site == FaultSite::kForward ||
+        kill->site == FaultSite::kBackward) {
+      model.AddInterceptor(std::make_shared<FaultPointInterceptor>());
+    }
+  }
+  return std::make_unique<TestFaultInjector>(kill, options.save_pause_ms,
+                                             options.rank);
 }
 
 }  // namespace strata::launch

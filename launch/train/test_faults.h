@@ -1,26 +1,34 @@
-// The trainer's chaos hook (hidden flags --test_kill_at, --test_kill_rank): a
-// schedule of moments at which one rank SIGKILLs itself, one per restart
-// round, so that a single `train --max_restarts` run is killed R times at
-// reproducible moments — inside a forward, a backward, a collective, a
-// synchronous or an asynchronous checkpoint save (base/fault_point.h).
+// The trainer's test faults, all through base/fault_point.h's one installed
+// FaultInjector (hidden flags; no user needs them):
 //
 //   --test_kill_at=PHASE:STEP[:NTH][,PHASE:STEP[:NTH]...]
 //   --test_kill_rank=R[,R...]   (one rank for every entry, or one per entry)
-//
-// Entry k applies in restart round k (TORCHELASTIC_RESTART_COUNT = k): rank
-// R_k dies at the NTH (default 1) time it reaches PHASE during training step
-// STEP (0-based). For save and async_save, STEP is the step whose checkpoint
-// is being saved (its save follows that step) and NTH must be 1; the kill
-// comes after the rank's data is written, before the commit. Collectives
-// count on every group, the background saver's (--async_save) too, so with
-// async saves which collective is the NTH may depend on timing; that it
-// is inside a collective does not.
+//       A schedule of moments at which one rank SIGKILLs itself, one per
+//       restart round, so that a single `train --max_restarts` run is killed
+//       R times at reproducible moments. Entry k applies in restart round k
+//       (TORCHELASTIC_RESTART_COUNT = k): rank R_k dies at the NTH (default 1)
+//       time it reaches PHASE during training step STEP (0-based). PHASE is
+//       forward, backward, collective (inside a forward, a backward, a
+//       collective), save, async_save (a synchronous or background
+//       checkpoint save: STEP is the step whose checkpoint is being saved, the
+//       kill comes after the rank's data is written, before the commit) or
+//       step_end (after step STEP and the return of its checkpoint save; a
+//       background save may still be in flight). For save, async_save and
+//       step_end NTH must be 1. Collectives count on every group, the
+//       background saver's (--async_save) too, so with async saves which
+//       collective is the NTH may depend on timing; that it is inside a
+//       collective does not.
+//   --ckpt_test_pause_ms=MS
+//       Every rank sleeps MS at every save and async_save point (its data
+//       written, the commit not yet made), so a test can kill a rank, or
+//       the whole job, while a checkpoint is half written.
 #ifndef STRATA_LAUNCH_TRAIN_TEST_FAULTS_H_
 #define STRATA_LAUNCH_TRAIN_TEST_FAULTS_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,9 +52,10 @@ struct KillPoint {
 absl::StatusOr<std::vector<KillPoint>> ParseKillSchedule(
     absl::string_view at, absl::string_view ranks);
 
-struct KillScheduleOptions {
-  std::string at;     // --test_kill_at.
-  std::string ranks;  // --test_kill_rank.
+struct TestFaultOptions {
+  std::string at;             // --test_kill_at.
+  std::string ranks;          // --test_kill_rank.
+  int64_t save_pause_ms = 0;  // --ckpt_test_pause_ms; 0: none.
   int restart_round = 0;
   int rank = 0;
   int world_size = 1;
@@ -57,20 +66,24 @@ struct KillScheduleOptions {
   checkpoint::Format ckpt_format = checkpoint::Format::kSharded;
 };
 
-// A FaultInjector that SIGKILLs this process at `point`; installed
-// process-wide while it lives.
-class RankKiller final : public FaultInjector {
+// The FaultInjector of a rank's test faults, installed process-wide while it
+// lives: sleeps `save_pause_ms` at every save and async_save point, then (when
+// given) SIGKILLs this process at `kill`. Reach may be called from any thread.
+class TestFaultInjector final : public FaultInjector {
  public:
-  explicit RankKiller(const KillPoint& point);
-  ~RankKiller() override;
-  RankKiller(const RankKiller&) = delete;
-  RankKiller& operator=(const RankKiller&) = delete;
+  TestFaultInjector(std::optional<KillPoint> kill, int64_t save_pause_ms,
+                    int rank);
+  ~TestFaultInjector() override;
+  TestFaultInjector(const TestFaultInjector&) = delete;
+  TestFaultInjector& operator=(const TestFaultInjector&) = delete;
 
   void Reach(FaultSite site, int64_t step) override;
 
  private:
-  const KillPoint point_;
-  std::atomic<int> reached_{0};
+  const std::optional<KillPoint> kill_;
+  const int64_t save_pause_ms_;
+  const int rank_;
+  std::atomic<int> reached_{0};  // Reaches of kill_'s site in its step.
 };
 
 // Reaches the forward point before each unit's forward and the backward
@@ -81,12 +94,13 @@ class FaultPointInterceptor final : public models::UnitInterceptor {
                  const models::UnitForward& forward) override;
 };
 
-// Checks the schedule against the run (errors name the flags). Returns the
-// killer of this rank's entry for this restart round, after adding a
-// FaultPointInterceptor to `model` (call after the strategy added its own,
-// so that the point is inside them); null when no entry applies here.
-absl::StatusOr<std::unique_ptr<RankKiller>> InstallKillSchedule(
-    const KillScheduleOptions& options, models::UnitModel& model);
+// Checks the options against the run (errors name the flags). Returns this
+// rank's injector: the kill of this rank's entry for this restart round (for
+// forward and backward entries after adding a FaultPointInterceptor to
+// `model`; call after the strategy added its own, so that the point is inside
+// them) and the save pause; null when neither applies here.
+absl::StatusOr<std::unique_ptr<TestFaultInjector>> InstallTestFaults(
+    const TestFaultOptions& options, models::UnitModel& model);
 
 }  // namespace strata::launch
 

@@ -372,22 +372,14 @@ DEFINE_double(heartbeat_startup_timeout_s, 120,
 // `train --help`; they still parse, and the start-up flags line lists them.
 // What each does is documented here instead.
 
-// Pause this long inside every checkpoint save, after the data is written and
-// before the commit (TrainingCheckpointOptions::test_pause_before_commit).
+// The test faults (launch/train/test_faults.h says what each does).
+// Every rank pauses this long inside every checkpoint save, after its data
+// is written and before the commit.
 DEFINE_int64(ckpt_test_pause_ms, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
-
-// When > 0: rank --test_exit_rank SIGKILLs itself right after step
-// --test_exit_at_step (and that step's checkpoint save), in restart round 0
-// only (TORCHELASTIC_RESTART_COUNT unset or 0), so that a restarted run
-// carries on: a rank failure at a reproducible moment for restart tests
-// (TrainOptions::test_exit_at_step).
-DEFINE_int64(test_exit_at_step, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
-DEFINE_int32(test_exit_rank, 0, GFLAGS_NAMESPACE::kStrippedFlagHelp);
 
 // PHASE:STEP[:NTH],... and R[,R...]: in restart round k, rank R_k SIGKILLs
 // itself at the NTH time it reaches PHASE (forward, backward, collective,
-// save, async_save) in step STEP (TrainOptions::test_kill_at,
-// launch/train/test_faults.h).
+// save, async_save, step_end) in step STEP.
 DEFINE_string(test_kill_at, "", GFLAGS_NAMESPACE::kStrippedFlagHelp);
 DEFINE_string(test_kill_rank, "0", GFLAGS_NAMESPACE::kStrippedFlagHelp);
 
@@ -572,8 +564,6 @@ absl::StatusOr<TrainOptions> TrainOptionsFromFlags(
   o.resume = FLAGS_resume;
   o.load_weights = FLAGS_load_weights;
   o.ckpt_test_pause_ms = FLAGS_ckpt_test_pause_ms;
-  o.test_exit_at_step = FLAGS_test_exit_at_step;
-  o.test_exit_rank = FLAGS_test_exit_rank;
   o.test_kill_at = FLAGS_test_kill_at;
   o.test_kill_rank = FLAGS_test_kill_rank;
   o.dropout_test_default_generator = FLAGS_dropout_test_default_generator;

@@ -203,16 +203,12 @@ TEST(TrainOptionsFromFlagsTest, TestHookFlagsStillParse) {
   gflags::FlagSaver saver;
   SetFlag("ckpt_test_pause_ms", "250");
   SetFlag("dropout_test_default_generator", "true");
-  SetFlag("test_exit_at_step", "6");
-  SetFlag("test_exit_rank", "1");
   SetFlag("test_kill_at", "forward:3,save:5");
   SetFlag("test_kill_rank", "1,0");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.ckpt_test_pause_ms, 250);
   EXPECT_TRUE(o.dropout_test_default_generator);
-  EXPECT_EQ(o.test_exit_at_step, 6);
-  EXPECT_EQ(o.test_exit_rank, 1);
   EXPECT_EQ(o.test_kill_at, "forward:3,save:5");
   EXPECT_EQ(o.test_kill_rank, "1,0");
 }
@@ -226,7 +222,7 @@ TEST(TrainFlagsSummaryTest, ListsEveryTrainFlagWithItsValue) {
   EXPECT_THAT(summary, HasSubstr(" --ckpt_test_pause_ms=0 "));
   EXPECT_THAT(summary, HasSubstr(" --nproc=1 "));
   EXPECT_THAT(summary, HasSubstr(" --max_restarts=0 "));
-  EXPECT_THAT(summary, HasSubstr(" --test_exit_at_step=0 "));
+  EXPECT_THAT(summary, HasSubstr(" --test_kill_at= "));
 }
 
 TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
@@ -237,8 +233,6 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
   EXPECT_THAT(help, HasSubstr("-nproc"));
   EXPECT_THAT(help, HasSubstr("-max_restarts"));
   EXPECT_THAT(help, Not(HasSubstr("ckpt_test_pause_ms")));
-  EXPECT_THAT(help, Not(HasSubstr("test_exit_at_step")));
-  EXPECT_THAT(help, Not(HasSubstr("test_exit_rank")));
   EXPECT_THAT(help, Not(HasSubstr("test_kill_at")));
   EXPECT_THAT(help, Not(HasSubstr("test_kill_rank")));
   EXPECT_THAT(help, Not(HasSubstr("dropout_test_default_generator")));

@@ -204,7 +204,8 @@ struct Run {
   std::unique_ptr<TensorBoardWriter> tensorboard;
   std::shared_ptr<models::UnitModel> model;
   std::unique_ptr<strategies::Strategy> strategy;
-  std::unique_ptr<RankKiller> killer;  // --test_kill_at; usually null.
+  // The test faults (--test_kill_at, --ckpt_test_pause_ms); usually null.
+  std::unique_ptr<TestFaultInjector> test_faults;
   data::SamplerOptions sampler_options;
   std::unique_ptr<data::DistributedSampler> sampler;
   std::unique_ptr<TrainingCheckpoints> checkpoints;
@@ -255,12 +256,12 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
   return absl::OkStatus();
 }
 
-// The chaos hook's options (launch/train/test_faults.h).
-KillScheduleOptions KillScheduleOptionsOf(const TrainOptions& o,
-                                          const Run& run) {
-  KillScheduleOptions k;
+// The test faults' options (launch/train/test_faults.h).
+TestFaultOptions TestFaultOptionsOf(const TrainOptions& o, const Run& run) {
+  TestFaultOptions k;
   k.at = o.test_kill_at;
   k.ranks = o.test_kill_rank;
+  k.save_pause_ms = o.ckpt_test_pause_ms;
   k.restart_round = o.restart_count;
   k.rank = run.rank;
   k.world_size = run.world_size;
@@ -320,8 +321,8 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
       strategies::CreateStrategy(strategy_options, run->model, run->group,
                                  OptimizerConfigOf(o), schedule_options));
   STRATA_ASSIGN_OR_RETURN(
-      run->killer,
-      InstallKillSchedule(KillScheduleOptionsOf(o, *run), *run->model));
+      run->test_faults,
+      InstallTestFaults(TestFaultOptionsOf(o, *run), *run->model));
 
   run->sampler_options.seq_len = o.seq_len;
   run->sampler_options.global_batch_size = o.global_batch;
@@ -536,6 +537,7 @@ absl::Status RunSteps(const TrainOptions& o, Run& run, int64_t first_step,
     const auto checkpoint_start = std::chrono::steady_clock::now();
     STRATA_RETURN_IF_ERROR(run.checkpoints->AfterStep(step + 1));
     interval_phases.checkpoint_s += SecondsSince(checkpoint_start);
+    ReachFaultPoint(FaultSite::kStepEnd, step);
     if (run.trace) STRATA_RETURN_IF_ERROR(run.trace->AfterStep(step + 1));
     if (stepped.skipped) ++result->skipped_steps;
     ++interval_steps;

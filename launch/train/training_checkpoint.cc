@@ -1,7 +1,6 @@
 #include "launch/train/training_checkpoint.h"
 
 #include <glog/logging.h>
-#include <signal.h>
 
 #include <chrono>
 #include <cstring>
@@ -320,15 +319,13 @@ absl::Status TrainingCheckpoints::MaybeLoadWeights(
 
 absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   if (options_.save_every <= 0 || steps_done % options_.save_every != 0) {
-    MaybeKillForTest(steps_done);
     return absl::OkStatus();
   }
   SaveOptions save;
   save.format = format_;
   save.optimizer_lr = NextLr(steps_done);
-  save.write.pause_before_commit = options_.test_pause_before_commit;
-  // Chaos tests kill a rank here (base/fault_point.h); the save follows
-  // step steps_done - 1.
+  // Chaos tests pause or kill a rank here (base/fault_point.h); the save
+  // follows step steps_done - 1.
   save.write.before_commit = [async = async_ != nullptr, steps_done] {
     ReachFaultPoint(async ? FaultSite::kAsyncSave : FaultSite::kSave,
                     steps_done - 1);
@@ -354,24 +351,7 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
               << " (" << checkpoint::FormatName(format_)
               << ", training stalled " << last_stall_s_ << " s)";
   }
-  if (s.ok()) MaybeKillForTest(steps_done);
   return s;
-}
-
-void TrainingCheckpoints::MaybeKillForTest(int64_t steps_done) {
-  const int rank = group_ == nullptr ? 0 : group_->rank();
-  if (options_.test_kill_after_step <= 0 ||
-      steps_done != options_.test_kill_after_step ||
-      rank != options_.test_kill_rank) {
-    return;
-  }
-  // Whatever is saved must be on disk: wait for a background save.
-  absl::Status saved = Finish();
-  LOG(ERROR) << "rank " << rank
-             << ": test hook --test_exit_at_step=" << steps_done
-             << ": killing this rank with SIGKILL (" << saved << ")";
-  google::FlushLogFiles(google::GLOG_INFO);
-  CHECK_EQ(raise(SIGKILL), 0);
 }
 
 absl::Status TrainingCheckpoints::Finish() {

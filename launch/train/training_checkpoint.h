@@ -123,8 +123,6 @@ class TrainingCheckpoints {
   // position of `step` steps of the global batch; logs what it assumes.
   std::vector<std::pair<std::string, int64_t>> DerivedSamplerState(
       int64_t step) const;
-  // The test_kill_after_step hook: SIGKILLs this rank after that step.
-  void MaybeKillForTest(int64_t steps_done);
 
   const TrainingCheckpointOptions options_;
   const checkpoint::Format format_;
