@@ -33,7 +33,7 @@ constexpr std::array<std::pair<const char*, double>, 3> kLaterStateKeys = {
     {{"warmup_type", 0.0}, {"warmup_min_ratio", 0.0}, {"min_ratio", 0.0}}};
 
 template <size_t N>
-int IndexOf(const std::array<const char*, N>& names, const std::string& name) {
+int IndexOf(const std::array<const char*, N>& names, absl::string_view name) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (name == names[i]) return static_cast<int>(i);
   }
@@ -83,8 +83,8 @@ absl::StatusOr<int64_t> ToInteger(const std::string& key, double value) {
 
 absl::StatusOr<LrScheduleKind> ParseLrScheduleKind(absl::string_view name,
                                                    absl::string_view what) {
-  for (size_t i = 0; i < kKindNames.size(); ++i) {
-    if (name == kKindNames[i]) return static_cast<LrScheduleKind>(i);
+  if (const int index = IndexOf(kKindNames, name); index >= 0) {
+    return static_cast<LrScheduleKind>(index);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       what, ": must be ",
