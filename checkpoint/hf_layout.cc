@@ -21,7 +21,7 @@
 #include "base/file_io.h"
 #include "base/json.h"
 #include "base/status.h"
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
 
@@ -219,7 +219,7 @@ bool IsSkippedBuffer(absl::string_view name) {
          absl::EndsWith(name, ".rotary_emb.inv_freq");
 }
 
-absl::StatusOr<std::shared_ptr<const SafetensorsFile>> OpenShard(
+absl::StatusOr<std::shared_ptr<const serialization::SafetensorsFile>> OpenShard(
     const std::string& dir, const std::string& shard,
     const std::string& index_path) {
   if (shard.empty() || shard.find('/') != std::string::npos || shard == "." ||
@@ -228,7 +228,7 @@ absl::StatusOr<std::shared_ptr<const SafetensorsFile>> OpenShard(
         absl::StrCat(index_path, ": shard file name '", shard,
                      "' must be a file name in the same directory"));
   }
-  return SafetensorsFile::Open(dir + "/" + shard);
+  return serialization::SafetensorsFile::Open(dir + "/" + shard);
 }
 
 absl::StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
@@ -516,7 +516,7 @@ std::string HfConfigPath(const std::string& path) {
 absl::StatusOr<NamedTensors> ReadHfWeights(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) {
-    STRATA_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+    STRATA_ASSIGN_OR_RETURN(auto file, serialization::SafetensorsFile::Open(path));
     return file->ViewAll();
   }
   if (std::filesystem::exists(path + "/" + kIndexFile, ec)) {
@@ -524,7 +524,7 @@ absl::StatusOr<NamedTensors> ReadHfWeights(const std::string& path) {
   }
   if (std::filesystem::exists(path + "/" + kSingleFile, ec)) {
     STRATA_ASSIGN_OR_RETURN(auto file,
-                            SafetensorsFile::Open(path + "/" + kSingleFile));
+                            serialization::SafetensorsFile::Open(path + "/" + kSingleFile));
     return file->ViewAll();
   }
   return absl::NotFoundError(
@@ -752,7 +752,7 @@ absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
   for (const auto& [name, tensor] : hf) total_bytes += tensor.nbytes();
   if (max_shard_bytes <= 0 || total_bytes <= max_shard_bytes) {
     STRATA_RETURN_IF_ERROR(
-        WriteSafetensors(dir + "/" + kSingleFile, hf, metadata));
+        serialization::WriteSafetensors(dir + "/" + kSingleFile, hf, metadata));
     // A stale index would shadow the new file.
     std::filesystem::remove(dir + "/" + kIndexFile, ec);
   } else {
@@ -774,7 +774,7 @@ absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
       const std::string file = absl::StrFormat("model-%05d-of-%05d.safetensors",
                                                i + 1, shards.size());
       STRATA_RETURN_IF_ERROR(
-          WriteSafetensors(absl::StrCat(dir, "/", file), shards[i], metadata));
+          serialization::WriteSafetensors(absl::StrCat(dir, "/", file), shards[i], metadata));
       for (const auto& [name, tensor] : shards[i]) {
         index["weight_map"][name] = file;
       }

@@ -14,7 +14,7 @@
 #include "base/file_io.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
@@ -244,7 +244,7 @@ TEST(HfLayoutTest, SingleFileWriteThenReadWithConfig) {
   ASSERT_OK_AND_ASSIGN(NamedTensors read, ReadHfWeights(dir));
   EXPECT_EQ(read.size(), hf.size());
   ASSERT_OK_AND_ASSIGN(auto file,
-                       SafetensorsFile::Open(dir + "/model.safetensors"));
+                       serialization::SafetensorsFile::Open(dir + "/model.safetensors"));
   EXPECT_EQ(file->metadata().at("format"), "pt");
   ASSERT_OK_AND_ASSIGN(std::string text, ReadWholeFile(HfConfigPath(dir)));
   ASSERT_OK_AND_ASSIGN(models::ModelConfig back,

@@ -14,7 +14,7 @@
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 #include "checkpoint/hf_layout.h"
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
@@ -57,10 +57,10 @@ double MaxLogitError(const std::string& name, const std::string& family) {
       models::BuildModel(*config, models::BuildOptions{});
   EXPECT_THAT(model, IsOk());
   EXPECT_THAT(models::LoadStateDict(**model, weights, /*strict=*/true), IsOk());
-  absl::StatusOr<std::shared_ptr<const SafetensorsFile>> tokens =
-      SafetensorsFile::Open(dir + "/tokens.safetensors");
-  absl::StatusOr<std::shared_ptr<const SafetensorsFile>> logits =
-      SafetensorsFile::Open(dir + "/logits.safetensors");
+  absl::StatusOr<std::shared_ptr<const serialization::SafetensorsFile>> tokens =
+      serialization::SafetensorsFile::Open(dir + "/tokens.safetensors");
+  absl::StatusOr<std::shared_ptr<const serialization::SafetensorsFile>> logits =
+      serialization::SafetensorsFile::Open(dir + "/logits.safetensors");
   EXPECT_THAT(tokens, IsOk());
   EXPECT_THAT(logits, IsOk());
   if (!tokens.ok() || !logits.ok() || !model.ok()) return 1e9;

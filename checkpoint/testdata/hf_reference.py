@@ -19,7 +19,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "serialization", "testdata"))
 import safetensors_numpy  # noqa: E402
 
 BATCH, SEQ = 2, 9

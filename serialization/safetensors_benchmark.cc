@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "base/file_io.h"
-#include "checkpoint/safetensors.h"
 #include "glog/logging.h"
+#include "serialization/safetensors.h"
 
-namespace strata::checkpoint {
+namespace strata::serialization {
 namespace {
 
 constexpr int kTensors = 64;
@@ -158,4 +158,4 @@ STRATA_SAFETENSORS_BENCHMARK(BM_ViewTouch);
 STRATA_SAFETENSORS_BENCHMARK(BM_ReadTensors);
 
 }  // namespace
-}  // namespace strata::checkpoint
+}  // namespace strata::serialization

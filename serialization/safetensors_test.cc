@@ -1,4 +1,4 @@
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -16,7 +16,7 @@
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 
-namespace strata::checkpoint {
+namespace strata::serialization {
 namespace {
 
 using ::strata::testing::IsOk;
@@ -348,4 +348,4 @@ TEST(SafetensorsTest, WriterRefusesDtypeTheFormatLacksAndKeepsTheOldFile) {
 }
 
 }  // namespace
-}  // namespace strata::checkpoint
+}  // namespace strata::serialization

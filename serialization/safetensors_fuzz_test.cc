@@ -5,7 +5,7 @@
 //
 // 5 000 inputs by default; more with an argument after the gtest flags:
 //   bazel test //checkpoint:safetensors_fuzz_test --test_arg=--inputs=100000
-//   bazel-bin/checkpoint/safetensors_fuzz_test --inputs=100000
+//   bazel-bin/serialization/safetensors_fuzz_test --inputs=100000
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,10 +23,10 @@
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
 #include "base/testing/temp_dir.h"
-#include "checkpoint/safetensors.h"
 #include "glog/logging.h"
+#include "serialization/safetensors.h"
 
-namespace strata::checkpoint {
+namespace strata::serialization {
 namespace {
 
 int64_t g_inputs = 5000;
@@ -187,15 +187,15 @@ TEST(SafetensorsFuzzTest, EveryMutationLoadsOrIsRefusedCleanly) {
 }
 
 }  // namespace
-}  // namespace strata::checkpoint
+}  // namespace strata::serialization
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--inputs=") &&
-        absl::SimpleAtoi(arg, &strata::checkpoint::g_inputs) &&
-        strata::checkpoint::g_inputs > 0) {
+        absl::SimpleAtoi(arg, &strata::serialization::g_inputs) &&
+        strata::serialization::g_inputs > 0) {
       continue;
     }
     std::fprintf(stderr, "unknown argument '%s' (expected --inputs=N, N > 0)\n",

@@ -16,8 +16,8 @@
 // dtype, a shape whose size times the dtype's does not match its byte span,
 // offsets out of range, overlapping or leaving a gap, data that does not
 // end where the file does, a BOOL byte other than 0 or 1.
-#ifndef STRATA_CHECKPOINT_SAFETENSORS_H_
-#define STRATA_CHECKPOINT_SAFETENSORS_H_
+#ifndef STRATA_SERIALIZATION_SAFETENSORS_H_
+#define STRATA_SERIALIZATION_SAFETENSORS_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace strata::checkpoint {
+namespace strata::serialization {
 
 // The largest header Strata reads (the reference implementation's limit).
 inline constexpr int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
@@ -114,6 +114,6 @@ absl::Status WriteSafetensors(
     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
     const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace strata::checkpoint
+}  // namespace strata::serialization
 
-#endif  // STRATA_CHECKPOINT_SAFETENSORS_H_
+#endif  // STRATA_SERIALIZATION_SAFETENSORS_H_

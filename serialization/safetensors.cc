@@ -1,4 +1,4 @@
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 
 #include <ATen/ATen.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this reader maps it as is");
 
-namespace strata::checkpoint {
+namespace strata::serialization {
 namespace {
 
 using Json = nlohmann::json;
@@ -472,4 +472,4 @@ absl::Status WriteSafetensors(
   return writer->Commit();
 }
 
-}  // namespace strata::checkpoint
+}  // namespace strata::serialization

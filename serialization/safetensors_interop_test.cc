@@ -15,10 +15,10 @@
 
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
-#include "checkpoint/safetensors.h"
+#include "serialization/safetensors.h"
 #include "serialization/testing/python_runner.h"
 
-namespace strata::checkpoint {
+namespace strata::serialization {
 namespace {
 
 using serialization::testing::RunPython;
@@ -27,7 +27,7 @@ using ::strata::testing::IsOk;
 std::string ScriptPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   return std::string(srcdir != nullptr ? srcdir : ".") +
-         "/strata/checkpoint/testdata/safetensors_numpy.py";
+         "/strata/serialization/testdata/safetensors_numpy.py";
 }
 
 // The script's reference_tensors(): i = 0..11 over [3, 4]; floats
@@ -78,4 +78,4 @@ TEST(SafetensorsInteropTest, NumpyReaderReadsWhatStrataWrote) {
 }
 
 }  // namespace
-}  // namespace strata::checkpoint
+}  // namespace strata::serialization

@@ -1,7 +1,7 @@
 """safetensors read and written with json and numpy only, from the format's
 specification (https://huggingface.co/docs/safetensors, "Format"), not from
 the safetensors package: an independent implementation for
-checkpoint/safetensors_interop_test.cc and the Hugging Face references.
+serialization/safetensors_interop_test.cc and the Hugging Face references.
 
   8 bytes    N, unsigned little-endian
   N bytes    UTF-8 JSON: {name: {"dtype", "shape", "data_offsets": [b, e]},
@@ -107,7 +107,7 @@ def load(path):
 
 
 # The reference tensors (C++ builds the same from the same formulas: see
-# ReferenceTensors() in checkpoint/safetensors_interop_test.cc). i counts
+# ReferenceTensors() in serialization/safetensors_interop_test.cc). i counts
 # 0..11 over a [3, 4] tensor; floats are (i - 6) * 1.5, integers i - 6, U8
 # i + 10, BOOL i % 3 == 0; plus a 0-d F32 7.25 and an empty [0, 5] F32.
 def reference_tensors():
