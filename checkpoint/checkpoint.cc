@@ -21,7 +21,7 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "checkpoint/full.h"
-#include "checkpoint/hf_layout.h"
+#include "models/hf_layout.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
@@ -269,11 +269,11 @@ absl::Status LoadHfWeights(const std::string& path,
                            const models::ModelConfig& config,
                            strategies::Strategy& strategy, comm::Group* group) {
   const TensorState live = CollectState(strategy, SaveOptions());
-  NamedTensors strata;
+  models::NamedTensors strata;
   absl::Status status = [&]() -> absl::Status {
-    STRATA_RETURN_IF_ERROR(CheckHfConfig(path, config));
-    STRATA_ASSIGN_OR_RETURN(NamedTensors hf, ReadHfWeights(path));
-    STRATA_ASSIGN_OR_RETURN(strata, ImportHf(hf, config, path));
+    STRATA_RETURN_IF_ERROR(models::CheckHfConfig(path, config));
+    STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ReadHfWeights(path));
+    STRATA_ASSIGN_OR_RETURN(strata, models::ImportHf(hf, config, path));
     std::map<std::string, const at::Tensor*> by_name;
     for (const auto& [name, tensor] : strata) by_name[name] = &tensor;
     for (const ShardedTensor& run : live.model) {

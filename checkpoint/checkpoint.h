@@ -141,7 +141,7 @@ absl::StatusOr<Contents> LoadCheckpoint(
 // single or sharded; hf_layout.h) into the strategy's model, strictly,
 // converted from Hugging Face's layout for `config` (the model's config;
 // its family picks GPT-2 or Llama). A config.json beside the weights must
-// describe the same architecture (CheckHfConfig). Every rank maps the files
+// describe the same architecture (models::CheckHfConfig). Every rank maps the files
 // and copies only its runs; errors are agreed across ranks and nothing is
 // copied unless every rank succeeds.
 absl::Status LoadHfWeights(const std::string& path,

@@ -14,7 +14,7 @@
 #include "base/testing/status_matchers.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/contents.h"
-#include "checkpoint/hf_layout.h"
+#include "models/hf_layout.h"
 #include "checkpoint/test_util.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
@@ -48,14 +48,14 @@ TensorState ModelOf(const strategies::Strategy& strategy) {
 Globals ExportSource(const std::string& dir) {
   auto source = MakeStrategy("single", nullptr, 7, 0);
   CHECK(source != nullptr);
-  NamedTensors tensors;
+  models::NamedTensors tensors;
   for (const ShardedTensor& run : ModelOf(*source).model) {
     tensors.emplace_back(run.name, run.local.view(run.global_shape));
   }
   const models::ModelConfig config = strategies::testing::Config("gpt-tiny");
-  absl::StatusOr<NamedTensors> hf = ExportHf(tensors, config, "source");
+  absl::StatusOr<models::NamedTensors> hf = models::ExportHf(tensors, config, "source");
   CHECK(hf.ok()) << hf.status();
-  CHECK(WriteHfModel(dir, *hf, config, /*max_shard_bytes=*/100000).ok());
+  CHECK(models::WriteHfModel(dir, *hf, config, /*max_shard_bytes=*/100000).ok());
   Globals globals;
   std::mutex mu;
   AddRuns(ModelOf(*source), globals, mu);

@@ -56,7 +56,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/full.h"
-#include "checkpoint/hf_layout.h"
+#include "models/hf_layout.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/sharded.h"
@@ -226,13 +226,13 @@ std::string NamedConfigLike(const models::ModelConfig& config) {
 
 absl::Status ImportFromHf(const std::string& layout, const std::string& src,
                           const std::string& dst) {
-  STRATA_ASSIGN_OR_RETURN(std::string family, HfFamilyFromName(layout));
-  const std::string config_path = HfConfigPath(src);
+  STRATA_ASSIGN_OR_RETURN(std::string family, models::HfFamilyFromName(layout));
+  const std::string config_path = models::HfConfigPath(src);
   STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_path));
   STRATA_ASSIGN_OR_RETURN(models::ModelConfig config,
-                          ModelConfigFromHfJson(text, config_path, family));
-  STRATA_ASSIGN_OR_RETURN(NamedTensors hf, ReadHfWeights(src));
-  STRATA_ASSIGN_OR_RETURN(NamedTensors strata, ImportHf(hf, config, src));
+                          models::ModelConfigFromHfJson(text, config_path, family));
+  STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ReadHfWeights(src));
+  STRATA_ASSIGN_OR_RETURN(models::NamedTensors strata, models::ImportHf(hf, config, src));
   STRATA_RETURN_IF_ERROR(models::SaveStateDict(strata, dst));
   const std::string named = NamedConfigLike(config);
   std::cout << "wrote " << dst << " (" << strata.size()
@@ -245,14 +245,14 @@ absl::Status ImportFromHf(const std::string& layout, const std::string& src,
 // Strata weights: a {name: tensor} PyTorch file, or a checkpoint's model
 // (assembled from its runs). `config_name` gets meta.model_config when the
 // source is a checkpoint.
-absl::StatusOr<NamedTensors> ReadStrataWeights(const std::string& src,
+absl::StatusOr<models::NamedTensors> ReadStrataWeights(const std::string& src,
                                                std::string* config_name) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(src, ec)) {
     STRATA_ASSIGN_OR_RETURN(c10::IValue value,
                             serialization::ReadTorchFile(src));
     if (value.isGenericDict() && !value.toGenericDict().contains("meta")) {
-      NamedTensors tensors;
+      models::NamedTensors tensors;
       for (const auto& entry : value.toGenericDict()) {
         if (!entry.key().isString() || !entry.value().isTensor()) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -269,7 +269,7 @@ absl::StatusOr<NamedTensors> ReadStrataWeights(const std::string& src,
   STRATA_ASSIGN_OR_RETURN(Source s, ReadAll(src));
   *config_name = s.contents.meta.model_config;
   std::map<std::string, at::Tensor> flat;
-  NamedTensors tensors;
+  models::NamedTensors tensors;
   for (const ShardedTensor& run : s.state.model) {
     at::Tensor& whole = flat[run.name];
     if (!whole.defined()) {
@@ -287,9 +287,9 @@ absl::StatusOr<NamedTensors> ReadStrataWeights(const std::string& src,
 absl::Status ExportToHf(const std::string& layout, const std::string& src,
                         const std::string& dst, std::string model_name,
                         int64_t max_shard_bytes) {
-  STRATA_ASSIGN_OR_RETURN(std::string family, HfFamilyFromName(layout));
+  STRATA_ASSIGN_OR_RETURN(std::string family, models::HfFamilyFromName(layout));
   std::string recorded;
-  STRATA_ASSIGN_OR_RETURN(NamedTensors strata,
+  STRATA_ASSIGN_OR_RETURN(models::NamedTensors strata,
                           ReadStrataWeights(src, &recorded));
   if (model_name.empty()) model_name = recorded;
   if (model_name.empty()) {
@@ -304,7 +304,7 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
     // A Hugging Face config.json (e.g. the one an import read).
     STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(model_name));
     STRATA_ASSIGN_OR_RETURN(config,
-                            ModelConfigFromHfJson(text, model_name, family));
+                            models::ModelConfigFromHfJson(text, model_name, family));
   } else {
     STRATA_ASSIGN_OR_RETURN(config, models::ConfigByName(model_name));
   }
@@ -313,8 +313,8 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
         absl::StrCat("--model=", model_name, " is a ", config.family,
                      " model, but --to=", layout, " writes ", family));
   }
-  STRATA_ASSIGN_OR_RETURN(NamedTensors hf, ExportHf(strata, config, src));
-  STRATA_RETURN_IF_ERROR(WriteHfModel(dst, hf, config, max_shard_bytes));
+  STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ExportHf(strata, config, src));
+  STRATA_RETURN_IF_ERROR(models::WriteHfModel(dst, hf, config, max_shard_bytes));
   std::cout << "wrote " << dst << " (" << layout << ", " << hf.size()
             << " tensors) from " << src << " (--model=" << model_name << ")\n";
   return absl::OkStatus();

@@ -17,9 +17,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status.h"
-#include "checkpoint/hf_layout.h"
 #include "launch/observe/trace_window.h"
 #include "models/config.h"
+#include "models/hf_layout.h"
 #include "optim/loss_scaler.h"
 #include "strategies/mixed_precision.h"
 
@@ -318,7 +318,7 @@ absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model) {
   const bool is_path = absl::EndsWith(model, ".json") ||
                        std::filesystem::is_directory(model, ec);
   absl::StatusOr<models::ModelConfig> config =
-      is_path ? checkpoint::ModelConfigFromHfConfigFile(model)
+      is_path ? models::ModelConfigFromHfConfigFile(model)
               : models::ConfigByName(model);
   if (!config.ok()) {
     return FlagError("model",

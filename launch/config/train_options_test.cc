@@ -14,8 +14,8 @@
 
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
-#include "checkpoint/hf_layout.h"
 #include "models/config.h"
+#include "models/hf_layout.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/options.h"
 
@@ -174,7 +174,7 @@ TEST(ModelFlagTest, ConfigJsonGivesThePublishedConfig) {
       models::ConfigByName("llama-1b");
   ASSERT_THAT(named, IsOk());
   const std::string dir = testing::FreshTempDir("llama_config");
-  std::ofstream(dir + "/config.json") << checkpoint::HfConfigJson(*named);
+  std::ofstream(dir + "/config.json") << models::HfConfigJson(*named);
   for (const std::string& model : {dir, dir + "/config.json"}) {
     const absl::StatusOr<models::ModelConfig> read = ModelConfigOf(model);
     ASSERT_THAT(read, IsOk()) << model;

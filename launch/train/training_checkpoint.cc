@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "base/fault_point.h"
 #include "base/status.h"
-#include "checkpoint/hf_layout.h"
+#include "models/hf_layout.h"
 #include "comm/exchange.h"
 #include "launch/train/generator_state.h"
 #include "launch/train/schedule_fields.h"
@@ -260,7 +260,7 @@ absl::Status LoadWeightsFrom(const std::string& path,
                              const models::ModelConfig& config,
                              strategies::Strategy& strategy,
                              comm::Group* group) {
-  if (checkpoint::IsHfCheckpoint(path)) {
+  if (models::IsHfCheckpoint(path)) {
     return checkpoint::LoadHfWeights(path, config, strategy, group);
   }
   checkpoint::LoadOptions load;

@@ -45,7 +45,7 @@ namespace strata::launch {
 // Loads the model weights at `path` into `strategy`, strictly (a collective
 // over `group`, null: one process; the optimizer stays as it is): a Strata
 // full or sharded checkpoint, a PyTorch file, or Hugging Face weights
-// (checkpoint::IsHfCheckpoint) converted for `config`, the model's config.
+// (models::IsHfCheckpoint) converted for `config`, the model's config.
 // Errors name --load_weights=<path>.
 absl::Status LoadModelWeights(const std::string& path,
                               const models::ModelConfig& config,
@@ -84,7 +84,7 @@ class TrainingCheckpoints {
 
   // With options.load_weights set: loads the model weights (strictly, a
   // collective; the optimizer, step and data position stay fresh). Hugging
-  // Face weights (checkpoint::IsHfCheckpoint) are converted for `config`,
+  // Face weights (models::IsHfCheckpoint) are converted for `config`,
   // the run's model config. Errors name --load_weights.
   absl::Status MaybeLoadWeights(const models::ModelConfig& config);
 

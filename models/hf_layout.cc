@@ -1,4 +1,4 @@
-#include "checkpoint/hf_layout.h"
+#include "models/hf_layout.h"
 
 #include <ATen/ATen.h>
 
@@ -21,11 +21,11 @@
 #include "base/file_io.h"
 #include "base/json.h"
 #include "base/status.h"
-#include "serialization/safetensors.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
+#include "serialization/safetensors.h"
 
-namespace strata::checkpoint {
+namespace strata::models {
 namespace {
 
 using Json = nlohmann::json;
@@ -516,15 +516,16 @@ std::string HfConfigPath(const std::string& path) {
 absl::StatusOr<NamedTensors> ReadHfWeights(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) {
-    STRATA_ASSIGN_OR_RETURN(auto file, serialization::SafetensorsFile::Open(path));
+    STRATA_ASSIGN_OR_RETURN(auto file,
+                            serialization::SafetensorsFile::Open(path));
     return file->ViewAll();
   }
   if (std::filesystem::exists(path + "/" + kIndexFile, ec)) {
     return ReadSharded(path);
   }
   if (std::filesystem::exists(path + "/" + kSingleFile, ec)) {
-    STRATA_ASSIGN_OR_RETURN(auto file,
-                            serialization::SafetensorsFile::Open(path + "/" + kSingleFile));
+    STRATA_ASSIGN_OR_RETURN(auto file, serialization::SafetensorsFile::Open(
+                                           path + "/" + kSingleFile));
     return file->ViewAll();
   }
   return absl::NotFoundError(
@@ -773,8 +774,8 @@ absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string file = absl::StrFormat("model-%05d-of-%05d.safetensors",
                                                i + 1, shards.size());
-      STRATA_RETURN_IF_ERROR(
-          serialization::WriteSafetensors(absl::StrCat(dir, "/", file), shards[i], metadata));
+      STRATA_RETURN_IF_ERROR(serialization::WriteSafetensors(
+          absl::StrCat(dir, "/", file), shards[i], metadata));
       for (const auto& [name, tensor] : shards[i]) {
         index["weight_map"][name] = file;
       }
@@ -785,4 +786,4 @@ absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
   return WriteFileAtomic(dir + "/" + kConfigFile, HfConfigJson(config));
 }
 
-}  // namespace strata::checkpoint
+}  // namespace strata::models

@@ -1,4 +1,4 @@
-#include "checkpoint/hf_layout.h"
+#include "models/hf_layout.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -14,12 +14,12 @@
 #include "base/file_io.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
-#include "serialization/safetensors.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"
+#include "serialization/safetensors.h"
 
-namespace strata::checkpoint {
+namespace strata::models {
 namespace {
 
 using ::strata::testing::IsOk;
@@ -243,8 +243,8 @@ TEST(HfLayoutTest, SingleFileWriteThenReadWithConfig) {
   ASSERT_THAT(WriteHfModel(dir, hf, config, /*max_shard_bytes=*/0), IsOk());
   ASSERT_OK_AND_ASSIGN(NamedTensors read, ReadHfWeights(dir));
   EXPECT_EQ(read.size(), hf.size());
-  ASSERT_OK_AND_ASSIGN(auto file,
-                       serialization::SafetensorsFile::Open(dir + "/model.safetensors"));
+  ASSERT_OK_AND_ASSIGN(auto file, serialization::SafetensorsFile::Open(
+                                      dir + "/model.safetensors"));
   EXPECT_EQ(file->metadata().at("format"), "pt");
   ASSERT_OK_AND_ASSIGN(std::string text, ReadWholeFile(HfConfigPath(dir)));
   ASSERT_OK_AND_ASSIGN(models::ModelConfig back,
@@ -394,4 +394,4 @@ TEST(HfLayoutTest, ConfigOfTheOtherFamilyIsRefused) {
 }
 
 }  // namespace
-}  // namespace strata::checkpoint
+}  // namespace strata::models

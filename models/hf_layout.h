@@ -21,8 +21,8 @@
 // "rotary_emb.inv_freq" buffers of older files are skipped.
 //
 // Conversion moves no value: export then import is bitwise.
-#ifndef STRATA_CHECKPOINT_HF_LAYOUT_H_
-#define STRATA_CHECKPOINT_HF_LAYOUT_H_
+#ifndef STRATA_MODELS_HF_LAYOUT_H_
+#define STRATA_MODELS_HF_LAYOUT_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -36,7 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "models/config.h"
 
-namespace strata::checkpoint {
+namespace strata::models {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -112,6 +112,6 @@ absl::Status WriteHfModel(const std::string& dir, const NamedTensors& hf,
                           const models::ModelConfig& config,
                           int64_t max_shard_bytes);
 
-}  // namespace strata::checkpoint
+}  // namespace strata::models
 
-#endif  // STRATA_CHECKPOINT_HF_LAYOUT_H_
+#endif  // STRATA_MODELS_HF_LAYOUT_H_

@@ -13,14 +13,14 @@
 #include "base/file_io.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
-#include "checkpoint/hf_layout.h"
-#include "serialization/safetensors.h"
 #include "models/config.h"
 #include "models/factory.h"
+#include "models/hf_layout.h"
 #include "models/state_dict.h"
+#include "serialization/safetensors.h"
 #include "serialization/testing/python_runner.h"
 
-namespace strata::checkpoint {
+namespace strata::models {
 namespace {
 
 using serialization::testing::RunPython;
@@ -31,7 +31,7 @@ constexpr double kTolerance = 1e-5;
 std::string ScriptPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   return std::string(srcdir != nullptr ? srcdir : ".") +
-         "/strata/checkpoint/testdata/hf_reference.py";
+         "/strata/models/testdata/hf_reference.py";
 }
 
 // Runs the reference for `name` ("gpt2", "llama", "llama-tied",
@@ -93,4 +93,4 @@ TEST(HfReferenceTest, Llama3RopeScalingLogitsMatch) {
 }
 
 }  // namespace
-}  // namespace strata::checkpoint
+}  // namespace strata::models
