@@ -55,8 +55,8 @@ TSAN_TESTS=(
   //base:trace_test
   //base:tracking_allocator_test
   //launch/observe:progress_logger_test
-  //checkpoint:checkpoint_test
-  //checkpoint:sharded_test
+  //checkpoint/strategy:checkpoint_test
+  //checkpoint/strategy:sharded_format_test
   //comm:progress_test
   //comm:group_test
   //launch:agent_store_test

@@ -180,8 +180,8 @@ TEST(TorchCheckpointTest, LoadWeightsStartsAtStepZeroFromTheWeights) {
   const std::string sharded4 = s + "/checkpoints/step_00000004";
   const std::string hf = TempDir("w_hf_gpt2");
   RunResult exported = ::strata::testing::Run(
-      {RunfilePath("checkpoint/strata_ckpt"), "convert", "--to=hf-gpt2",
-       "--max_shard_bytes=200000", step4, hf},
+      {RunfilePath("checkpoint/strategy/strata_ckpt"), "convert",
+       "--to=hf-gpt2", "--max_shard_bytes=200000", step4, hf},
       {}, absl::Seconds(60));
   ASSERT_EQ(exported.exit_code, 0) << exported.out << exported.err;
 

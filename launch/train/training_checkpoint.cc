@@ -14,10 +14,10 @@
 #include "absl/strings/str_join.h"
 #include "base/fault_point.h"
 #include "base/status.h"
-#include "models/hf_layout.h"
 #include "comm/exchange.h"
 #include "launch/train/generator_state.h"
 #include "launch/train/schedule_fields.h"
+#include "models/hf_layout.h"
 #include "optim/loss_scaler.h"
 
 namespace strata::launch {

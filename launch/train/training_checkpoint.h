@@ -32,7 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/strategy/checkpoint.h"
 #include "comm/group.h"
 #include "data/sampler.h"
 #include "launch/config/checkpoint_options.h"

@@ -1,5 +1,3 @@
-#include "checkpoint/full.h"
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/full.h"
+#include "checkpoint/testing/states.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "serialization/torch_file.h"

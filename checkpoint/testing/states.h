@@ -2,8 +2,8 @@
 // steps (so that optimizer state is not zero), and global tensors assembled
 // from the runs of every rank (ranks are threads of the test), to compare
 // the state saved at one world size with the state loaded at another.
-#ifndef STRATA_CHECKPOINT_TEST_UTIL_H_
-#define STRATA_CHECKPOINT_TEST_UTIL_H_
+#ifndef STRATA_CHECKPOINT_TESTING_STATES_H_
+#define STRATA_CHECKPOINT_TESTING_STATES_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -66,4 +66,4 @@ std::string TempDir(const std::string& name);
 
 }  // namespace strata::checkpoint::testing
 
-#endif  // STRATA_CHECKPOINT_TEST_UTIL_H_
+#endif  // STRATA_CHECKPOINT_TESTING_STATES_H_

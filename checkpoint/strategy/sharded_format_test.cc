@@ -1,5 +1,3 @@
-#include "checkpoint/sharded.h"
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +10,8 @@
 #include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/metadata.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/sharded.h"
+#include "checkpoint/testing/states.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "models/config.h"

@@ -38,7 +38,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/strategy/checkpoint.h"
 #include "models/config.h"
 #include "models/factory.h"
 #include "models/state_dict.h"

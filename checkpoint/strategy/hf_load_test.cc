@@ -12,13 +12,13 @@
 
 #include "base/file_io.h"
 #include "base/testing/status_matchers.h"
-#include "checkpoint/checkpoint.h"
 #include "checkpoint/contents.h"
-#include "models/hf_layout.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/strategy/checkpoint.h"
+#include "checkpoint/testing/states.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "models/config.h"
+#include "models/hf_layout.h"
 #include "strategies/testing/parity.h"
 
 namespace strata::checkpoint {
@@ -53,9 +53,11 @@ Globals ExportSource(const std::string& dir) {
     tensors.emplace_back(run.name, run.local.view(run.global_shape));
   }
   const models::ModelConfig config = strategies::testing::Config("gpt-tiny");
-  absl::StatusOr<models::NamedTensors> hf = models::ExportHf(tensors, config, "source");
+  absl::StatusOr<models::NamedTensors> hf =
+      models::ExportHf(tensors, config, "source");
   CHECK(hf.ok()) << hf.status();
-  CHECK(models::WriteHfModel(dir, *hf, config, /*max_shard_bytes=*/100000).ok());
+  CHECK(
+      models::WriteHfModel(dir, *hf, config, /*max_shard_bytes=*/100000).ok());
   Globals globals;
   std::mutex mu;
   AddRuns(ModelOf(*source), globals, mu);

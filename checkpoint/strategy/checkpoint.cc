@@ -1,4 +1,4 @@
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/strategy/checkpoint.h"
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty_like.h>
@@ -21,11 +21,11 @@
 #include "base/status.h"
 #include "base/trace.h"
 #include "checkpoint/full.h"
-#include "models/hf_layout.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
 #include "comm/exchange.h"
+#include "models/hf_layout.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -272,7 +272,8 @@ absl::Status LoadHfWeights(const std::string& path,
   models::NamedTensors strata;
   absl::Status status = [&]() -> absl::Status {
     STRATA_RETURN_IF_ERROR(models::CheckHfConfig(path, config));
-    STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ReadHfWeights(path));
+    STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf,
+                            models::ReadHfWeights(path));
     STRATA_ASSIGN_OR_RETURN(strata, models::ImportHf(hf, config, path));
     std::map<std::string, const at::Tensor*> by_name;
     for (const auto& [name, tensor] : strata) by_name[name] = &tensor;

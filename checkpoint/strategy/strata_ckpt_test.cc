@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
-#include "checkpoint/checkpoint.h"
 #include "checkpoint/metadata.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/strategy/checkpoint.h"
+#include "checkpoint/testing/states.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "models/config.h"
@@ -42,9 +42,9 @@ struct ToolResult {
 
 ToolResult Tool(const std::string& args) {
   const std::string log = TempDir("tool_log") + "/out.txt";
-  const int rc = std::system(
-      absl::StrCat("checkpoint/strata_ckpt ", args, " > ", log, " 2>&1")
-          .c_str());
+  const int rc = std::system(absl::StrCat("checkpoint/strategy/strata_ckpt ",
+                                          args, " > ", log, " 2>&1")
+                                 .c_str());
   std::ifstream in(log);
   std::stringstream s;
   s << in.rdbuf();

@@ -1,4 +1,4 @@
-#include "checkpoint/test_util.h"
+#include "checkpoint/testing/states.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -35,7 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "base/crc32c.h"
 #include "base/process_memory.h"
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/strategy/checkpoint.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "models/config.h"

@@ -53,14 +53,14 @@
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
 #include "base/status.h"
-#include "checkpoint/checkpoint.h"
 #include "checkpoint/contents.h"
 #include "checkpoint/full.h"
-#include "models/hf_layout.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/sharded.h"
+#include "checkpoint/strategy/checkpoint.h"
 #include "models/config.h"
+#include "models/hf_layout.h"
 #include "models/state_dict.h"
 #include "serialization/torch_file.h"
 
@@ -229,10 +229,12 @@ absl::Status ImportFromHf(const std::string& layout, const std::string& src,
   STRATA_ASSIGN_OR_RETURN(std::string family, models::HfFamilyFromName(layout));
   const std::string config_path = models::HfConfigPath(src);
   STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(config_path));
-  STRATA_ASSIGN_OR_RETURN(models::ModelConfig config,
-                          models::ModelConfigFromHfJson(text, config_path, family));
+  STRATA_ASSIGN_OR_RETURN(
+      models::ModelConfig config,
+      models::ModelConfigFromHfJson(text, config_path, family));
   STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ReadHfWeights(src));
-  STRATA_ASSIGN_OR_RETURN(models::NamedTensors strata, models::ImportHf(hf, config, src));
+  STRATA_ASSIGN_OR_RETURN(models::NamedTensors strata,
+                          models::ImportHf(hf, config, src));
   STRATA_RETURN_IF_ERROR(models::SaveStateDict(strata, dst));
   const std::string named = NamedConfigLike(config);
   std::cout << "wrote " << dst << " (" << strata.size()
@@ -245,8 +247,8 @@ absl::Status ImportFromHf(const std::string& layout, const std::string& src,
 // Strata weights: a {name: tensor} PyTorch file, or a checkpoint's model
 // (assembled from its runs). `config_name` gets meta.model_config when the
 // source is a checkpoint.
-absl::StatusOr<models::NamedTensors> ReadStrataWeights(const std::string& src,
-                                               std::string* config_name) {
+absl::StatusOr<models::NamedTensors> ReadStrataWeights(
+    const std::string& src, std::string* config_name) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(src, ec)) {
     STRATA_ASSIGN_OR_RETURN(c10::IValue value,
@@ -303,8 +305,8 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
   if (absl::EndsWith(model_name, ".json")) {
     // A Hugging Face config.json (e.g. the one an import read).
     STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(model_name));
-    STRATA_ASSIGN_OR_RETURN(config,
-                            models::ModelConfigFromHfJson(text, model_name, family));
+    STRATA_ASSIGN_OR_RETURN(
+        config, models::ModelConfigFromHfJson(text, model_name, family));
   } else {
     STRATA_ASSIGN_OR_RETURN(config, models::ConfigByName(model_name));
   }
@@ -313,8 +315,10 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
         absl::StrCat("--model=", model_name, " is a ", config.family,
                      " model, but --to=", layout, " writes ", family));
   }
-  STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ExportHf(strata, config, src));
-  STRATA_RETURN_IF_ERROR(models::WriteHfModel(dst, hf, config, max_shard_bytes));
+  STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf,
+                          models::ExportHf(strata, config, src));
+  STRATA_RETURN_IF_ERROR(
+      models::WriteHfModel(dst, hf, config, max_shard_bytes));
   std::cout << "wrote " << dst << " (" << layout << ", " << hf.size()
             << " tensors) from " << src << " (--model=" << model_name << ")\n";
   return absl::OkStatus();

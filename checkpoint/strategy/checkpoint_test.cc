@@ -1,4 +1,4 @@
-#include "checkpoint/checkpoint.h"
+#include "checkpoint/strategy/checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
-#include "checkpoint/test_util.h"
+#include "checkpoint/testing/states.h"
 #include "comm/group.h"
 #include "comm/testing/multi_rank.h"
 #include "strategies/testing/parity.h"

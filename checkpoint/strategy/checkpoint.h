@@ -29,8 +29,8 @@
 //   // Later, under any strategy and world size:
 //   STRATA_ASSIGN_OR_RETURN(Contents resumed,
 //                           Resume("auto", strategy, group, true, true, root));
-#ifndef STRATA_CHECKPOINT_CHECKPOINT_H_
-#define STRATA_CHECKPOINT_CHECKPOINT_H_
+#ifndef STRATA_CHECKPOINT_STRATEGY_CHECKPOINT_H_
+#define STRATA_CHECKPOINT_STRATEGY_CHECKPOINT_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -141,8 +141,8 @@ absl::StatusOr<Contents> LoadCheckpoint(
 // single or sharded; hf_layout.h) into the strategy's model, strictly,
 // converted from Hugging Face's layout for `config` (the model's config;
 // its family picks GPT-2 or Llama). A config.json beside the weights must
-// describe the same architecture (models::CheckHfConfig). Every rank maps the files
-// and copies only its runs; errors are agreed across ranks and nothing is
+// describe the same architecture (models::CheckHfConfig). Every rank maps the
+// files and copies only its runs; errors are agreed across ranks and nothing is
 // copied unless every rank succeeds.
 absl::Status LoadHfWeights(const std::string& path,
                            const models::ModelConfig& config,
@@ -236,4 +236,4 @@ class AsyncCheckpointer {
 
 }  // namespace strata::checkpoint
 
-#endif  // STRATA_CHECKPOINT_CHECKPOINT_H_
+#endif  // STRATA_CHECKPOINT_STRATEGY_CHECKPOINT_H_
