@@ -1,12 +1,15 @@
-// Saveable state as named scalars — the form LR schedules, loss scalers and
-// samplers save into checkpoints — and the checks every loader needs.
+// Saveable state as named values — the form LR schedules, loss scalers,
+// samplers and generators save into checkpoints (a checkpoint's
+// param_scheduler and extra entries) — and the checks every loader needs.
 #ifndef STRATA_BASE_NAMED_STATE_H_
 #define STRATA_BASE_NAMED_STATE_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,6 +19,16 @@
 #include "absl/types/span.h"
 
 namespace strata {
+
+// Raw bytes (e.g. a generator state), kept apart from text.
+struct Bytes {
+  std::string data;
+  bool operator==(const Bytes& other) const { return data == other.data; }
+};
+// One saved value: an integer, a real number, text or raw bytes.
+using StateValue = std::variant<int64_t, double, std::string, Bytes>;
+// Saved values by name, in the order they were written.
+using NamedValues = std::vector<std::pair<std::string, StateValue>>;
 
 // Returns `state` as a map after checking it has exactly `keys`, each once.
 // Errors start with `what` ("sampler state") and name the offending key:

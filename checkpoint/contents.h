@@ -17,18 +17,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/named_state.h"
 #include "base/shape.h"
 #include "base/sharded_tensor.h"
 
 namespace strata::checkpoint {
 
-// Raw bytes (e.g. a generator state), kept apart from text.
-struct Bytes {
-  std::string data;
-  bool operator==(const Bytes& other) const { return data == other.data; }
-};
-using Value = std::variant<int64_t, double, std::string, Bytes>;
-using NamedValues = std::vector<std::pair<std::string, Value>>;
+// The values a checkpoint stores besides tensors (base/named_state.h): what
+// LR schedules, samplers and generators save.
+using ::strata::Bytes;
+using ::strata::NamedValues;
+using Value = ::strata::StateValue;
 
 // The Strata version written into every checkpoint's meta.
 inline constexpr char kStrataVersion[] = "0.1.0";

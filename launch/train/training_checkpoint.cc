@@ -16,9 +16,9 @@
 #include "base/status.h"
 #include "comm/exchange.h"
 #include "launch/train/generator_state.h"
-#include "launch/train/schedule_fields.h"
 #include "models/hf_layout.h"
 #include "optim/loss_scaler.h"
+#include "optim/lr_schedule_state.h"
 
 namespace strata::launch {
 
@@ -79,7 +79,8 @@ absl::StatusOr<Contents> TrainingCheckpoints::Collect(
   absl::StatusOr<std::unique_ptr<optim::LrSchedule>> schedule =
       optim::LrSchedule::Create(options_.schedule);
   if (schedule.ok()) {
-    c.param_scheduler = ScheduleFields(options_.schedule, steps_done - 1);
+    c.param_scheduler =
+        optim::LrScheduleFields(options_.schedule, steps_done - 1);
   }
   for (const auto& [key, value] : sampler_->State()) {
     c.extra.emplace_back(absl::StrCat(kSamplerPrefix, key), value);
@@ -164,7 +165,7 @@ absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
                                   absl::StrCat("--resume=", options_.resume)));
   STRATA_RETURN_IF_ERROR(RestoreGenerator(c.extra));
   if (!c.param_scheduler.empty()) {
-    auto restored = ScheduleFromFields(c.param_scheduler);
+    auto restored = optim::LrScheduleFromFields(c.param_scheduler);
     auto current = optim::LrSchedule::Create(options_.schedule);
     if (!restored.ok()) {
       LOG(WARNING) << "--resume=" << options_.resume

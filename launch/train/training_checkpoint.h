@@ -4,7 +4,7 @@
 // state plus everything else a run's future depends on:
 //   - the step (meta.step: the number of optimizer steps taken),
 //   - the LR schedule's state (param_scheduler: named fields,
-//     launch/train/schedule_fields.h),
+//     optim/lr_schedule_state.h),
 //   - the data sampler's position (extra "sampler.<key>", the sampler's
 //     State(), independent of the world size),
 //   - every rank's LibTorch default CPU generator state (extras

@@ -1,4 +1,4 @@
-#include "launch/train/schedule_fields.h"
+#include "optim/lr_schedule_state.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,15 +10,15 @@
 #include "absl/status/status.h"
 #include "base/testing/status_matchers.h"
 
-namespace strata::launch {
+namespace strata::optim {
 namespace {
 
 using ::strata::testing::StatusIs;
 using ::testing::HasSubstr;
 
-optim::LrScheduleOptions Cosine() {
-  optim::LrScheduleOptions o;
-  o.kind = optim::LrScheduleKind::kCosine;
+LrScheduleOptions Cosine() {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
   o.base_lr = 3e-4;
   o.warmup_steps = 10;
   o.total_steps = 100;
@@ -26,16 +26,15 @@ optim::LrScheduleOptions Cosine() {
   return o;
 }
 
-const checkpoint::Value* Find(const checkpoint::NamedValues& fields,
-                              const std::string& key) {
+const StateValue* Find(const NamedValues& fields, const std::string& key) {
   for (const auto& [k, v] : fields) {
     if (k == key) return &v;
   }
   return nullptr;
 }
 
-TEST(ScheduleFieldsTest, KindIsANameAndCountsAreIntegers) {
-  const checkpoint::NamedValues fields = ScheduleFields(Cosine(), 41);
+TEST(LrScheduleStateTest, KindIsANameAndCountsAreIntegers) {
+  const NamedValues fields = LrScheduleFields(Cosine(), 41);
   ASSERT_NE(Find(fields, "kind"), nullptr);
   EXPECT_EQ(std::get<std::string>(*Find(fields, "kind")), "cosine");
   EXPECT_EQ(std::get<int64_t>(*Find(fields, "warmup_steps")), 10);
@@ -43,64 +42,64 @@ TEST(ScheduleFieldsTest, KindIsANameAndCountsAreIntegers) {
   EXPECT_EQ(std::get<double>(*Find(fields, "base_lr")), 3e-4);
 }
 
-TEST(ScheduleFieldsTest, RoundTripsTheScheduleAndLastStep) {
-  auto restored = ScheduleFromFields(ScheduleFields(Cosine(), 41));
+TEST(LrScheduleStateTest, RoundTripsTheScheduleAndLastStep) {
+  auto restored = LrScheduleFromFields(LrScheduleFields(Cosine(), 41));
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->last_step, 41);
-  auto original = optim::LrSchedule::Create(Cosine());
+  auto original = LrSchedule::Create(Cosine());
   ASSERT_TRUE(original.ok());
   for (int64_t step : {0, 5, 10, 50, 99, 120}) {
     EXPECT_EQ(restored->schedule->LrAt(step), (*original)->LrAt(step)) << step;
   }
 }
 
-TEST(ScheduleFieldsTest, ReadsTheEarlierAllDoublesLayout) {
-  auto original = optim::LrSchedule::Create(Cosine());
+TEST(LrScheduleStateTest, ReadsTheEarlierAllDoublesLayout) {
+  auto original = LrSchedule::Create(Cosine());
   ASSERT_TRUE(original.ok());
-  checkpoint::NamedValues legacy;
+  NamedValues legacy;
   for (const auto& [key, value] : (*original)->State(7)) {
     legacy.emplace_back(key, value);
   }
-  auto restored = ScheduleFromFields(legacy);
+  auto restored = LrScheduleFromFields(legacy);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->last_step, 7);
-  EXPECT_EQ(restored->schedule->options().kind, optim::LrScheduleKind::kCosine);
+  EXPECT_EQ(restored->schedule->options().kind, LrScheduleKind::kCosine);
 }
 
-TEST(ScheduleFieldsTest, RoundTripsADeepSpeedSchedule) {
-  optim::LrScheduleOptions o;
-  o.kind = optim::LrScheduleKind::kWarmupCosineLr;
+TEST(LrScheduleStateTest, RoundTripsADeepSpeedSchedule) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kWarmupCosineLr;
   o.base_lr = 1e-3;
   o.warmup_steps = 5;
   o.total_steps = 50;
   o.warmup_type = "linear";
   o.warmup_min_ratio = 0.2;
   o.min_ratio = 0.05;
-  const checkpoint::NamedValues fields = ScheduleFields(o, 7);
+  const NamedValues fields = LrScheduleFields(o, 7);
   EXPECT_EQ(std::get<std::string>(*Find(fields, "warmup_type")), "linear");
   EXPECT_EQ(std::get<double>(*Find(fields, "min_ratio")), 0.05);
-  auto restored = ScheduleFromFields(fields);
+  auto restored = LrScheduleFromFields(fields);
   ASSERT_TRUE(restored.ok()) << restored.status();
-  auto original = optim::LrSchedule::Create(o);
+  auto original = LrSchedule::Create(o);
   ASSERT_TRUE(original.ok());
   EXPECT_EQ(restored->schedule->State(7), (*original)->State(7));
 }
 
-TEST(ScheduleFieldsTest, ReadsFieldsWrittenBeforeDeepSpeedsSchedules) {
-  checkpoint::NamedValues fields = ScheduleFields(Cosine(), 3);
+TEST(LrScheduleStateTest, ReadsFieldsWrittenBeforeDeepSpeedsSchedules) {
+  NamedValues fields = LrScheduleFields(Cosine(), 3);
   fields.resize(8);  // No warmup_type, warmup_min_ratio, min_ratio.
-  auto restored = ScheduleFromFields(fields);
+  auto restored = LrScheduleFromFields(fields);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->schedule->options().warmup_type, "linear");
   EXPECT_EQ(restored->schedule->options().min_ratio, 0.0);
 }
 
-TEST(ScheduleFieldsTest, AnUnknownKindIsNamed) {
-  checkpoint::NamedValues fields = ScheduleFields(Cosine(), 1);
+TEST(LrScheduleStateTest, AnUnknownKindIsNamed) {
+  NamedValues fields = LrScheduleFields(Cosine(), 1);
   for (auto& [key, value] : fields) {
     if (key == "kind") value = std::string("exponential");
   }
-  const absl::Status status = ScheduleFromFields(fields).status();
+  const absl::Status status = LrScheduleFromFields(fields).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
             "param_scheduler: field 'kind': must be constant, cosine, linear, "
@@ -108,38 +107,38 @@ TEST(ScheduleFieldsTest, AnUnknownKindIsNamed) {
             "'exponential'");
 }
 
-TEST(ScheduleFieldsTest, AWronglyTypedFieldIsNamed) {
-  checkpoint::NamedValues fields = ScheduleFields(Cosine(), 1);
+TEST(LrScheduleStateTest, AWronglyTypedFieldIsNamed) {
+  NamedValues fields = LrScheduleFields(Cosine(), 1);
   for (auto& [key, value] : fields) {
     if (key == "total_steps") value = 100.5;
   }
-  EXPECT_THAT(ScheduleFromFields(fields).status(),
+  EXPECT_THAT(LrScheduleFromFields(fields).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("'total_steps' must be an integer")));
 }
 
-TEST(ScheduleFieldsTest, MissingAndUnknownFieldsAreNamed) {
-  checkpoint::NamedValues fields = ScheduleFields(Cosine(), 1);
+TEST(LrScheduleStateTest, MissingAndUnknownFieldsAreNamed) {
+  NamedValues fields = LrScheduleFields(Cosine(), 1);
   fields.erase(std::find_if(fields.begin(), fields.end(), [](const auto& kv) {
     return kv.first == "last_step";
   }));
-  EXPECT_THAT(ScheduleFromFields(fields).status(),
+  EXPECT_THAT(LrScheduleFromFields(fields).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("missing field 'last_step'")));
-  fields = ScheduleFields(Cosine(), 1);
+  fields = LrScheduleFields(Cosine(), 1);
   fields.emplace_back("momentum", 0.9);
-  EXPECT_THAT(ScheduleFromFields(fields).status(),
+  EXPECT_THAT(LrScheduleFromFields(fields).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("unknown field 'momentum'")));
 }
 
-TEST(ScheduleFieldsTest, AnUnknownKindIsRejected) {
-  checkpoint::NamedValues fields = ScheduleFields(Cosine(), 1);
+TEST(LrScheduleStateTest, AnUnknownKindIsRejected) {
+  NamedValues fields = LrScheduleFields(Cosine(), 1);
   fields[0].second = std::string("exponential");
   EXPECT_THAT(
-      ScheduleFromFields(fields).status(),
+      LrScheduleFromFields(fields).status(),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exponential")));
 }
 
 }  // namespace
-}  // namespace strata::launch
+}  // namespace strata::optim

@@ -1,4 +1,4 @@
-#include "launch/train/schedule_fields.h"
+#include "optim/lr_schedule_state.h"
 
 #include <map>
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace strata::launch {
+namespace strata::optim {
 namespace {
 
 enum class FieldType { kString, kInteger, kReal };
@@ -51,7 +51,7 @@ const char* TypeName(FieldType type) {
 
 // The earlier layout: every field a double ("kind" a code), which
 // LrSchedule::FromState reads.
-bool AllDoubles(const checkpoint::NamedValues& fields) {
+bool AllDoubles(const NamedValues& fields) {
   for (const auto& [key, value] : fields) {
     if (!std::holds_alternative<double>(value)) return false;
   }
@@ -60,9 +60,9 @@ bool AllDoubles(const checkpoint::NamedValues& fields) {
 
 }  // namespace
 
-checkpoint::NamedValues ScheduleFields(const optim::LrScheduleOptions& options,
-                                       int64_t last_step) {
-  return {{"kind", std::string(optim::LrScheduleKindName(options.kind))},
+NamedValues LrScheduleFields(const LrScheduleOptions& options,
+                             int64_t last_step) {
+  return {{"kind", std::string(LrScheduleKindName(options.kind))},
           {"base_lr", options.base_lr},
           {"warmup_steps", options.warmup_steps},
           {"total_steps", options.total_steps},
@@ -75,16 +75,16 @@ checkpoint::NamedValues ScheduleFields(const optim::LrScheduleOptions& options,
           {"min_ratio", options.min_ratio}};
 }
 
-absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
-    const checkpoint::NamedValues& fields) {
+absl::StatusOr<RestoredLrSchedule> LrScheduleFromFields(
+    const NamedValues& fields) {
   if (!fields.empty() && AllDoubles(fields)) {
     std::vector<std::pair<std::string, double>> state;
     for (const auto& [key, value] : fields) {
       state.emplace_back(key, std::get<double>(value));
     }
-    return optim::LrSchedule::FromState(state);
+    return LrSchedule::FromState(state);
   }
-  std::map<std::string, const checkpoint::Value*> by_key;
+  std::map<std::string, const StateValue*> by_key;
   for (const auto& [key, value] : fields) {
     auto type = FieldTypes().find(key);
     if (type == FieldTypes().end()) {
@@ -119,7 +119,7 @@ absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
     }
   }
   auto real = [&](const std::string& key) {
-    const checkpoint::Value& v = *by_key.at(key);
+    const StateValue& v = *by_key.at(key);
     return std::holds_alternative<double>(v)
                ? std::get<double>(v)
                : static_cast<double>(std::get<int64_t>(v));
@@ -127,10 +127,10 @@ absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
   auto integer = [&](const std::string& key) {
     return std::get<int64_t>(*by_key.at(key));
   };
-  optim::LrScheduleOptions options;
-  absl::StatusOr<optim::LrScheduleKind> kind =
-      optim::ParseLrScheduleKind(std::get<std::string>(*by_key.at("kind")),
-                                 "param_scheduler: field 'kind'");
+  LrScheduleOptions options;
+  absl::StatusOr<LrScheduleKind> kind =
+      ParseLrScheduleKind(std::get<std::string>(*by_key.at("kind")),
+                          "param_scheduler: field 'kind'");
   if (!kind.ok()) return kind.status();
   options.kind = *kind;
   options.base_lr = real("base_lr");
@@ -146,7 +146,7 @@ absl::StatusOr<optim::RestoredLrSchedule> ScheduleFromFields(
     options.warmup_min_ratio = real("warmup_min_ratio");
   }
   if (by_key.count("min_ratio") > 0) options.min_ratio = real("min_ratio");
-  return optim::LrSchedule::FromOptions(options, integer("last_step"));
+  return LrSchedule::FromOptions(options, integer("last_step"));
 }
 
-}  // namespace strata::launch
+}  // namespace strata::optim
