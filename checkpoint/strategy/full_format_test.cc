@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +12,6 @@
 #include "checkpoint/full.h"
 #include "checkpoint/testing/states.h"
 #include "comm/group.h"
-#include "comm/testing/multi_rank.h"
 #include "serialization/torch_file.h"
 
 namespace strata::checkpoint {
@@ -21,13 +19,12 @@ namespace {
 
 using ::strata::testing::IsOk;
 
-using comm::Group;
-using comm::testing::RunOnRanks;
-using testing::AddRuns;
 using testing::ExpectGlobalsEqual;
 using testing::ExpectSnapshotsEqual;
 using testing::Globals;
 using testing::MakeStrategy;
+using testing::Rank;
+using testing::RunRanks;
 using testing::Snapshot;
 using testing::StateOf;
 using testing::TempDir;
@@ -59,49 +56,32 @@ FullOptions Options() {
 // param groups get (meta.optimizer).
 Globals SaveAt(const std::string& kind, int world, const std::string& path,
                const std::string& optimizer = "adamw") {
-  Globals saved;
-  std::mutex mu;
-  absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    Group* g = kind == "single" ? nullptr : &group;
-    auto strategy =
-        MakeStrategy(kind, g, 7, 2, testing::OptimizerNamed(optimizer));
-    ASSERT_NE(strategy, nullptr);
-    const TensorState state = StateOf(*strategy);
-    AddRuns(state, saved, mu);
+  return RunRanks(kind, world, 7, 2, optimizer, [&](const Rank& rank) {
     Contents contents = SomeContents();
     contents.meta.optimizer = optimizer;
-    absl::Status s = SaveFull(path, state, contents, g, Options());
-    ASSERT_THAT(s, IsOk());
+    EXPECT_THAT(SaveFull(path, rank.state, contents, rank.group, Options()),
+                IsOk());
+    return true;
   });
-  EXPECT_THAT(formed, IsOk());
-  return saved;
 }
 
 Globals LoadAt(const std::string& kind, int world, const std::string& path,
                const std::string& optimizer = "adamw") {
-  Globals loaded;
-  std::mutex mu;
-  absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    Group* g = kind == "single" ? nullptr : &group;
-    auto strategy =
-        MakeStrategy(kind, g, 11, 0, testing::OptimizerNamed(optimizer));
-    ASSERT_NE(strategy, nullptr);
-    const TensorState state = StateOf(*strategy);
+  return RunRanks(kind, world, 11, 0, optimizer, [&](const Rank& rank) {
     FullOptions full;
     full.optimizer = optimizer;
     absl::StatusOr<Contents> contents =
-        LoadFull(path, state, ReadOptions(), g, full);
-    ASSERT_THAT(contents, IsOk());
-    ASSERT_THAT(strategy->AfterStateLoaded(), IsOk());
+        LoadFull(path, rank.state, ReadOptions(), rank.group, full);
+    EXPECT_THAT(contents, IsOk());
+    if (!contents.ok()) return false;
+    EXPECT_THAT(rank.strategy.AfterStateLoaded(), IsOk());
     EXPECT_EQ(contents->meta.step, 2);
     EXPECT_EQ(contents->meta.strategy, "zero2");
     EXPECT_EQ(contents->meta.optimizer, optimizer);
     EXPECT_EQ(contents->param_scheduler, SomeContents().param_scheduler);
     EXPECT_EQ(contents->extra, SomeContents().extra);
-    AddRuns(state, loaded, mu);
+    return true;
   });
-  EXPECT_THAT(formed, IsOk());
-  return loaded;
 }
 
 class FullOptimizerTest : public ::testing::TestWithParam<std::string> {};

@@ -11,20 +11,18 @@
 #include "checkpoint/local.h"
 #include "checkpoint/testing/states.h"
 #include "comm/group.h"
-#include "comm/testing/multi_rank.h"
 
 namespace strata::checkpoint {
 namespace {
 
 using ::strata::testing::IsOk;
 
-using comm::Group;
-using comm::testing::RunOnRanks;
-using testing::AddRuns;
 using testing::ExpectGlobalsEqual;
 using testing::ExpectSnapshotsEqual;
 using testing::Globals;
 using testing::MakeStrategy;
+using testing::Rank;
+using testing::RunRanks;
 using testing::Snapshot;
 using testing::StateOf;
 using testing::TempDir;
@@ -40,48 +38,33 @@ Contents SomeContents() {
 // With `optimizer` (testing::OptimizerNamed).
 Globals SaveAt(const std::string& kind, int world, const std::string& dir,
                const std::string& optimizer = "adamw") {
-  Globals saved;
-  std::mutex mu;
-  absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    Group* g = kind == "single" ? nullptr : &group;
-    auto strategy =
-        MakeStrategy(kind, g, 7, 2, testing::OptimizerNamed(optimizer));
-    ASSERT_NE(strategy, nullptr);
-    const TensorState state = StateOf(*strategy);
-    AddRuns(state, saved, mu);
-    absl::Status s = SaveLocal(dir, state, SomeContents(), kind, g);
-    ASSERT_THAT(s, IsOk());
+  return RunRanks(kind, world, 7, 2, optimizer, [&](const Rank& rank) {
+    EXPECT_THAT(SaveLocal(dir, rank.state, SomeContents(), kind, rank.group),
+                IsOk());
+    return true;
   });
-  EXPECT_THAT(formed, IsOk());
-  return saved;
 }
 
 // Loads into `kind` at `world`; returns the loaded globals, or the first
 // rank's error in `error` (and then checks every rank's state is unchanged).
 Globals LoadAt(const std::string& kind, int world, const std::string& dir,
                absl::Status* error, const std::string& optimizer = "adamw") {
-  Globals loaded;
   std::mutex mu;
-  absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    Group* g = kind == "single" ? nullptr : &group;
-    auto strategy =
-        MakeStrategy(kind, g, 11, 0, testing::OptimizerNamed(optimizer));
-    ASSERT_NE(strategy, nullptr);
-    const TensorState state = StateOf(*strategy);
-    const auto before = Snapshot(state);
-    absl::StatusOr<Contents> contents = LoadLocal(dir, state, kind, true, g);
+  return RunRanks(kind, world, 11, 0, optimizer, [&](const Rank& rank) {
+    const auto before = Snapshot(rank.state);
+    absl::StatusOr<Contents> contents =
+        LoadLocal(dir, rank.state, kind, true, rank.group);
     if (!contents.ok()) {
-      ExpectSnapshotsEqual(Snapshot(state), before, "live state after error");
+      ExpectSnapshotsEqual(Snapshot(rank.state), before,
+                           "live state after error");
       std::lock_guard<std::mutex> lock(mu);
       *error = contents.status();
-      return;
+      return false;
     }
     EXPECT_EQ(contents->meta.step, 2);
     EXPECT_EQ(contents->meta.world_size, world);
-    AddRuns(state, loaded, mu);
+    return true;
   });
-  EXPECT_THAT(formed, IsOk());
-  return loaded;
 }
 
 class LocalOptimizerTest : public ::testing::TestWithParam<std::string> {};

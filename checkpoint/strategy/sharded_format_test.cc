@@ -25,11 +25,12 @@ using ::strata::testing::IsOk;
 
 using comm::Group;
 using comm::testing::RunOnRanks;
-using testing::AddRuns;
 using testing::ExpectGlobalsEqual;
 using testing::ExpectSnapshotsEqual;
 using testing::Globals;
 using testing::MakeStrategy;
+using testing::Rank;
+using testing::RunRanks;
 using testing::Snapshot;
 using testing::StateOf;
 using testing::TempDir;
@@ -53,43 +54,27 @@ Contents SomeContents() {
 // tensors saved.
 Globals SaveAt(const std::string& kind, int world, const std::string& dir,
                const std::string& optimizer = "adamw") {
-  Globals saved;
-  std::mutex mu;
-  absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    Group* g = kind == "single" ? nullptr : &group;
-    auto strategy =
-        MakeStrategy(kind, g, 7, 2, testing::OptimizerNamed(optimizer));
-    ASSERT_NE(strategy, nullptr);
-    const TensorState state = StateOf(*strategy);
-    AddRuns(state, saved, mu);
-    absl::Status s = SaveSharded(dir, state, SomeContents(), g);
-    ASSERT_THAT(s, IsOk());
+  return RunRanks(kind, world, 7, 2, optimizer, [&](const Rank& rank) {
+    EXPECT_THAT(SaveSharded(dir, rank.state, SomeContents(), rank.group),
+                IsOk());
+    return true;
   });
-  EXPECT_THAT(formed, IsOk());
-  return saved;
 }
 
 // Loads `dir` into `kind` at `world` ranks with `optimizer` (fresh, seed 11,
 // untrained); returns the global tensors loaded.
 Globals LoadAt(const std::string& kind, int world, const std::string& dir,
                const std::string& optimizer = "adamw") {
-  Globals loaded;
-  std::mutex mu;
-  absl::Status formed = RunOnRanks(world, [&](Group& group) {
-    Group* g = kind == "single" ? nullptr : &group;
-    auto strategy =
-        MakeStrategy(kind, g, 11, 0, testing::OptimizerNamed(optimizer));
-    ASSERT_NE(strategy, nullptr);
-    const TensorState state = StateOf(*strategy);
-    absl::StatusOr<Contents> contents = LoadSharded(dir, state, {}, g);
-    ASSERT_THAT(contents, IsOk());
-    ASSERT_THAT(strategy->AfterStateLoaded(), IsOk());
+  return RunRanks(kind, world, 11, 0, optimizer, [&](const Rank& rank) {
+    absl::StatusOr<Contents> contents =
+        LoadSharded(dir, rank.state, {}, rank.group);
+    EXPECT_THAT(contents, IsOk());
+    if (!contents.ok()) return false;
+    EXPECT_THAT(rank.strategy.AfterStateLoaded(), IsOk());
     EXPECT_EQ(contents->meta.step, 3);
     EXPECT_EQ(contents->extra, SomeContents().extra);
-    AddRuns(state, loaded, mu);
+    return true;
   });
-  EXPECT_THAT(formed, IsOk());
-  return loaded;
 }
 
 // The optimizers (testing::OptimizerNamed) whose state every test below

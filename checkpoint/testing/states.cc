@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/testing/temp_dir.h"
+#include "comm/testing/multi_rank.h"
 #include "strategies/factory.h"
 #include "strategies/testing/parity.h"
 
@@ -94,6 +95,24 @@ void ExpectGlobalsEqual(const Globals& actual, const Globals& expected,
     ASSERT_NE(it, actual.end()) << what << ": " << key;
     EXPECT_TRUE(at::equal(it->second, want)) << what << ": " << key;
   }
+}
+
+Globals RunRanks(const std::string& kind, int world, uint64_t seed, int steps,
+                 const std::string& optimizer,
+                 const std::function<bool(const Rank&)>& body) {
+  Globals globals;
+  std::mutex mu;
+  absl::Status formed =
+      comm::testing::RunOnRanks(world, [&](comm::Group& group) {
+        comm::Group* g = kind == "single" ? nullptr : &group;
+        auto strategy =
+            MakeStrategy(kind, g, seed, steps, OptimizerNamed(optimizer));
+        ASSERT_NE(strategy, nullptr);
+        const TensorState state = StateOf(*strategy);
+        if (body(Rank{*strategy, state, g})) AddRuns(state, globals, mu);
+      });
+  EXPECT_TRUE(formed.ok()) << formed;
+  return globals;
 }
 
 std::map<std::string, at::Tensor> Snapshot(const TensorState& state) {

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,25 @@ void AddRuns(const TensorState& state, Globals& globals, std::mutex& mu);
 // Expects the same keys and bitwise-equal tensors.
 void ExpectGlobalsEqual(const Globals& actual, const Globals& expected,
                         const std::string& what);
+
+// What each rank of RunRanks sees: its strategy, the strategy's state as
+// the checkpoint formats take it (StateOf) and its group (null for
+// "single").
+struct Rank {
+  strategies::Strategy& strategy;
+  const TensorState& state;
+  comm::Group* group;
+};
+
+// Runs `world` ranks (threads of the test), each holding gpt-tiny under
+// `kind` built from `seed` with the optimizer OptimizerNamed(`optimizer`)
+// and trained `steps` steps, and calls `body` on every rank; where `body`
+// returns true, the rank's state after it is added to the returned globals
+// (AddRuns). A group that does not form or a strategy that cannot be built
+// is a test failure.
+Globals RunRanks(const std::string& kind, int world, uint64_t seed, int steps,
+                 const std::string& optimizer,
+                 const std::function<bool(const Rank&)>& body);
 
 // A copy of every run, keyed by section, name and offset: a rank's view of
 // its own state, to check it did not change.
