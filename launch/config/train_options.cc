@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status.h"
+#include "launch/config/flag_error.h"
 #include "launch/observe/trace_window.h"
 #include "models/config.h"
 #include "models/hf_layout.h"
@@ -24,10 +25,6 @@
 #include "strategies/mixed_precision.h"
 
 namespace strata::launch {
-
-absl::Status FlagError(absl::string_view flag, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
-}
 
 // The optimizer of a run (--optimizer and its flags).
 strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& o) {

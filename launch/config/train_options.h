@@ -219,9 +219,6 @@ bool DeferredInit(const TrainOptions& o, const at::Device& device);
 // compute fp16 on the CPU is refused (strategies::CheckCpuComputeDtype).
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// InvalidArgument "--<flag>: <what>".
-absl::Status FlagError(absl::string_view flag, absl::string_view what);
-
 // The translations of valid options (ValidateTrainOptions passed).
 // --optimizer and its flags; with --precision=fp16 the loss scaling.
 strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& options);

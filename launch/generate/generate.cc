@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status.h"
+#include "launch/config/flag_error.h"
 #include "launch/config/train_options.h"
 #include "launch/train/training_checkpoint.h"
 #include "models/config.h"

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/torch_compat.h"
+#include "launch/config/flag_error.h"
 #include "launch/config/option_kinds.h"
 #include "launch/config/train_options.h"
 #include "launch/plan/plan.h"

@@ -15,13 +15,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "launch/config/flag_error.h"
 
 namespace strata::launch {
 namespace {
-
-absl::Status KillFlagError(absl::string_view flag, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", what));
-}
 
 absl::StatusOr<KillPoint> ParseEntry(absl::string_view entry) {
   const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
@@ -35,7 +32,7 @@ absl::StatusOr<KillPoint> ParseEntry(absl::string_view entry) {
       !absl::SimpleAtoi(parts[1], &point.step) || point.step < 0 ||
       (parts.size() == 3 &&
        (!absl::SimpleAtoi(parts[2], &point.nth) || point.nth < 1))) {
-    return KillFlagError("test_kill_at", expected);
+    return FlagError("test_kill_at", expected);
   }
   return point;
 }
@@ -48,7 +45,7 @@ bool IsSave(FaultSite site) {
 absl::Status CheckPoint(const KillPoint& point,
                         const TestFaultOptions& options) {
   if (point.site == FaultSite::kStepEnd && point.nth != 1) {
-    return KillFlagError(
+    return FlagError(
         "test_kill_at",
         absl::StrCat("step_end:", point.step, ":", point.nth,
                      " names no moment: a step ends once, NTH must be 1"));
@@ -56,21 +53,19 @@ absl::Status CheckPoint(const KillPoint& point,
   if (!IsSave(point.site)) return absl::OkStatus();
   const bool async = point.site == FaultSite::kAsyncSave;
   if (async != options.async_save) {
-    return KillFlagError(
-        "test_kill_at",
-        absl::StrCat(FaultSiteName(point.site),
-                     " needs --async_save=", async ? "true" : "false"));
+    return FlagError("test_kill_at", absl::StrCat(FaultSiteName(point.site),
+                                                  " needs --async_save=",
+                                                  async ? "true" : "false"));
   }
   if (options.ckpt_format != checkpoint::Format::kSharded) {
-    return KillFlagError(
-        "test_kill_at",
-        absl::StrCat(FaultSiteName(point.site),
-                     " needs --ckpt_format=sharded, got ",
-                     checkpoint::FormatName(options.ckpt_format)));
+    return FlagError("test_kill_at",
+                     absl::StrCat(FaultSiteName(point.site),
+                                  " needs --ckpt_format=sharded, got ",
+                                  checkpoint::FormatName(options.ckpt_format)));
   }
   if (options.save_every <= 0 || (point.step + 1) % options.save_every != 0 ||
       point.nth != 1) {
-    return KillFlagError(
+    return FlagError(
         "test_kill_at",
         absl::StrCat(
             FaultSiteName(point.site), ":", point.step, ":", point.nth,
@@ -97,14 +92,13 @@ absl::StatusOr<std::vector<KillPoint>> ParseKillSchedule(
   for (absl::string_view r : absl::StrSplit(ranks, ',')) {
     int rank = 0;
     if (!absl::SimpleAtoi(r, &rank) || rank < 0) {
-      return KillFlagError(
-          "test_kill_rank",
-          absl::StrCat("'", r, "' in '", ranks, "' is not a rank >= 0"));
+      return FlagError("test_kill_rank", absl::StrCat("'", r, "' in '", ranks,
+                                                      "' is not a rank >= 0"));
     }
     rank_list.push_back(rank);
   }
   if (rank_list.size() != 1 && rank_list.size() != points.size()) {
-    return KillFlagError(
+    return FlagError(
         "test_kill_rank",
         absl::StrCat("names ", rank_list.size(), " ranks; --test_kill_at has ",
                      points.size(), " entries (give one rank, or one each)"));
@@ -155,16 +149,15 @@ at::Tensor FaultPointInterceptor::Run(const models::UnitInfo& /*unit*/,
 absl::StatusOr<std::unique_ptr<TestFaultInjector>> InstallTestFaults(
     const TestFaultOptions& options, models::UnitModel& model) {
   if (options.save_pause_ms < 0) {
-    return KillFlagError(
-        "ckpt_test_pause_ms",
-        absl::StrCat("must be >= 0, got ", options.save_pause_ms));
+    return FlagError("ckpt_test_pause_ms",
+                     absl::StrCat("must be >= 0, got ", options.save_pause_ms));
   }
   absl::StatusOr<std::vector<KillPoint>> points =
       ParseKillSchedule(options.at, options.ranks);
   if (!points.ok()) return points.status();
   for (const KillPoint& point : *points) {
     if (point.rank >= options.world_size) {
-      return KillFlagError(
+      return FlagError(
           "test_kill_rank",
           absl::StrCat("rank ", point.rank, " is not below the world size ",
                        options.world_size));

@@ -36,6 +36,7 @@
 #include "data/sampler.h"
 #include "data/token_source.h"
 #include "data/tokenized_text.h"
+#include "launch/config/flag_error.h"
 #include "launch/config/train_options.h"
 #include "launch/observe/progress_logger.h"
 #include "launch/observe/tensor_memory.h"
