@@ -21,15 +21,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/status.h"
+#include "checkpoint/model_weights.h"
 #include "launch/config/flag_error.h"
 #include "launch/config/train_options.h"
-#include "launch/train/training_checkpoint.h"
 #include "models/config.h"
 #include "models/factory.h"
-#include "optim/lr_schedule.h"
-#include "strategies/factory.h"
-#include "strategies/options.h"
-#include "strategies/strategy.h"
 #include "text/load_bpe_tokenizer.h"
 
 namespace strata::launch {
@@ -281,19 +277,15 @@ absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
   build.seed = o.seed;
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<models::UnitModel> model,
                           models::BuildModel(config, build));
-  // A one-process strategy holds the weights as training does, so every
-  // format train's --load_weights reads loads the same way. SGD without
-  // momentum keeps no optimizer state.
-  strategies::OptimizerConfig optimizer;
-  optimizer.kind = strategies::OptimizerKind::kSgd;
-  optim::LrScheduleOptions schedule;
-  schedule.kind = optim::LrScheduleKind::kConstant;
-  STRATA_ASSIGN_OR_RETURN(
-      std::unique_ptr<strategies::Strategy> strategy,
-      strategies::CreateStrategy(strategies::StrategyOptions(), model,
-                                 /*group=*/nullptr, optimizer, schedule));
+  // The model's own parameters take the weights, from any format train's
+  // --load_weights reads (a checkpoint's model section holds parameters).
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  for (const auto& item : model->named_parameters()) {
+    parameters.emplace_back(item.key(), item.value());
+  }
   STRATA_RETURN_IF_ERROR(
-      LoadModelWeights(o.load_weights, config, *strategy, /*group=*/nullptr));
+      Annotate(checkpoint::LoadModelWeights(o.load_weights, config, parameters),
+               absl::StrCat("--load_weights=", o.load_weights)));
 
   SamplingOptions sampling;
   sampling.max_new_tokens = o.max_new_tokens;

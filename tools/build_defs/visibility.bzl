@@ -17,11 +17,7 @@ LAUNCH_USERS = _pkgs("launch", "benchmarks")
 # The subpackages of launch/, each with one job (launch/README.md); the
 # arrows between them. The binaries (train, strata_plan, strata_generate) are
 # public.
-TRAIN_USERS = _pkgs("launch/train") + [
-    # strata_generate loads weights through training_checkpoint's
-    # LoadModelWeights (a one-process SGD strategy holds them).
-    "//launch/generate:__pkg__",
-]
+TRAIN_USERS = _pkgs("launch/train")
 GENERATE_USERS = _pkgs("launch/generate")
 PLAN_USERS = _pkgs("launch/plan", "launch/train")
 DEEPSPEED_USERS = _pkgs("launch/deepspeed", "launch/train")
