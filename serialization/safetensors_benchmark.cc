@@ -14,7 +14,7 @@
 //   BM_ReadTensors    Open + every View cloned into owned tensors (a full
 //                     read into memory)
 //
-//   bazel run -c opt //checkpoint:safetensors_benchmark -- [--benchmark_...]
+//   bazel run -c opt //serialization:safetensors_benchmark -- [--benchmark_...]
 //
 // The file is written under $TMPDIR (default /tmp) and removed at exit.
 #include <ATen/ATen.h>

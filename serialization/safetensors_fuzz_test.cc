@@ -4,7 +4,7 @@
 // or is refused with InvalidArgument / DataLoss — never a crash.
 //
 // 5 000 inputs by default; more with an argument after the gtest flags:
-//   bazel test //checkpoint:safetensors_fuzz_test --test_arg=--inputs=100000
+//   bazel test //serialization:safetensors_fuzz_test --test_arg=--inputs=100000
 //   bazel-bin/serialization/safetensors_fuzz_test --inputs=100000
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>

@@ -3,7 +3,7 @@ published modeling math (transformers' modeling_gpt2.py / modeling_llama.py:
 GPT2LMHeadModel with Conv1D weights [in, out] and gelu_new; LlamaForCausalLM
 with RMSNorm, rotate-half rotary embeddings, grouped-query attention by
 repeat_kv and SwiGLU), on random weights in Hugging Face's names and
-layouts. The oracle of checkpoint/hf_reference_test.cc: Strata, after
+layouts. The oracle of models/hf_reference_test.cc: Strata, after
 converting the same weights, must give the same logits.
 
 Usage (Debian's /usr/bin/python3 with python3-numpy):
