@@ -14,40 +14,13 @@
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/sharded.h"
+#include "comm/exchange.h"
 #include "models/hf_layout.h"
 
 namespace strata::checkpoint {
 namespace {
 
 using Parameters = std::vector<std::pair<std::string, at::Tensor>>;
-
-// Hugging Face weights converted for `config`: every parameter is checked
-// against the converted tensors before the first is written.
-absl::Status LoadHf(const std::string& path, const models::ModelConfig& config,
-                    const Parameters& parameters) {
-  STRATA_RETURN_IF_ERROR(models::CheckHfConfig(path, config));
-  STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf, models::ReadHfWeights(path));
-  STRATA_ASSIGN_OR_RETURN(models::NamedTensors converted,
-                          models::ImportHf(hf, config, path));
-  std::map<std::string, const at::Tensor*> by_name;
-  for (const auto& [name, tensor] : converted) by_name[name] = &tensor;
-  for (const auto& [name, tensor] : parameters) {
-    auto it = by_name.find(name);
-    if (it == by_name.end() || !it->second->sizes().equals(tensor.sizes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": the model's '", name, "' ",
-          it == by_name.end() ? "is not among the converted tensors"
-                              : "has another shape"));
-    }
-  }
-  return StatusFromCall(
-      absl::StrCat("copying the weights of ", path, " into the model"), [&] {
-        at::NoGradGuard no_grad;
-        for (const auto& [name, tensor] : parameters) {
-          tensor.detach().copy_(*by_name.at(name));
-        }
-      });
-}
 
 }  // namespace
 
@@ -60,11 +33,49 @@ TensorState WholeTensorState(const Parameters& parameters) {
   return state;
 }
 
+absl::Status LoadHfState(const std::string& path,
+                         const models::ModelConfig& config,
+                         const TensorState& live, comm::Group* group) {
+  models::NamedTensors converted;
+  absl::Status status = [&]() -> absl::Status {
+    STRATA_RETURN_IF_ERROR(models::CheckHfConfig(path, config));
+    STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf,
+                            models::ReadHfWeights(path));
+    STRATA_ASSIGN_OR_RETURN(converted, models::ImportHf(hf, config, path));
+    std::map<std::string, const at::Tensor*> by_name;
+    for (const auto& [name, tensor] : converted) by_name[name] = &tensor;
+    for (const ShardedTensor& run : live.model) {
+      auto it = by_name.find(run.name);
+      if (it == by_name.end() ||
+          it->second->sizes().vec() != run.global_shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": the model's '", run.name, "' ",
+            it == by_name.end() ? "is not among the converted tensors"
+                                : "has another shape"));
+      }
+    }
+    return absl::OkStatus();
+  }();
+  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, status));
+  std::map<std::string, at::Tensor> by_name(converted.begin(), converted.end());
+  return StatusFromCall(
+      absl::StrCat("copying the weights of ", path, " into the model"), [&] {
+        at::NoGradGuard no_grad;
+        for (const ShardedTensor& run : live.model) {
+          const at::Tensor flat = by_name.at(run.name).reshape({-1});
+          run.local.view({-1}).copy_(
+              flat.narrow(0, run.offset, run.local.numel()));
+        }
+      });
+}
+
 absl::Status LoadModelWeights(const std::string& path,
                               const models::ModelConfig& config,
                               const Parameters& parameters) {
-  if (models::IsHfCheckpoint(path)) return LoadHf(path, config, parameters);
   const TensorState live = WholeTensorState(parameters);
+  if (models::IsHfCheckpoint(path)) {
+    return LoadHfState(path, config, live, /*group=*/nullptr);
+  }
   ReadOptions read;
   read.load_optimizer = false;
   std::error_code ec;

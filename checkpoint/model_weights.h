@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "checkpoint/contents.h"
+#include "comm/group.h"
 #include "models/config.h"
 
 namespace strata::checkpoint {
@@ -22,6 +23,18 @@ namespace strata::checkpoint {
 // its tensor: what the formats save and load for a one-process model.
 TensorState WholeTensorState(
     const std::vector<std::pair<std::string, at::Tensor>>& parameters);
+
+// Hugging Face weights (`path`: a .safetensors file or a directory, single
+// or sharded; models/hf_layout.h) converted for `config` (the model's
+// config; a config.json beside the weights must describe the same
+// architecture) and copied into the model runs of `live` (each rank its
+// own runs). A collective over `group` (null: one process): every run is
+// checked against the converted tensors and the result agreed across ranks
+// before the first is written, so an error leaves every rank's state as it
+// was.
+absl::Status LoadHfState(const std::string& path,
+                         const models::ModelConfig& config,
+                         const TensorState& live, comm::Group* group);
 
 // Loads into `parameters` — a model's named parameters, whole tensors in
 // the model's registration order; the model is `config` — the model

@@ -1,6 +1,5 @@
 #include "checkpoint/strategy/checkpoint.h"
 
-#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty_like.h>
 #include <glog/logging.h>
 
@@ -24,8 +23,8 @@
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
+#include "checkpoint/model_weights.h"
 #include "comm/exchange.h"
-#include "models/hf_layout.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -268,38 +267,8 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
 absl::Status LoadHfWeights(const std::string& path,
                            const models::ModelConfig& config,
                            strategies::Strategy& strategy, comm::Group* group) {
-  const TensorState live = CollectState(strategy, SaveOptions());
-  models::NamedTensors strata;
-  absl::Status status = [&]() -> absl::Status {
-    STRATA_RETURN_IF_ERROR(models::CheckHfConfig(path, config));
-    STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf,
-                            models::ReadHfWeights(path));
-    STRATA_ASSIGN_OR_RETURN(strata, models::ImportHf(hf, config, path));
-    std::map<std::string, const at::Tensor*> by_name;
-    for (const auto& [name, tensor] : strata) by_name[name] = &tensor;
-    for (const ShardedTensor& run : live.model) {
-      auto it = by_name.find(run.name);
-      if (it == by_name.end() ||
-          it->second->sizes().vec() != run.global_shape) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": the model's '", run.name, "' ",
-            it == by_name.end() ? "is not among the converted tensors"
-                                : "has another shape"));
-      }
-    }
-    return absl::OkStatus();
-  }();
-  STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, status));
-  std::map<std::string, at::Tensor> by_name(strata.begin(), strata.end());
-  STRATA_RETURN_IF_ERROR(StatusFromCall(
-      absl::StrCat("copying the weights of ", path, " into the model"), [&] {
-        at::NoGradGuard no_grad;
-        for (const ShardedTensor& run : live.model) {
-          const at::Tensor flat = by_name.at(run.name).reshape({-1});
-          run.local.view({-1}).copy_(
-              flat.narrow(0, run.offset, run.local.numel()));
-        }
-      }));
+  STRATA_RETURN_IF_ERROR(
+      LoadHfState(path, config, CollectState(strategy, SaveOptions()), group));
   return strategy.AfterStateLoaded();
 }
 
