@@ -24,9 +24,11 @@
 
 namespace strata::launch {
 
-// Every field is a flag of the `train` binary with the same name
-// (launch/train/train_flags.h); error messages name fields as flags
-// ("--global_batch"). Enumerated fields parse with launch/option_kinds.h.
+// Every field but local_rank and restart_count is a flag of the `train`
+// binary with the same name, declared once in the flag table
+// (launch/config/train_flag_table.h); error messages name fields as flags
+// ("--global_batch"). Enumerated fields parse with
+// launch/config/option_kinds.h.
 struct TrainOptions {
   // Model.
   std::string model = "gpt-tiny";
@@ -123,7 +125,8 @@ struct TrainOptions {
   checkpoint::Format ckpt_format = checkpoint::Format::kSharded;
   // Where parameters, gradients, optimizer state and activations live:
   // "cpu", "cuda" (cuda:local_rank, modulo the visible GPUs), or "auto"
-  // (ResolveDevice). On CUDA, collectives go through host memory (Gloo).
+  // (ResolveDevice). On CUDA, collectives use NCCL in CUDA builds where each
+  // rank has a GPU of its own, else host memory over Gloo.
   std::string device = "auto";
   // This process's rank on its node (LOCAL_RANK), set by the binary from the
   // rendezvous, not a flag.

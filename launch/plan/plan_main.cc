@@ -1,15 +1,23 @@
 // strata_plan: per-rank memory and step time of a training configuration,
-// before launching it (launch/plan/plan.h). Examples:
+// before launching it (launch/plan/plan.h). It takes every flag of
+// //launch/train:train with the same meaning (launch/config/train_flag_table.h:
+// --model, --strategy, --fsdp_*, --global_batch, --micro_batch, --seq_len,
+// --param_dtype, --precision, --checkpoint_units, --loss_chunk_tokens, ...,
+// or a train --flagfile), and flags of its own: --world_size, the shape of a
+// model no config names (--layers, --hidden, ...), and the hardware. Examples:
 //
 //   bazel run //launch/plan:strata_plan -- --model=gpt-100m --world_size=2
-//       --strategy=fsdp --micro_batch=4 --seq_len=256
+//       --strategy=fsdp --global_batch=8 --micro_batch=4 --seq_len=256
 //   bazel run //launch/plan:strata_plan -- --layers=32 --hidden=4096 --heads=32
 //       --ffn=11008 --vocab=32000 --seq_len=4096 --world_size=64
-//       --precision=bf16 --memory_per_rank_gib=80 --tflops=400
+//       --strategy=fsdp --global_batch=64 --param_dtype=bf16
+//       --reduce_dtype=bf16 --memory_per_rank_gib=80 --tflops=400
 //       --bus_bandwidth_gbps=100
 // (each example one command line).
 //
-// Prints the breakdown of the configuration the flags give; with
+// --device: cpu plans a run on the CPU; cuda and auto plan one on GPUs (FSDP's
+// auto schedule resolves as on CUDA), wherever this binary runs. Prints the
+// breakdown of the configuration the flags give; with
 // --tflops and --bus_bandwidth_gbps its predicted step time (with
 // --memory_bandwidth_gbps, the elementwise work and the optimizer too, each
 // kernel class at its --*_per_s rate or derived from the two; --measure
@@ -33,16 +41,19 @@
 #include "absl/strings/str_format.h"
 #include "base/help_flags.h"
 #include "base/process_memory.h"
+#include "base/status.h"
 #include "base/torch_compat.h"
+#include "launch/config/flag_error.h"
+#include "launch/config/train_gflags.h"
+#include "launch/config/train_options.h"
 #include "launch/plan/plan.h"
 #include "launch/plan/plan_rates.h"
+#include "launch/plan/plan_train.h"
 #include "launch/plan/step_work.h"
 #include "models/config.h"
 
-DEFINE_string(model, "",
-              "A named model config (models/config.h); empty: the shape "
-              "flags --family, --layers, --hidden, --heads, --kv_heads, "
-              "--ffn, --vocab.");
+// The shape of a model no config names: with --layers > 0 these replace
+// --model (which must then stay at its default); --seq_len is its context.
 DEFINE_string(family, "llama", "Shape flags: gpt or llama.");
 DEFINE_int64(layers, 0, "Shape flags: transformer blocks.");
 DEFINE_int64(hidden, 0, "Shape flags: model width.");
@@ -54,31 +65,6 @@ DEFINE_bool(tie_embeddings, false,
             "Shape flags, llama: the output head is the token embedding "
             "(gpt always ties).");
 DEFINE_int64(world_size, 1, "Ranks.");
-DEFINE_string(strategy, "fsdp", "single, ddp, zero1, zero2 or fsdp.");
-DEFINE_string(fsdp_sharding, "full_shard",
-              "full_shard, shard_grad_op, no_shard, hybrid_shard or "
-              "hybrid_shard_zero2.");
-DEFINE_int64(fsdp_hybrid_shard_group_size, 0,
-             "Hybrid sharding: ranks per shard group.");
-DEFINE_string(fsdp_backward_prefetch, "auto",
-              "pre, post, none or auto (as train's flag on CUDA: pre; pass "
-              "post to plan a CPU run with train's defaults).");
-DEFINE_int64(fsdp_reductions_in_flight, -1,
-             "FSDP gradient reductions left running during backward; -1 "
-             "(auto): as train's flag on CUDA, 1 (pass 0 to plan a CPU run "
-             "with train's defaults).");
-DEFINE_int64(micro_batch, 1, "Sequences per rank per micro-batch.");
-DEFINE_int64(seq_len, 0, "Tokens per sequence; 0: the model's context.");
-DEFINE_int64(grad_accumulation, 1, "Micro-batches per optimizer step.");
-DEFINE_string(precision, "fp32",
-              "Parameter dtype: fp32; bf16 (bf16 parameters, gradients and "
-              "reductions, fp32 masters: train --param_dtype=bf16 "
-              "--reduce_dtype=bf16); fp16 (train --precision=fp16: fp16 "
-              "parameters and gradients, fp32 masters and reductions).");
-DEFINE_bool(autocast, false,
-            "bf16 autocast inside every unit (train --precision=bf16).");
-DEFINE_bool(activation_checkpointing, false,
-            "Recompute every transformer block in backward.");
 DEFINE_bool(fused_attention, false,
             "Attention as a fused kernel (CUDA, LibTorch >= 2): no B H T T "
             "probabilities kept. Off: the CPU build's explicit attention.");
@@ -86,12 +72,6 @@ DEFINE_int32(torch_version, strata::torch_compat::TorchVersion(),
              "The run's LibTorch as major * 100 + minor (206 for 2.6): what "
              "autograd keeps differs between versions. Default: the one "
              "strata_plan was built against.");
-DEFINE_int64(loss_chunk_tokens, 0,
-             "Fused chunked loss, this many tokens of logits at a time; 0: "
-             "full logits.");
-DEFINE_bool(cpu_offload, false,
-            "FSDP: master shards, gradient shards, optimizer state on the "
-            "host.");
 DEFINE_double(memory_per_rank_gib, 0,
               "With it: list the configurations that fit this many GiB per "
               "rank, fastest first (needs --tflops, --bus_bandwidth_gbps).");
@@ -151,79 +131,96 @@ DEFINE_double(fresh_buffer_bytes_per_s, 0,
 namespace strata::launch {
 namespace {
 
-absl::StatusOr<models::ModelConfig> ModelFromFlags() {
-  if (!FLAGS_model.empty()) return models::ConfigByName(FLAGS_model);
+// Train's flags, registered as defined in this file so that --help lists them
+// with the planner's own.
+const bool kTrainFlagsRegistered = [] {
+  RegisterTrainFlags(__FILE__);
+  return true;
+}();
+
+// Whether a shape flag is set: the model is then the shape flags'.
+bool ShapeFlagsGiven() {
+  return FLAGS_layers != 0 || FLAGS_hidden != 0 || FLAGS_heads != 0 ||
+         FLAGS_kv_heads != 0 || FLAGS_ffn != 0 || FLAGS_vocab != 0;
+}
+
+// The model: --model (as train reads it: a config name or a Hugging Face
+// config.json), or the shape flags with --seq_len as its context; then
+// --vocab_size and --loss_chunk_tokens as train applies them.
+absl::StatusOr<models::ModelConfig> ModelFromFlags(const TrainOptions& o) {
   models::ModelConfig m;
-  m.family = FLAGS_family;
-  for (const auto& [flag, value] :
-       std::vector<std::pair<const char*, int64_t>>{{"--layers", FLAGS_layers},
-                                                    {"--hidden", FLAGS_hidden},
-                                                    {"--heads", FLAGS_heads},
-                                                    {"--vocab", FLAGS_vocab}}) {
-    if (value <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " must be positive when --model is empty, got ", value));
+  if (!ShapeFlagsGiven()) {
+    STRATA_ASSIGN_OR_RETURN(m, ModelConfigOf(o.model));
+  } else {
+    gflags::CommandLineFlagInfo model_flag;
+    if (gflags::GetCommandLineFlagInfo("model", &model_flag) &&
+        !model_flag.is_default) {
+      return FlagError("model",
+                       absl::StrCat("'", o.model,
+                                    "' and the shape flags (--layers, "
+                                    "--hidden, ...) both give the model: "
+                                    "pass one or the other"));
     }
+    for (const auto& [flag, value] :
+         std::vector<std::pair<const char*, int64_t>>{{"layers", FLAGS_layers},
+                                                      {"hidden", FLAGS_hidden},
+                                                      {"heads", FLAGS_heads},
+                                                      {"vocab", FLAGS_vocab}}) {
+      if (value <= 0) {
+        return FlagError(flag, absl::StrCat("must be positive with the shape "
+                                            "flags, got ",
+                                            value));
+      }
+    }
+    if (FLAGS_family != "gpt" && FLAGS_family != "llama") {
+      return FlagError("family", absl::StrCat("must be gpt or llama, got '",
+                                              FLAGS_family, "'"));
+    }
+    if (FLAGS_family == "llama" && FLAGS_ffn <= 0) {
+      return FlagError("ffn", absl::StrCat("must be positive for "
+                                           "--family=llama, got ",
+                                           FLAGS_ffn));
+    }
+    if (o.seq_len <= 0) {
+      return FlagError("seq_len",
+                       absl::StrCat("must be positive, got ", o.seq_len));
+    }
+    m.family = FLAGS_family;
+    m.num_layers = FLAGS_layers;
+    m.dim = FLAGS_hidden;
+    m.num_heads = FLAGS_heads;
+    m.num_kv_heads = FLAGS_kv_heads > 0 ? FLAGS_kv_heads : FLAGS_heads;
+    m.ffn_dim = FLAGS_ffn > 0 ? FLAGS_ffn : 4 * FLAGS_hidden;
+    m.vocab_size = FLAGS_vocab;
+    m.seq_len = o.seq_len;
+    m.tie_embeddings = FLAGS_family == "gpt" || FLAGS_tie_embeddings;
   }
-  if (FLAGS_family != "gpt" && FLAGS_family != "llama") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--family must be gpt or llama, got '", FLAGS_family, "'"));
-  }
-  if (FLAGS_family == "llama" && FLAGS_ffn <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--ffn must be positive for --family=llama, got ", FLAGS_ffn));
-  }
-  if (FLAGS_seq_len <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--seq_len must be positive when --model is empty, got ",
-                     FLAGS_seq_len));
-  }
-  m.num_layers = FLAGS_layers;
-  m.dim = FLAGS_hidden;
-  m.num_heads = FLAGS_heads;
-  m.num_kv_heads = FLAGS_kv_heads > 0 ? FLAGS_kv_heads : FLAGS_heads;
-  m.ffn_dim = FLAGS_ffn > 0 ? FLAGS_ffn : 4 * FLAGS_hidden;
-  m.vocab_size = FLAGS_vocab;
-  m.seq_len = FLAGS_seq_len;
-  m.tie_embeddings = FLAGS_family == "gpt" || FLAGS_tie_embeddings;
+  if (o.vocab_size > 0) m.vocab_size = o.vocab_size;
+  m.loss_chunk_tokens = o.loss_chunk_tokens;
   return m;
 }
 
+// The plan input of train's flags on --world_size ranks (PlanInputOf, as
+// `train --plan_only` builds it), for --device's kind of device, with the
+// planner's --fused_attention and --torch_version.
 absl::StatusOr<PlanInput> InputFromFlags() {
-  absl::StatusOr<models::ModelConfig> model = ModelFromFlags();
-  if (!model.ok()) return model.status();
-  PlanInput in;
-  in.model = *model;
-  in.model.loss_chunk_tokens = FLAGS_loss_chunk_tokens;
-  in.world_size = FLAGS_world_size;
-  in.strategy = FLAGS_strategy;
-  in.fsdp_sharding = FLAGS_fsdp_sharding;
-  in.hybrid_shard_group_size = FLAGS_fsdp_hybrid_shard_group_size;
-  if (FLAGS_fsdp_backward_prefetch != "pre" &&
-      FLAGS_fsdp_backward_prefetch != "post" &&
-      FLAGS_fsdp_backward_prefetch != "none" &&
-      FLAGS_fsdp_backward_prefetch != "auto") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--fsdp_backward_prefetch must be pre, post, none or auto, got '",
-        FLAGS_fsdp_backward_prefetch, "'"));
+  STRATA_ASSIGN_OR_RETURN(const TrainOptions o,
+                          TrainOptionsFromRegisteredFlags());
+  STRATA_ASSIGN_OR_RETURN(const models::ModelConfig model, ModelFromFlags(o));
+  if (FLAGS_world_size < 1) {
+    return FlagError("world_size",
+                     absl::StrCat("must be >= 1, got ", FLAGS_world_size));
   }
-  // "auto" as strategies::ResolveFsdpSchedule on CUDA: the planner plans
-  // GPU runs unless told otherwise.
-  in.fsdp_backward_prefetch = FLAGS_fsdp_backward_prefetch == "pre" ||
-                              FLAGS_fsdp_backward_prefetch == "auto";
-  in.fsdp_reductions_in_flight = FLAGS_fsdp_reductions_in_flight == -1
-                                     ? 1
-                                     : FLAGS_fsdp_reductions_in_flight;
-  in.micro_batch = FLAGS_micro_batch;
-  in.seq_len = FLAGS_seq_len;
-  in.grad_accumulation = FLAGS_grad_accumulation;
-  in.precision = FLAGS_precision;
-  in.autocast = FLAGS_autocast;
-  in.activation_checkpointing = FLAGS_activation_checkpointing;
-  in.cpu_offload = FLAGS_cpu_offload;
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "auto") {
+    return FlagError("device", absl::StrCat("must be auto, cpu or cuda, got '",
+                                            o.device, "'"));
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      PlanInput in, PlanInputOf(o, model, static_cast<int>(FLAGS_world_size),
+                                /*cuda=*/o.device != "cpu"));
   in.fused_attention = FLAGS_fused_attention;
   in.torch_version = FLAGS_torch_version;
-  if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
+  STRATA_RETURN_IF_ERROR(ValidatePlanInput(in));
   return in;
 }
 

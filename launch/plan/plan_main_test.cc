@@ -25,16 +25,19 @@ RunResult RunPlan(const std::vector<std::string>& flags) {
   return ::strata::testing::Run(argv, {}, absl::Seconds(30));
 }
 
+// Train's flags mean what they mean to train: --global_batch over the
+// ranks, --micro_batch per rank and forward.
 TEST(StrataPlanTest, PrintsTheLibrarysBreakdown) {
   const RunResult r =
       RunPlan({"--model=gpt-small50m", "--world_size=4", "--strategy=zero2",
-               "--micro_batch=2", "--seq_len=128"});
+               "--global_batch=16", "--micro_batch=2", "--seq_len=128"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   PlanInput input;
   input.model = *models::ConfigByName("gpt-small50m");
   input.world_size = 4;
   input.strategy = "zero2";
   input.micro_batch = 2;
+  input.grad_accumulation = 2;  // 16 sequences / 4 ranks / 2 per forward.
   input.seq_len = 128;
   input.torch_version = torch_compat::TorchVersion();  // The flag's default.
   EXPECT_EQ(r.out, FormatMemoryPlan(input, PlanMemory(input)));
@@ -46,9 +49,12 @@ TEST(StrataPlanTest, PlansForTheTorchVersionItIsTold) {
   PlanInput input;
   input.model = *models::ConfigByName("llama-tiny");
   input.strategy = "fsdp";
+  input.micro_batch = 1;
+  input.seq_len = 128;  // train's --seq_len default.
   for (const int version : {113, 206}) {
-    const RunResult r = RunPlan(
-        {"--model=llama-tiny", absl::StrFormat("--torch_version=%d", version)});
+    const RunResult r =
+        RunPlan({"--model=llama-tiny", "--strategy=fsdp", "--global_batch=1",
+                 absl::StrFormat("--torch_version=%d", version)});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     input.torch_version = version;
     EXPECT_EQ(r.out, FormatMemoryPlan(input, PlanMemory(input))) << version;
@@ -60,10 +66,10 @@ TEST(StrataPlanTest, PlansForTheTorchVersionItIsTold) {
 }
 
 TEST(StrataPlanTest, RanksWhatFitsFromShapeFlags) {
-  const RunResult r = RunPlan({"--layers=4", "--hidden=256", "--heads=4",
-                               "--ffn=688", "--vocab=1000", "--seq_len=256",
-                               "--world_size=8", "--memory_per_rank_gib=1",
-                               "--tflops=1", "--bus_bandwidth_gbps=1"});
+  const RunResult r = RunPlan(
+      {"--layers=4", "--hidden=256", "--heads=4", "--ffn=688", "--vocab=1000",
+       "--seq_len=256", "--world_size=8", "--strategy=fsdp",
+       "--memory_per_rank_gib=1", "--tflops=1", "--bus_bandwidth_gbps=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("configurations that fit 1.0 GiB per rank"),
             std::string::npos)
@@ -104,6 +110,22 @@ TEST(StrataPlanTest, BadFlagsNameTheFlag) {
   const RunResult r = RunPlan({"--layers=2"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--hidden"), std::string::npos) << r.err;
+}
+
+TEST(StrataPlanTest, AModelAndShapeFlagsTogetherNameModel) {
+  const RunResult r = RunPlan({"--model=gpt-tiny", "--layers=2", "--hidden=128",
+                               "--heads=4", "--ffn=344", "--vocab=1000"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--model: 'gpt-tiny' and the shape flags"),
+            std::string::npos)
+      << r.err;
+}
+
+// Train's enumerated flags are parsed as train parses them.
+TEST(StrataPlanTest, TrainsFlagErrorsAreTrains) {
+  const RunResult r = RunPlan({"--fsdp_sharding=half", "--strategy=fsdp"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("half"), std::string::npos) << r.err;
 }
 
 }  // namespace

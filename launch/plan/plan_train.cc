@@ -20,6 +20,16 @@ namespace strata::launch {
 absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   absl::StatusOr<models::ModelConfig> model = ModelConfigOf(o.model);
   if (!model.ok()) return model.status();
+  if (o.vocab_size > 0) model->vocab_size = o.vocab_size;
+  model->loss_chunk_tokens = o.loss_chunk_tokens;
+  absl::StatusOr<at::Device> device = ResolveDevice(o);
+  if (!device.ok()) return device.status();
+  return PlanInputOf(o, *model, world_size, device->is_cuda());
+}
+
+absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o,
+                                      const models::ModelConfig& model,
+                                      int world_size, bool cuda) {
   if (world_size < 1 || o.global_batch % world_size != 0) {
     return FlagError("global_batch",
                      absl::StrFormat("%d sequences do not split evenly over "
@@ -35,16 +45,12 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
                         local_batch, micro));
   }
   PlanInput in;
-  in.model = *model;
-  if (o.vocab_size > 0) in.model.vocab_size = o.vocab_size;
-  in.model.loss_chunk_tokens = o.loss_chunk_tokens;
+  in.model = model;
   in.world_size = world_size;
   in.strategy = strategies::StrategyKindName(o.strategy);
   in.fsdp_sharding = o.fsdp_sharding;
   in.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
   // FSDP's schedule as the strategy resolves it for the run's device.
-  absl::StatusOr<at::Device> device = ResolveDevice(o);
-  if (!device.ok()) return device.status();
   absl::StatusOr<strategies::BackwardPrefetch> prefetch =
       strategies::ParseBackwardPrefetch(o.fsdp_backward_prefetch);
   if (!prefetch.ok()) return prefetch.status();
@@ -52,7 +58,7 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   fsdp.backward_prefetch = *prefetch;
   fsdp.reductions_in_flight = o.fsdp_reductions_in_flight;
   const strategies::FsdpSchedule schedule =
-      strategies::ResolveFsdpSchedule(fsdp, device->is_cuda());
+      strategies::ResolveFsdpSchedule(fsdp, cuda);
   in.fsdp_backward_prefetch =
       schedule.backward_prefetch == strategies::BackwardPrefetch::kBackwardPre;
   in.fsdp_reductions_in_flight = schedule.reductions_in_flight;

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "launch/config/train_options.h"
 #include "launch/plan/plan.h"
+#include "models/config.h"
 
 namespace strata::launch {
 
@@ -20,8 +21,18 @@ namespace strata::launch {
 // --precision=fp16), --precision=bf16 as autocast over those parameters,
 // --checkpoint_units non-empty as every block checkpointed.
 // Errors name the flag (a --global_batch the world does not divide, ...).
+// The device is this machine's (ResolveDevice: FSDP's `auto` schedule as it
+// resolves here).
 absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& options,
                                       int world_size);
+
+// As above for a given model config (`options.model` is not read; nor are
+// --vocab_size and --loss_chunk_tokens folded in unless the caller did) and
+// for a run on CUDA devices (`cuda`) or on the CPU, wherever it will run
+// (strata_plan plans other machines than its own).
+absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& options,
+                                      const models::ModelConfig& model,
+                                      int world_size, bool cuda);
 
 // "plan: predicted peak X MiB per rank (tensor storage; <strategy> on N
 // ranks, micro-batch B x T, at <moment>)".

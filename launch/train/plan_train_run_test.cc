@@ -133,5 +133,31 @@ TEST(TrainPlanOnlyTest, PrintsThePlanOfItsFlagsAndExits) {
   EXPECT_EQ(r.out, FormatMemoryPlan(*input, PlanMemory(*input)));
 }
 
+// strata_plan takes train's flags: the same flags (a CPU run, 4 ranks) give
+// the same plan as train --plan_only, byte for byte.
+TEST(TrainPlanOnlyTest, StrataPlanGivesTheSamePlanForTheSameFlags) {
+  const std::vector<std::string> flags = {
+      "--device=cpu",          "--model=gpt-small50m", "--strategy=fsdp",
+      "--global_batch=16",     "--micro_batch=2",      "--seq_len=128",
+      "--param_dtype=bf16",    "--precision=bf16",     "--fsdp_cpu_offload",
+      "--loss_chunk_tokens=64"};
+  std::vector<std::string> train = {
+      ::strata::testing::RunfilePath("launch/train/train"), "--plan_only",
+      "--nproc=4"};
+  train.insert(train.end(), flags.begin(), flags.end());
+  std::vector<std::string> plan = {
+      ::strata::testing::RunfilePath("launch/plan/strata_plan"),
+      "--world_size=4"};
+  plan.insert(plan.end(), flags.begin(), flags.end());
+  const ::strata::testing::RunResult from_train =
+      ::strata::testing::Run(train, {}, absl::Seconds(30));
+  const ::strata::testing::RunResult from_plan =
+      ::strata::testing::Run(plan, {}, absl::Seconds(30));
+  ASSERT_EQ(from_train.exit_code, 0) << from_train.err;
+  ASSERT_EQ(from_plan.exit_code, 0) << from_plan.err;
+  EXPECT_THAT(from_plan.out, HasSubstr("fsdp"));
+  EXPECT_EQ(from_plan.out, from_train.out);
+}
+
 }  // namespace
 }  // namespace strata::launch

@@ -1,10 +1,15 @@
 // The command-line flags of //launch/train:train and their translation into
-// TrainOptions. Only the train binary and its tests link this library; it is
-// the one place besides launch/*_main.cc that defines gflags.
+// TrainOptions. Only the train binary and its tests link this library. The
+// flags of TrainOptions are registered from the table
+// launch/config/train_flag_table.h (one line per option: name, field, help;
+// the default is the field's) through launch/config/train_gflags.h; the
+// binary's own flags (--nproc, --deepspeed_config, ...) are defined here.
+// Besides these two libraries only the binaries' *_main.cc files define
+// gflags.
 //
-// Flags only tests use (e.g. --ckpt_test_pause_ms) are defined with gflags'
-// kStrippedFlagHelp so that `train --help` does not list them (see the "Test
-// hooks" section of train_flags.cc).
+// Flags only tests use (the table's TestHook lines, e.g.
+// --ckpt_test_pause_ms) get gflags' kStrippedFlagHelp, so that
+// `train --help` does not list them.
 #ifndef STRATA_LAUNCH_TRAIN_TRAIN_FLAGS_H_
 #define STRATA_LAUNCH_TRAIN_TRAIN_FLAGS_H_
 

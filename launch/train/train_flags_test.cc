@@ -10,12 +10,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/subprocess.h"
 #include "launch/config/option_kinds.h"
+#include "launch/config/train_flag_table.h"
 #include "strategies/mixed_precision.h"
 
 namespace strata::launch {
@@ -53,6 +55,48 @@ TEST(TrainOptionsFromFlagsTest, DefaultFlagsGiveDefaultOptions) {
   EXPECT_EQ(o.steps, defaults.steps);
   EXPECT_EQ(o.threads, 1);
   EXPECT_EQ(o.ckpt_test_pause_ms, 0);
+}
+
+// Every line of the table is a flag of this binary, defined in
+// train_flags.cc (so --help and the flags line list it), whose default is its
+// field's; test hooks are hidden from --help.
+struct CheckRegistered {
+  template <class T>
+  void operator()(const char* name, T* field, const char*) {
+    Check(name, *field, false);
+  }
+  template <class T>
+  void TestHook(const char* name, T* field, const char*) {
+    Check(name, *field, true);
+  }
+  template <class T>
+  static void Check(const char* name, const T& value, bool hidden) {
+    gflags::CommandLineFlagInfo info;
+    ASSERT_TRUE(gflags::GetCommandLineFlagInfo(name, &info)) << name;
+    EXPECT_THAT(info.filename, HasSubstr("launch/train/train_flags.cc"))
+        << name;
+    EXPECT_EQ(info.description == GFLAGS_NAMESPACE::kStrippedFlagHelp, hidden)
+        << name;
+    std::string expected;
+    if constexpr (std::is_same_v<T, std::string>) {
+      expected = value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      expected = value ? "true" : "false";
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      expected = info.default_value;  // Compared as numbers below.
+      EXPECT_EQ(std::stod(info.default_value), static_cast<double>(value))
+          << name;
+    } else {
+      expected = FlagSpelling<T>::Format(value);
+    }
+    EXPECT_EQ(info.default_value, expected) << name;
+  }
+};
+
+TEST(TrainFlagsTest, EveryTableLineIsAFlagWithItsFieldsDefault) {
+  CheckRegistered check;
+  TrainOptions defaults = TrainFlagDefaults();
+  VisitTrainFlags(defaults, check);
 }
 
 TEST(TrainOptionsFromFlagsTest, ParsesTheEnumeratedFlags) {
