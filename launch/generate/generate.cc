@@ -167,7 +167,8 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
   if (o.load_weights.empty()) {
     return FlagError("load_weights",
                      "is required: the weights to sample from (a Strata full "
-                     "or sharded checkpoint, a PyTorch state dict such as "
+                     "or sharded checkpoint, a local checkpoint directory "
+                     "written by one process, a PyTorch state dict such as "
                      "train's model.pt, or Hugging Face safetensors)");
   }
   if (o.prompt.empty() == o.prompt_tokens.empty()) {

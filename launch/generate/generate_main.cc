@@ -29,7 +29,8 @@ DEFINE_int64(vocab_size, kDefaults.vocab_size,
              "than the config's (train's --vocab_size); 0: the config's.");
 DEFINE_string(load_weights, kDefaults.load_weights,
               "The weights (required): a Strata full or sharded checkpoint, "
-              "a PyTorch state dict (train's model.pt), or Hugging Face "
+              "a local checkpoint directory written by one process, a "
+              "PyTorch state dict (train's model.pt), or Hugging Face "
               "safetensors (a file or directory).");
 DEFINE_string(prompt, kDefaults.prompt,
               "Text prompt, one token per byte (models trained on "
