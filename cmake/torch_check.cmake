@@ -13,7 +13,7 @@
 # TORCH_LIBRARIES and TORCH_INCLUDE_DIRS:
 #   STRATA_GLOO_LIBRARIES  libgloo when Gloo is not inside LibTorch, else empty
 #
-# Kept apart from the rest of the build so that tools/cmake_torch_check_test.sh
+# Kept apart from the rest of the build so that tools/cmake_torch_version_test.sh
 # can run it against fake LibTorch installations in seconds.
 include_guard(GLOBAL)
 include(CheckCXXSourceCompiles)

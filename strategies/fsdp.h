@@ -52,17 +52,19 @@
 // parameters are all-gathered from the master shards (cast to param_dtype),
 // optionally prefetching the next unit's; after it, FULL_SHARD / HYBRID_SHARD
 // free them. A hook on the unit's output fires before the unit's backward:
-// re-gather (waiting for a prefetch), allocate the unit's full gradient
-// buffer (parameters' .grad are views of it), and with kBackwardPre prefetch
-// the unit whose backward comes next. When every gradient of the unit has
-// been accumulated (gradient-accumulator post-hooks, BucketReadiness), its
-// full parameters are freed (all sharded strategies) and its gradients are
+// re-gather (waiting for a prefetch), allocate the unit's full gradient buffer
+// (parameters' .grad are views of it), and with kBackwardPre prefetch the unit
+// whose backward comes next (kBackwardPost: once this unit's gradients are
+// complete and its parameters freed; the default, kAuto, is pre on CUDA and
+// post on the CPU: ResolveFsdpSchedule, options.h). When every gradient of the
+// unit has been accumulated (gradient-accumulator post-hooks, BucketReadiness),
+// its full parameters are freed (all sharded strategies) and its gradients are
 // reduce-scattered in reduce_dtype over the shard group, all-reduced across
 // replicas (hybrid, NO_SHARD), averaged, accumulated into the fp32 gradient
 // shard, and the full gradient buffer is freed. Reductions run asynchronously,
-// reductions_in_flight (default 1) of them while the next unit's backward
-// computes. Units are processed in the same order on every
-// rank.
+// reductions_in_flight of them while the next unit's backward computes (by
+// default 1 on CUDA, 0 on the CPU: ResolveFsdpSchedule). Units are processed in
+// the same order on every rank.
 //
 // Gradient accumulation: micro-batches before the last keep the full
 // gradients (in fp32: with a lower param_dtype each micro-batch's gradients

@@ -5,7 +5,7 @@
 // asynchronous save against a plain in-memory copy of the state, and the
 // CRC-32C speed.
 //
-//   bazel run -c opt //checkpoint:checkpoint_benchmark -- [DIR]
+//   bazel run -c opt //checkpoint/strategy:checkpoint_benchmark -- [DIR]
 //
 // DIR (default: /tmp/strata_ckpt_bench) is removed and re-created. Reads
 // are cold: after every write the files' pages are dropped from the page

@@ -8,7 +8,7 @@
 // the first step to now, less the storage that was live before the model was
 // built (the data: the Markov corpus or a token file's tensors, which the
 // planner does not model). So the strategy's state (parameters, gradients,
-// optimizer state, buffers) counts, as in launch/plan_validation_test.cc.
+// optimizer state, buffers) counts, as in launch/plan/plan_validation_test.cc.
 // Everything runs on the calling thread; nothing here is a collective except
 // WorldTensorPeakBytes.
 #ifndef STRATA_LAUNCH_OBSERVE_TENSOR_MEMORY_H_

@@ -6,7 +6,7 @@
 //   bazel run //launch/train:train --
 //   --flagfile=launch/train/configs/gpt_tiny_bf16.flags
 //
-// The flags are defined in launch/train_flags.cc.
+// The flags are defined in launch/train/train_flags.cc.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (Bazel tag `gpu`, never run by tools/test.sh) of a CMake
-# build on a machine with a GPU, as ctest runs the others: from the runfiles
-# root, with the test variables and an empty TEST_TMPDIR each.
+# Runs the GPU tests (Bazel tag `gpu`; on a machine without a GPU
+# tools/test.sh runs gpu_train_test, which skips, and counts the `manual` ones
+# as skipped) of a CMake build on a machine with a GPU, as ctest runs the
+# others: from the runfiles root, with the test variables and an empty
+# TEST_TMPDIR each.
 #
 #   tools/gpu/run_gpu_tests.sh BUILD_DIR [PACKAGE/TEST...]
 #
 # Default: every gpu test (comm/nccl_communicator_test,
 # comm/cuda_current_stream_test, launch/train/gpu_train_test). Exits non-zero if
-# any fails; prints "N passed, N failed". They are `manual` (outside CMake's
-# `all`): build them by name first, in one go with the whole GPU check:
+# any fails; prints "N passed, N failed". The comm tests are `manual`
+# (outside CMake's `all`): build them by name first, in one go with the whole
+# GPU check:
 #
 #   tools/gpu/build_with_wheel.sh .debs build-gpu comm_nccl_communicator_test \
 #     comm_cuda_current_stream_test launch_train_train launch_train_gpu_train_test &&
