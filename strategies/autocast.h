@@ -12,11 +12,12 @@
 
 namespace strata::strategies {
 
-// Turns CPU autocast on with dtype bf16 for the duration of each unit's
-// forward and restores the previous autocast state (enabled flag and dtype)
-// afterwards, clearing autocast's cast cache when autocast was off before.
-// Going through the unit protocol keeps it right when another interceptor
-// re-runs a forward (recomputation during backward). Stateless: one instance
+// Turns the autocast of the unit's device (its input's: CPU or CUDA) on with
+// dtype bf16 for the duration of each unit's forward and restores the
+// previous autocast state (enabled flag and dtype) afterwards, clearing
+// autocast's cast cache when autocast was off before. Going through the unit
+// protocol keeps it right when another interceptor re-runs a forward
+// (recomputation during backward). Stateless: one instance
 // may be shared by several models; Run is called on the thread running the
 // forward and changes that thread's autocast state only while it runs.
 class AutocastInterceptor final : public models::UnitInterceptor {

@@ -152,7 +152,7 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
   STRATA_ASSIGN_OR_RETURN(const int64_t master_numel, PlanUnits());
   // Devices: the model computes where its parameters are (meta: the host);
   // shards and optimizer state live there too, or on the host with
-  // cpu_offload. On this CPU build both are the host.
+  // cpu_offload. With CPU compute both are the host.
   compute_device_ = at::Device(at::kCPU);
   bool deferred = false;
   bool first = true;

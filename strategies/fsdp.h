@@ -93,9 +93,10 @@
 // binary defers by default, --fsdp_deferred_init).
 //
 // CPU offload: master shards, gradient shards and optimizer state live on
-// the host and move to the compute device for gathering; on this CPU-only
-// build compute device and host are the same and the option changes nothing
-// (it is validated and logged).
+// the host and move to the compute device for gathering; with CPU compute,
+// device and host are the same and the option changes nothing (it is
+// validated and logged). With CUDA compute it is not built yet: the train
+// binary refuses --fsdp_cpu_offload there.
 //
 // Threading: as DdpStrategy: one training thread; hooks run on it (CPU
 // autograd runs backward on the calling thread).

@@ -172,7 +172,8 @@ struct FsdpOptions {
   static constexpr int kAutoReductions = -1;
   int reductions_in_flight = kAutoReductions;
   // Keep parameter shards, gradient shards and optimizer state in host
-  // memory (GPU builds); on CPU builds this is the identity.
+  // memory; with CPU compute this is the identity (with CUDA compute it is
+  // not built yet: train refuses it, fsdp.h).
   bool cpu_offload = false;
   // Hybrid sharding: ranks per shard group (e.g. ranks of a node); the world
   // size must be a multiple of it.
