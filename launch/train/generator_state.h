@@ -7,8 +7,9 @@
 // rank 0's extras). Checkpoints saved before per-rank states hold one
 // "generator.cpu" (the saving rank 0's state); it is restored on every rank.
 //
-// There is no CUDA generator state: Strata runs on CPU here; a CUDA build
-// would add "generator.cuda<d>.rank<r>" beside these.
+// There is no CUDA generator state: checkpoints of CUDA runs are not written
+// yet (train refuses them); when they are, "generator.cuda<d>.rank<r>" would
+// go beside these.
 #ifndef STRATA_LAUNCH_TRAIN_GENERATOR_STATE_H_
 #define STRATA_LAUNCH_TRAIN_GENERATOR_STATE_H_
 
