@@ -130,7 +130,7 @@ class ChunkedLossParityTest
 // of its own rows, single-process in chunks of all rows: the same per-token
 // values (models/chunked_loss.h), with the gradient sums grouped
 // differently, which is the reordering ExpectClose's tolerance covers
-// (parity.h).
+// (testing/parity.h).
 TEST_P(ChunkedLossParityTest, TwoRanksMatchChunkedSingle) {
   const auto& [kind, model_name] = GetParam();
   const models::ModelConfig config = Chunked(model_name, kChunkTokens);

@@ -4,7 +4,7 @@
 // keys), resume, and manage the checkpoints of a run (a `latest` pointer,
 // keeping the last few, asynchronous saves).
 //
-// Formats (see full.h, local.h, sharded.h):
+// Formats (see checkpoint/full.h, local.h, sharded.h):
 //   full     one PyTorch file written by rank 0 (Python's torch.load reads
 //            it); loads under any world size and strategy.
 //   local    one file per rank as the strategy keeps its state; loads only
@@ -74,7 +74,7 @@ struct SaveOptions {
   // Full format: the learning rate its param groups record, the next
   // step's (PyTorch's group lr after the scheduler stepped). The class and
   // the other hyperparameters are the strategy's OptimizerConfig's
-  // (torch_optimizer.h).
+  // (checkpoint/torch_optimizer.h).
   double optimizer_lr = 3e-4;
 };
 
@@ -138,7 +138,7 @@ absl::StatusOr<Contents> LoadCheckpoint(
     const LoadOptions& options = LoadOptions());
 
 // Loads Hugging Face weights (`path`: a .safetensors file or a directory,
-// single or sharded; hf_layout.h) into the strategy's model, strictly,
+// single or sharded; models/hf_layout.h) into the strategy's model, strictly,
 // converted from Hugging Face's layout for `config` (the model's config;
 // its family picks GPT-2 or Llama). A config.json beside the weights must
 // describe the same architecture (models::CheckHfConfig). Every rank maps the

@@ -91,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, FullOptimizerTest,
                                            "sgd_momentum"));
 
 // Every optimizer's state (testing::OptimizerNamed) through PyTorch's
-// layout of its class (torch_optimizer.h) and back, bitwise.
+// layout of its class (checkpoint/torch_optimizer.h) and back, bitwise.
 TEST_P(FullOptimizerTest, RoundTripAcrossStrategiesAndWorldSizes) {
   for (const auto& [save_kind, n, load_kind, m] :
        std::vector<std::tuple<std::string, int, std::string, int>>{

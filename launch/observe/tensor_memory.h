@@ -1,7 +1,8 @@
 // The train binary's measured tensor memory: the tracking allocator's
 // (base/tracking_allocator.h) peak of tensor storage during the training
-// steps, per rank, against which the planner's prediction (plan.h) is
-// compared at the end of a run (plan_train.h PlanEndLine) and which
+// steps, per rank, against which the planner's prediction
+// (launch/plan/plan.h) is compared at the end of a run
+// (launch/plan/plan_train.h PlanEndLine) and which
 // metrics.jsonl records ("tensor_peak_bytes").
 //
 // What counts: the process-wide peak of live tensor storage from just before

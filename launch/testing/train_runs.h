@@ -1,7 +1,7 @@
 // Helpers for tests that run the train binary in fresh processes and compare
 // runs: the dropout run, checkpoint extras, a rank killed mid-save (scratch
 // paths, files and metrics columns: run_output.h). (Ports and rank environments
-// for ranks started by hand: subprocess.h.)
+// for ranks started by hand: base/testing/subprocess.h.)
 #ifndef STRATA_LAUNCH_TESTING_TRAIN_RUNS_H_
 #define STRATA_LAUNCH_TESTING_TRAIN_RUNS_H_
 

@@ -272,7 +272,8 @@ TestFaultOptions TestFaultOptionsOf(const TrainOptions& o, const Run& run) {
   return k;
 }
 
-// --trace_steps: after the strategy's interceptors (trace_session.h).
+// --trace_steps: after the strategy's interceptors
+// (launch/observe/trace_session.h).
 absl::Status MaybeCreateTrace(const TrainOptions& o, Run* run) {
   STRATA_ASSIGN_OR_RETURN(const std::optional<TraceWindow> window,
                           ParseTraceSteps(o.trace_steps));
