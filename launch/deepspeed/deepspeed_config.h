@@ -4,10 +4,10 @@
 // environment and no LibTorch; launch/deepspeed/deepspeed_options.h maps the
 // result onto TrainOptions.
 //
-// The schema is one table (KeySchema() in deepspeed_config.cc): every key
-// Strata knows, by its full path, with its JSON type, its range or accepted
-// values, DeepSpeed's default and whether Strata implements it. Errors name
-// the key's path and what was expected:
+// The schema is one table (DeepSpeedKeySchema() in deepspeed_schema.h):
+// every key Strata knows, by its full path, with its JSON type, its range or
+// accepted values, DeepSpeed's default and whether Strata implements it.
+// Errors name the key's path and what was expected:
 //
 //   ds_config.json: zero_optimization.stage: 4 is not one of 0, 1, 2, 3
 //   ds_config.json: optimizer.params.betas: expected an array of 2 numbers,
