@@ -27,8 +27,9 @@ trap 'rm -f "$bep" "$checks" "$not_run"' EXIT
 # Repository checks (sizes, layering, links, format, CPU-only analysis), each
 # counted as one test case.
 tools/repo_checks.sh "$checks"
-# GPU tests that need the CUDA toolkit and a CUDA LibTorch to build are
-# `manual` (outside //...): each counts as one skipped case.
+# GPU tests that need the CUDA toolkit (cuda_current_stream_test also a CUDA
+# LibTorch) to build are `manual` (outside //...): each counts as one skipped
+# case.
 bazel query --output=label 'attr(tags, "\bmanual\b", attr(tags, "\bgpu\b", kind(".*_test rule", //...)))' \
     2>/dev/null | sed 's/$/\tneeds a CUDA build (the CUDA toolkit and a CUDA LibTorch: tools\/gpu\/build_with_wheel.sh)/' \
     >"$not_run" || printf 'list_manual_gpu_tests\tfailed\n' >>"$checks"
