@@ -277,23 +277,23 @@ void VisitStrategyFlags(TrainOptions& o, Visitor&& v) {
 // Checkpoints: --ckpt_*, --save_every, --resume, --load_weights, ...
 template <class Visitor>
 void VisitCheckpointFlags(TrainOptions& o, Visitor&& v) {
-  v("ckpt_format", &o.ckpt_format,
+  v("ckpt_format", &o.checkpoint.format,
     "Checkpoint format: sharded (one data file per rank written in "
     "parallel plus metadata; loads under any world size and "
     "strategy), full (one PyTorch file written by rank 0; "
     "torch.load reads it) or local (one file per rank; loads only "
     "with the same world size and strategy).");
-  v("ckpt_dir", &o.ckpt_dir,
+  v("ckpt_dir", &o.checkpoint.dir,
     "Directory of the run's checkpoints (step_<n>, latest); empty: "
     "<output_dir>/checkpoints.");
-  v("save_every", &o.save_every,
+  v("save_every", &o.checkpoint.save_every,
     "Save a checkpoint every this many steps; 0: never.");
-  v("keep_last", &o.keep_last,
+  v("keep_last", &o.checkpoint.keep_last,
     "Keep only the newest this many checkpoints; 0: all.");
-  v("async_save", &o.async_save,
+  v("async_save", &o.checkpoint.async_save,
     "Write checkpoints in the background: training waits only for "
     "a copy of the state in memory.");
-  v("resume", &o.resume,
+  v("resume", &o.checkpoint.resume,
     "Resume from this checkpoint (a path), or 'auto' for the "
     "newest valid one under --ckpt_dir (a corrupt one is skipped "
     "with a warning; with none, start from scratch); empty: start "
@@ -304,7 +304,7 @@ void VisitCheckpointFlags(TrainOptions& o, Visitor&& v) {
     "resumes too: the data position is derived from the step. The "
     "checkpoint's optimizer must be --optimizer's (and, for sgd, "
     "with momentum or without as --momentum).");
-  v("load_weights", &o.load_weights,
+  v("load_weights", &o.checkpoint.load_weights,
     "Start a fresh run (step 0, fresh optimizer and schedule) from "
     "the model weights of this checkpoint: a Strata full or "
     "sharded checkpoint, or a PyTorch file (torch.save of a dict "
@@ -400,18 +400,19 @@ void VisitObservabilityFlags(TrainOptions& o, Visitor&& v) {
 template <class Visitor>
 void VisitTestHookFlags(TrainOptions& o, Visitor&& v) {
   v.TestHook(
-      "ckpt_test_pause_ms", &o.ckpt_test_pause_ms,
+      "ckpt_test_pause_ms", &o.test_hooks.ckpt_test_pause_ms,
       "Every rank pauses this long inside every checkpoint save, after its "
       "data is written and before the commit (launch/train/test_faults.h).");
   v.TestHook(
-      "test_kill_at", &o.test_kill_at,
+      "test_kill_at", &o.test_hooks.test_kill_at,
       "PHASE:STEP[:NTH],...: in restart round k, rank --test_kill_rank[k] "
       "SIGKILLs itself at the NTH time it reaches PHASE (forward, backward, "
       "collective, save, async_save, step_end) in step STEP.");
-  v.TestHook("test_kill_rank", &o.test_kill_rank,
+  v.TestHook("test_kill_rank", &o.test_hooks.test_kill_rank,
              "R[,R...]: the rank --test_kill_at kills, one per restart round.");
   v.TestHook(
-      "dropout_test_default_generator", &o.dropout_test_default_generator,
+      "dropout_test_default_generator",
+      &o.test_hooks.dropout_test_default_generator,
       "Dropout draws its masks from each rank's default CPU generator "
       "(at::dropout) instead of the world-size-invariant DropoutContext: a "
       "run whose future depends on every rank's own generator state.");

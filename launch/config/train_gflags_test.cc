@@ -64,13 +64,13 @@ TEST(TrainGflagsTest, ParsedValuesReachTheirFields) {
   ASSERT_OK_AND_ASSIGN(const TrainOptions o, TrainOptionsFromRegisteredFlags());
   EXPECT_EQ(o.strategy, strategies::StrategyKind::kFsdp);
   EXPECT_EQ(o.global_batch, 12);
-  EXPECT_EQ(o.keep_last, 3);
+  EXPECT_EQ(o.checkpoint.keep_last, 3);
   EXPECT_EQ(o.seed, 18446744073709551615u);
   EXPECT_EQ(o.lr, 0.5);
   EXPECT_TRUE(o.fsdp_cpu_offload);
   EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
   EXPECT_EQ(o.precision, Precision::kBf16);
-  EXPECT_EQ(o.test_kill_at, "save:3");
+  EXPECT_EQ(o.test_hooks.test_kill_at, "save:3");
 }
 
 TEST(TrainGflagsTest, ABadEnumeratedValueNamesTheFlag) {

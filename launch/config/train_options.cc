@@ -297,14 +297,8 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
 
 // The checkpoint options of a run (launch/config/checkpoint_options.h).
 TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
-  TrainingCheckpointOptions c;
-  c.format = o.ckpt_format;
-  c.dir = o.ckpt_dir.empty() ? o.output_dir + "/checkpoints" : o.ckpt_dir;
-  c.save_every = o.save_every;
-  c.keep_last = o.keep_last;
-  c.async_save = o.async_save;
-  c.resume = o.resume;
-  c.load_weights = o.load_weights;
+  TrainingCheckpointOptions c = o.checkpoint;
+  if (c.dir.empty()) c.dir = o.output_dir + "/checkpoints";
   c.seed = o.seed;
   c.model_config = o.model;
   return c;
@@ -337,7 +331,7 @@ std::string WhyNotCuda(const TrainOptions& o, int64_t gpus) {
   if (o.precision == Precision::kFp16) {
     return "--precision=fp16 does not run on CUDA yet (fp32 and bf16 do)";
   }
-  if (o.save_every > 0 || !o.resume.empty()) {
+  if (o.checkpoint.save_every > 0 || !o.checkpoint.resume.empty()) {
     return "checkpoints of CUDA state are not written yet (--save_every, "
            "--resume)";
   }
@@ -429,7 +423,8 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                   "with --eval_only), got ",
                                   o.eval_batches));
   }
-  if (o.eval_only && o.load_weights.empty() && o.resume.empty()) {
+  if (o.eval_only && o.checkpoint.load_weights.empty() &&
+      o.checkpoint.resume.empty()) {
     return absl::InvalidArgumentError(
         "--eval_only needs --load_weights or --resume: the weights to "
         "evaluate (a Strata full or sharded checkpoint, a PyTorch state dict "

@@ -24,8 +24,22 @@
 
 namespace strata::launch {
 
+// The test hooks of `train` (flags only tests set, hidden from --help).
+struct TrainTestHooks {
+  // The test faults (launch/train/test_faults.h): a pause in every save
+  // before its commit; a schedule of SIGKILLs inside a forward, backward,
+  // collective or save, or at a step's end, one entry per restart round
+  // ("": none), and the rank each kills.
+  int64_t ckpt_test_pause_ms = 0;
+  std::string test_kill_at;
+  std::string test_kill_rank = "0";
+  // Dropout draws from each rank's default CPU generator (at::dropout, no
+  // DropoutContext), so the run depends on every rank's generator state.
+  bool dropout_test_default_generator = false;
+};
+
 // Every field but local_rank and restart_count is a flag of the `train`
-// binary with the same name, declared once in the flag table
+// binary, most with the same name, declared once in the flag table
 // (launch/config/train_flag_table.h); error messages name fields as flags
 // ("--global_batch"). Enumerated fields parse with
 // launch/config/option_kinds.h.
@@ -120,9 +134,6 @@ struct TrainOptions {
   bool fsdp_deferred_init = true;
   // FsdpOptions::reuse_buffers: reuse released unit buffers within a step.
   bool fsdp_reuse_buffers = false;
-  // Checkpoints (launch/config/checkpoint_options.h), under ckpt_dir (default
-  // <output_dir>/checkpoints): step_<n> and `latest`.
-  checkpoint::Format ckpt_format = checkpoint::Format::kSharded;
   // Where parameters, gradients, optimizer state and activations live:
   // "cpu", "cuda" (cuda:local_rank, modulo the visible GPUs), or "auto"
   // (ResolveDevice). On CUDA, collectives use NCCL in CUDA builds where each
@@ -131,28 +142,17 @@ struct TrainOptions {
   // This process's rank on its node (LOCAL_RANK), set by the binary from the
   // rendezvous, not a flag.
   int local_rank = 0;
-  std::string ckpt_dir;     // "": <output_dir>/checkpoints.
-  int64_t save_every = 0;   // Steps between saves; 0: none.
-  int keep_last = 0;        // Checkpoints kept; 0: all.
-  bool async_save = false;  // Write in the background while training.
-  std::string resume;       // "": none; a checkpoint path; "auto": latest.
-  // "": none; a checkpoint (full, sharded, or a PyTorch file) whose model
-  // weights start a fresh run (step 0, fresh optimizer).
-  std::string load_weights;
-  // Test faults (launch/train/test_faults.h): --ckpt_test_pause_ms, a pause
-  // in every save before its commit; --test_kill_at and --test_kill_rank, a
-  // schedule of SIGKILLs inside a forward, backward, collective or save, or at
-  // a step's end, one entry per restart round ("": none).
-  int64_t ckpt_test_pause_ms = 0;
-  std::string test_kill_at;
-  std::string test_kill_rank = "0";
   // The job's restart round (TORCHELASTIC_RESTART_COUNT, from the
   // rendezvous, not a flag): 0 for the first start.
   int restart_count = 0;
-  // Test hook: dropout draws from each rank's default CPU generator
-  // (at::dropout, no DropoutContext), so the run depends on every rank's
-  // generator state.
-  bool dropout_test_default_generator = false;
+  // Checkpoints (launch/config/checkpoint_options.h): --ckpt_format,
+  // --ckpt_dir (default <output_dir>/checkpoints: step_<n> and `latest`),
+  // --save_every, --keep_last, --async_save, --resume, --load_weights. Its
+  // seed, model_config and schedule are not flags: CheckpointOptions fills
+  // them in.
+  TrainingCheckpointOptions checkpoint;
+  // Flags only tests set.
+  TrainTestHooks test_hooks;
   // Run.
   uint64_t seed = 1;
   // bf16: autocast, bf16 matmuls over fp32 weights. fp16: fp16 parameters,
@@ -231,7 +231,9 @@ optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& options);
 // --precision=fp16) and the --fsdp_* flags; parse errors name the flag.
 absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
     const TrainOptions& options);
-// The checkpoint flags (launch/config/checkpoint_options.h).
+// The run's checkpoint options: `checkpoint` with its directory resolved
+// (<output_dir>/checkpoints where --ckpt_dir is empty) and the seed and
+// model recorded in meta.
 TrainingCheckpointOptions CheckpointOptions(const TrainOptions& options);
 
 }  // namespace strata::launch

@@ -210,10 +210,10 @@ TEST(EvalOnlyFlagsTest, NeedsWeightsAndAllowsEvalBatchesZero) {
   o.eval_only = true;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--eval_only needs --load_weights or --resume"));
-  o.load_weights = "/ckpt/step_00000004";
+  o.checkpoint.load_weights = "/ckpt/step_00000004";
   EXPECT_THAT(ValidateTrainOptions(o), IsOk());
-  o.load_weights = "";
-  o.resume = "auto";
+  o.checkpoint.load_weights = "";
+  o.checkpoint.resume = "auto";
   o.eval_batches = 0;
   EXPECT_THAT(ValidateTrainOptions(o), IsOk());
   o.eval_batches = -1;

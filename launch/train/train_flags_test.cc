@@ -50,11 +50,11 @@ TEST(TrainOptionsFromFlagsTest, DefaultFlagsGiveDefaultOptions) {
   EXPECT_EQ(o.model, defaults.model);
   EXPECT_EQ(o.data, DataKind::kMarkov);
   EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kCosine);
-  EXPECT_EQ(o.ckpt_format, checkpoint::Format::kSharded);
+  EXPECT_EQ(o.checkpoint.format, checkpoint::Format::kSharded);
   EXPECT_EQ(o.precision, Precision::kFp32);
   EXPECT_EQ(o.steps, defaults.steps);
   EXPECT_EQ(o.threads, 1);
-  EXPECT_EQ(o.ckpt_test_pause_ms, 0);
+  EXPECT_EQ(o.test_hooks.ckpt_test_pause_ms, 0);
 }
 
 // Every line of the table is a flag of this binary, defined in
@@ -109,7 +109,7 @@ TEST(TrainOptionsFromFlagsTest, ParsesTheEnumeratedFlags) {
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.data, DataKind::kUint16);
   EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kStep);
-  EXPECT_EQ(o.ckpt_format, checkpoint::Format::kFull);
+  EXPECT_EQ(o.checkpoint.format, checkpoint::Format::kFull);
   EXPECT_EQ(o.precision, Precision::kBf16);
 }
 
@@ -251,10 +251,10 @@ TEST(TrainOptionsFromFlagsTest, TestHookFlagsStillParse) {
   SetFlag("test_kill_rank", "1,0");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
-  EXPECT_EQ(o.ckpt_test_pause_ms, 250);
-  EXPECT_TRUE(o.dropout_test_default_generator);
-  EXPECT_EQ(o.test_kill_at, "forward:3,save:5");
-  EXPECT_EQ(o.test_kill_rank, "1,0");
+  EXPECT_EQ(o.test_hooks.ckpt_test_pause_ms, 250);
+  EXPECT_TRUE(o.test_hooks.dropout_test_default_generator);
+  EXPECT_EQ(o.test_hooks.test_kill_at, "forward:3,save:5");
+  EXPECT_EQ(o.test_hooks.test_kill_rank, "1,0");
 }
 
 TEST(TrainFlagsSummaryTest, ListsEveryTrainFlagWithItsValue) {

@@ -260,15 +260,15 @@ absl::Status BuildDataAndOutput(const TrainOptions& o, Run* run) {
 // The test faults' options (launch/train/test_faults.h).
 TestFaultOptions TestFaultOptionsOf(const TrainOptions& o, const Run& run) {
   TestFaultOptions k;
-  k.at = o.test_kill_at;
-  k.ranks = o.test_kill_rank;
-  k.save_pause_ms = o.ckpt_test_pause_ms;
+  k.at = o.test_hooks.test_kill_at;
+  k.ranks = o.test_hooks.test_kill_rank;
+  k.save_pause_ms = o.test_hooks.ckpt_test_pause_ms;
   k.restart_round = o.restart_count;
   k.rank = run.rank;
   k.world_size = run.world_size;
-  k.save_every = o.save_every;
-  k.async_save = o.async_save;
-  k.ckpt_format = o.ckpt_format;
+  k.save_every = o.checkpoint.save_every;
+  k.async_save = o.checkpoint.async_save;
+  k.ckpt_format = o.checkpoint.format;
   return k;
 }
 
@@ -477,7 +477,7 @@ absl::StatusOr<double> TrainStep(const TrainOptions& o, Run& run, int64_t step,
     for (int64_t i = 0; i < micro; ++i) {
       dropout->sample_ids.push_back(first_sample + m + i);
     }
-    if (!o.dropout_test_default_generator) {
+    if (!o.test_hooks.dropout_test_default_generator) {
       run.model->SetDropoutContext(std::move(dropout));
     }
     STRATA_ASSIGN_OR_RETURN(

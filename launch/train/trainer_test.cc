@@ -67,7 +67,7 @@ TrainOptions SmallRun(const std::string& output_name, int64_t steps) {
 // for a build outside a git checkout — CI builds a fresh clone).
 TEST(TrainTest, CheckpointMetaCarriesTheStampedGitCommit) {
   TrainOptions options = SmallRun("git_hash", 2);
-  options.save_every = 1;
+  options.checkpoint.save_every = 1;
   ASSERT_THAT(Train(options), IsOk());
   auto md = checkpoint::ReadMetadataFile(options.output_dir +
                                          "/checkpoints/step_00000001");
@@ -361,11 +361,11 @@ TEST(TrainTest, ResumeWithAnotherOptimizerNamesBoth) {
   TrainOptions o = SmallRun("resume_other_optimizer", 2);
   o.optimizer = strategies::OptimizerKind::kSgd;
   o.momentum = 0.9;
-  o.save_every = 2;
+  o.checkpoint.save_every = 2;
   ASSERT_THAT(Train(o), IsOk());
   const std::string step2 = o.output_dir + "/checkpoints/step_00000002";
   TrainOptions adamw = SmallRun("resume_other_optimizer_b", 4);
-  adamw.resume = step2;
+  adamw.checkpoint.resume = step2;
   EXPECT_THAT(ErrorOf(adamw),
               HasSubstr(absl::StrCat(
                   "--resume=", step2, ": checkpoint '", step2,
@@ -374,7 +374,7 @@ TEST(TrainTest, ResumeWithAnotherOptimizerNamesBoth) {
                   "strategy's optimizer is 'adamw'")));
   TrainOptions plain = SmallRun("resume_other_optimizer_c", 4);
   plain.optimizer = strategies::OptimizerKind::kSgd;
-  plain.resume = step2;
+  plain.checkpoint.resume = step2;
   EXPECT_THAT(ErrorOf(plain),
               HasSubstr("'sgd_momentum' (SGD with momentum), but the "
                         "strategy's optimizer is 'sgd' (SGD without "
@@ -447,7 +447,7 @@ using ::strata::testing::TorchrunEnv;
 TEST(TrainTest, BadCheckpointFlagsNameTheFlag) {
   // An unknown --ckpt_format: option_kinds_test (it is an enum now).
   TrainOptions o = SmallRun("bad_ckpt_flags", 2);
-  o.keep_last = -1;
+  o.checkpoint.keep_last = -1;
   EXPECT_THAT(ErrorOf(o), HasSubstr("--keep_last must be >= 0"));
 }
 
@@ -455,7 +455,7 @@ TEST(TrainTest, BadCheckpointFlagsNameTheFlag) {
 // yet, so it starts at step 0 (with a warning) and trains every step.
 TEST(TrainTest, ResumeAutoWithoutACheckpointStartsFromScratch) {
   TrainOptions o = SmallRun("resume_nothing", 2);
-  o.resume = "auto";
+  o.checkpoint.resume = "auto";
   auto result = Train(o);
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(result->steps, 2);
@@ -463,7 +463,7 @@ TEST(TrainTest, ResumeAutoWithoutACheckpointStartsFromScratch) {
 
 TEST(TrainTest, ResumeFromAMissingPathIsAnError) {
   TrainOptions o = SmallRun("resume_missing", 2);
-  o.resume = o.output_dir + "/no_such_checkpoint";
+  o.checkpoint.resume = o.output_dir + "/no_such_checkpoint";
   EXPECT_THAT(ErrorOf(o), HasSubstr("no_such_checkpoint' is not a Strata "
                                     "checkpoint"));
 }
