@@ -52,7 +52,7 @@
 #include "launch/plan/step_work.h"
 #include "models/config.h"
 
-// The shape of a model no config names: with --layers > 0 these replace
+// The shape of a model no config names: with any of them set they replace
 // --model (which must then stay at its default); --seq_len is its context.
 DEFINE_string(family, "llama", "Shape flags: gpt or llama.");
 DEFINE_int64(layers, 0, "Shape flags: transformer blocks.");
@@ -145,8 +145,8 @@ bool ShapeFlagsGiven() {
 }
 
 // The model: --model (as train reads it: a config name or a Hugging Face
-// config.json), or the shape flags with --seq_len as its context; then
-// --vocab_size and --loss_chunk_tokens as train applies them.
+// config.json), or the shape flags with --seq_len as its context
+// (PlanInputOf applies --vocab_size and --loss_chunk_tokens, as for train).
 absl::StatusOr<models::ModelConfig> ModelFromFlags(const TrainOptions& o) {
   models::ModelConfig m;
   if (!ShapeFlagsGiven()) {
@@ -195,8 +195,6 @@ absl::StatusOr<models::ModelConfig> ModelFromFlags(const TrainOptions& o) {
     m.seq_len = o.seq_len;
     m.tie_embeddings = FLAGS_family == "gpt" || FLAGS_tie_embeddings;
   }
-  if (o.vocab_size > 0) m.vocab_size = o.vocab_size;
-  m.loss_chunk_tokens = o.loss_chunk_tokens;
   return m;
 }
 

@@ -20,8 +20,6 @@ namespace strata::launch {
 absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o, int world_size) {
   absl::StatusOr<models::ModelConfig> model = ModelConfigOf(o.model);
   if (!model.ok()) return model.status();
-  if (o.vocab_size > 0) model->vocab_size = o.vocab_size;
-  model->loss_chunk_tokens = o.loss_chunk_tokens;
   absl::StatusOr<at::Device> device = ResolveDevice(o);
   if (!device.ok()) return device.status();
   return PlanInputOf(o, *model, world_size, device->is_cuda());
@@ -46,6 +44,8 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o,
   }
   PlanInput in;
   in.model = model;
+  if (o.vocab_size > 0) in.model.vocab_size = o.vocab_size;
+  in.model.loss_chunk_tokens = o.loss_chunk_tokens;
   in.world_size = world_size;
   in.strategy = strategies::StrategyKindName(o.strategy);
   in.fsdp_sharding = o.fsdp_sharding;

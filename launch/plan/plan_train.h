@@ -26,8 +26,8 @@ namespace strata::launch {
 absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& options,
                                       int world_size);
 
-// As above for a given model config (`options.model` is not read; nor are
-// --vocab_size and --loss_chunk_tokens folded in unless the caller did) and
+// As above for a given model config (`options.model` is not read;
+// --vocab_size and --loss_chunk_tokens are applied to it, as above) and
 // for a run on CUDA devices (`cuda`) or on the CPU, wherever it will run
 // (strata_plan plans other machines than its own).
 absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& options,
