@@ -128,8 +128,22 @@ absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<TorchFileReader>> TorchFileReader::Open(
     const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZipReader> zip,
+                          ZipReader::Open(path));
+  return Parse(std::move(zip));
+}
+
+absl::StatusOr<std::unique_ptr<TorchFileReader>> TorchFileReader::OpenRange(
+    const std::string& path, int64_t offset, int64_t size) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<ZipReader> zip,
+                          ZipReader::OpenRange(path, offset, size));
+  return Parse(std::move(zip));
+}
+
+absl::StatusOr<std::unique_ptr<TorchFileReader>> TorchFileReader::Parse(
+    std::unique_ptr<ZipReader> zip_reader) {
   std::unique_ptr<TorchFileReader> reader(new TorchFileReader());
-  STRATA_ASSIGN_OR_RETURN(reader->zip_, ZipReader::Open(path));
+  reader->zip_ = std::move(zip_reader);
   const ZipReader& zip = *reader->zip_;
   auto& lazy = reader->lazy_;
   STRATA_ASSIGN_OR_RETURN(
@@ -167,6 +181,21 @@ absl::StatusOr<at::Tensor> TorchFileReader::Materialize(
                           ReadStorage(*zip_, *s.record, s.dtype, s.numel));
   return storage.as_strided(tensor.sizes(), tensor.strides(),
                             tensor.storage_offset());
+}
+
+absl::Status TorchFileReader::ReadStoragePart(const at::Tensor& tensor,
+                                              int64_t byte_offset, int64_t size,
+                                              void* out) const {
+  if (!tensor.defined() || !tensor.is_meta()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        zip_->path(), ": reading part of a tensor that is not lazy"));
+  }
+  auto it = lazy_.find(tensor.storage().unsafeGetStorageImpl());
+  if (it == lazy_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        zip_->path(), ": a meta tensor that is not one of the file's"));
+  }
+  return zip_->ReadPart(*it->second.record, byte_offset, size, out);
 }
 
 absl::Status TorchFileReader::VerifyAllRecords() const {

@@ -52,6 +52,11 @@ class TorchFileReader {
   static absl::StatusOr<std::unique_ptr<TorchFileReader>> Open(
       const std::string& path);
   static constexpr int64_t kEagerBytes = 16;
+  // As Open, for an archive that is the `size` bytes at `offset` of `path`
+  // (ZipReader::OpenRange): one item of a torch.distributed.checkpoint
+  // .distcp file.
+  static absl::StatusOr<std::unique_ptr<TorchFileReader>> OpenRange(
+      const std::string& path, int64_t offset, int64_t size);
 
   // The object. Its tensors have their dtype, shape, strides and storage
   // offset; those whose storage was not read at Open are on the meta device
@@ -63,6 +68,12 @@ class TorchFileReader {
   // a tensor not from this file (InvalidArgument), a record that fails its
   // CRC-32 (DataLoss), I/O.
   absl::StatusOr<at::Tensor> Materialize(const at::Tensor& tensor) const;
+  // Reads bytes [byte_offset, byte_offset + size) of the storage record of
+  // `tensor` (a lazy one: on the meta device) into `out`, unverified: the
+  // record's CRC-32 covers it whole (ZipReader::ReadPart). For a reader that
+  // needs a small part of a large tensor.
+  absl::Status ReadStoragePart(const at::Tensor& tensor, int64_t byte_offset,
+                               int64_t size, void* out) const;
   // Verifies the CRC-32 of every record of the archive (streaming).
   absl::Status VerifyAllRecords() const;
   // The size of the data.pkl record (the pickle).
@@ -76,6 +87,8 @@ class TorchFileReader {
     int64_t numel = 0;
   };
   TorchFileReader() = default;
+  static absl::StatusOr<std::unique_ptr<TorchFileReader>> Parse(
+      std::unique_ptr<ZipReader> zip);
 
   std::unique_ptr<ZipReader> zip_;
   c10::IValue value_;

@@ -83,13 +83,17 @@ uint32_t Crc32(const void* data, size_t size, uint32_t crc) {
 
 ZipReader::~ZipReader() { close(fd_); }
 
+absl::Status ZipReader::Pread(void* out, int64_t size, int64_t offset) const {
+  return PreadAll(fd_, file_path_, out, size, base_ + offset);
+}
+
 absl::Status ZipReader::Corrupt(absl::string_view what) const {
   return absl::DataLossError(absl::StrCat(
       path_, ": not a valid PyTorch zip file (corrupted?): ", what));
 }
 
-absl::StatusOr<std::unique_ptr<ZipReader>> ZipReader::Open(
-    const std::string& path) {
+absl::StatusOr<std::unique_ptr<ZipReader>> ZipReader::OpenImpl(
+    const std::string& path, int64_t offset, int64_t range_size) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -105,9 +109,47 @@ absl::StatusOr<std::unique_ptr<ZipReader>> ZipReader::Open(
         path, S_ISDIR(info.st_mode) ? ": is a directory, not a PyTorch file"
                                     : ": is not a regular file"));
   }
-  std::unique_ptr<ZipReader> reader(new ZipReader(path, fd, info.st_size));
+  if (range_size >= 0 && (offset < 0 || offset > info.st_size ||
+                          range_size > info.st_size - offset)) {
+    close(fd);
+    return absl::DataLossError(absl::StrCat(
+        path, ": bytes [", offset, ", ", offset, " + ", range_size,
+        ") lie outside the file of ", info.st_size,
+        " bytes (truncated, or the index pointing here is corrupted?)"));
+  }
+  std::unique_ptr<ZipReader> reader(
+      range_size < 0
+          ? new ZipReader(path, path, fd, 0, info.st_size)
+          : new ZipReader(absl::StrCat(path, " (bytes ", offset, "..",
+                                       offset + range_size, ")"),
+                          path, fd, offset, range_size));
   STRATA_RETURN_IF_ERROR(reader->Parse());
   return reader;
+}
+
+absl::StatusOr<std::unique_ptr<ZipReader>> ZipReader::Open(
+    const std::string& path) {
+  return OpenImpl(path, 0, -1);
+}
+
+absl::StatusOr<std::unique_ptr<ZipReader>> ZipReader::OpenRange(
+    const std::string& path, int64_t offset, int64_t size) {
+  if (size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": negative archive size ", size));
+  }
+  return OpenImpl(path, offset, size);
+}
+
+absl::Status ZipReader::ReadPart(const Entry& entry, int64_t offset,
+                                 int64_t size, void* out) const {
+  if (offset < 0 || size < 0 || offset > entry.size ||
+      size > entry.size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": bytes [", offset, ", +", size, ") are outside entry '",
+        EscapeBytes(entry.name), "' of ", entry.size, " bytes"));
+  }
+  return Pread(out, size, entry.data_offset + offset);
 }
 
 absl::Status ZipReader::Parse() {
@@ -117,7 +159,7 @@ absl::Status ZipReader::Parse() {
       std::min<int64_t>(file_size_, kEndSize + 0xFFFF + kLocator64Size);
   std::string tail(tail_size, '\0');
   STRATA_RETURN_IF_ERROR(
-      PreadAll(fd_, path_, tail.data(), tail.size(), file_size_ - tail_size));
+      Pread(tail.data(), tail.size(), file_size_ - tail_size));
   int64_t end_at = -1;  // In `tail`.
   for (int64_t i = tail_size - static_cast<int64_t>(kEndSize); i >= 0; --i) {
     if (U32(tail, i) == kEndSignature &&
@@ -150,8 +192,7 @@ absl::Status ZipReader::Parse() {
       return Corrupt("the zip64 locator does not point right before itself");
     }
     std::string end64(kEnd64Size, '\0');
-    STRATA_RETURN_IF_ERROR(
-        PreadAll(fd_, path_, end64.data(), end64.size(), end64_offset));
+    STRATA_RETURN_IF_ERROR(Pread(end64.data(), end64.size(), end64_offset));
     if (U32(end64, 0) != kEnd64Signature || U64(end64, 4) != kEnd64Size - 12) {
       return Corrupt("bad zip64 end of central directory record");
     }
@@ -184,8 +225,8 @@ absl::Status ZipReader::Parse() {
                                 " bytes cannot hold ", count, " entries"));
   }
   std::string central(central_size, '\0');
-  STRATA_RETURN_IF_ERROR(PreadAll(fd_, path_, central.data(), central.size(),
-                                  static_cast<int64_t>(central_offset)));
+  STRATA_RETURN_IF_ERROR(Pread(central.data(), central.size(),
+                               static_cast<int64_t>(central_offset)));
   size_t pos = 0;
   for (uint64_t i = 0; i < count; ++i) {
     STRATA_RETURN_IF_ERROR(
@@ -280,8 +321,7 @@ absl::Status ZipReader::CheckLocal(Entry& entry, int64_t local_offset,
         absl::StrCat("entry ", quoted, "'s local header lies past the end"));
   }
   std::string header(kLocalSize, '\0');
-  STRATA_RETURN_IF_ERROR(
-      PreadAll(fd_, path_, header.data(), header.size(), local_offset));
+  STRATA_RETURN_IF_ERROR(Pread(header.data(), header.size(), local_offset));
   const size_t name_size = U16(header, 26);
   const size_t extra_size = U16(header, 28);
   if (U32(header, 0) != kLocalSignature || U16(header, 6) != central_flags ||
@@ -293,8 +333,8 @@ absl::Status ZipReader::CheckLocal(Entry& entry, int64_t local_offset,
                      "'s local header disagrees with the central directory"));
   }
   std::string names(name_size + extra_size, '\0');
-  STRATA_RETURN_IF_ERROR(PreadAll(fd_, path_, names.data(), names.size(),
-                                  local_offset + kLocalSize));
+  STRATA_RETURN_IF_ERROR(
+      Pread(names.data(), names.size(), local_offset + kLocalSize));
   if (names.compare(0, name_size, entry.name) != 0) {
     return Corrupt(
         absl::StrCat("entry ", quoted, "'s local header names another entry"));
@@ -335,7 +375,7 @@ absl::Status ZipReader::CheckLocal(Entry& entry, int64_t local_offset,
         absl::StrCat("entry ", quoted, "'s data descriptor lies past the end"));
   }
   std::string d(descriptor_size, '\0');
-  STRATA_RETURN_IF_ERROR(PreadAll(fd_, path_, d.data(), d.size(), *end));
+  STRATA_RETURN_IF_ERROR(Pread(d.data(), d.size(), *end));
   const bool matches = U32(d, 0) == kDescriptorSignature &&
                        U32(d, 4) == entry.crc32 &&
                        (zip64 ? U64(d, 8) == want && U64(d, 16) == want
@@ -355,8 +395,7 @@ const ZipReader::Entry* ZipReader::Find(absl::string_view name) const {
 }
 
 absl::Status ZipReader::Read(const Entry& entry, void* out) const {
-  STRATA_RETURN_IF_ERROR(
-      PreadAll(fd_, path_, out, entry.size, entry.data_offset));
+  STRATA_RETURN_IF_ERROR(Pread(out, entry.size, entry.data_offset));
   const uint32_t crc = Crc32(out, entry.size);
   if (crc != entry.crc32) {
     return absl::DataLossError(absl::StrFormat(
@@ -379,8 +418,7 @@ absl::Status ZipReader::VerifyAll() const {
     uint32_t crc = 0;
     for (int64_t done = 0; done < entry.size;) {
       const int64_t n = std::min<int64_t>(entry.size - done, buffer.size());
-      STRATA_RETURN_IF_ERROR(
-          PreadAll(fd_, path_, buffer.data(), n, entry.data_offset + done));
+      STRATA_RETURN_IF_ERROR(Pread(buffer.data(), n, entry.data_offset + done));
       crc = Crc32(buffer.data(), n, crc);
       done += n;
     }

@@ -46,11 +46,19 @@ class ZipReader {
   // malformed or inconsistent container (saying which record and field).
   static absl::StatusOr<std::unique_ptr<ZipReader>> Open(
       const std::string& path);
+  // As Open, for an archive that is the `size` bytes at `offset` of `path`
+  // (e.g. one item of a torch.distributed.checkpoint .distcp file, each a
+  // whole torch.save archive). Entry offsets are relative to the archive;
+  // path() names the file and the byte range. A range outside the file is
+  // DataLoss.
+  static absl::StatusOr<std::unique_ptr<ZipReader>> OpenRange(
+      const std::string& path, int64_t offset, int64_t size);
   ~ZipReader();
   ZipReader(const ZipReader&) = delete;
   ZipReader& operator=(const ZipReader&) = delete;
 
   const std::string& path() const { return path_; }
+  // The archive's size (the range's for OpenRange).
   int64_t file_size() const { return file_size_; }
   // In central-directory order.
   const std::vector<Entry>& entries() const { return entries_; }
@@ -61,6 +69,12 @@ class ZipReader {
   // entry.size bytes, and verifies its CRC-32 (DataLoss naming the file and
   // entry on a mismatch). Thread-safe (pread).
   absl::Status Read(const Entry& entry, void* out) const;
+  // Reads bytes [offset, offset + size) of entry `entry` into `out`,
+  // without verifying anything: the CRC-32 covers the whole entry only. For
+  // readers that need a part of a large entry and check it otherwise (or
+  // accept that they cannot). InvalidArgument for a range outside the entry.
+  absl::Status ReadPart(const Entry& entry, int64_t offset, int64_t size,
+                        void* out) const;
   // The whole entry as a string, verified.
   absl::StatusOr<std::string> ReadString(const Entry& entry) const;
   // Verifies the CRC-32 of every entry, streaming each through a small
@@ -68,8 +82,17 @@ class ZipReader {
   absl::Status VerifyAll() const;
 
  private:
-  ZipReader(std::string path, int fd, int64_t file_size)
-      : path_(std::move(path)), fd_(fd), file_size_(file_size) {}
+  ZipReader(std::string path, std::string file_path, int fd, int64_t base,
+            int64_t file_size)
+      : path_(std::move(path)),
+        file_path_(std::move(file_path)),
+        fd_(fd),
+        base_(base),
+        file_size_(file_size) {}
+  static absl::StatusOr<std::unique_ptr<ZipReader>> OpenImpl(
+      const std::string& path, int64_t offset, int64_t range_size);
+  // Reads `size` bytes at `offset` of the archive.
+  absl::Status Pread(void* out, int64_t size, int64_t offset) const;
   absl::Status Parse();
   absl::Status ParseEntry(absl::string_view central, size_t* pos,
                           int64_t central_start);
@@ -77,8 +100,10 @@ class ZipReader {
                           uint16_t central_flags, int64_t* end);
   absl::Status Corrupt(absl::string_view what) const;
 
-  const std::string path_;
+  const std::string path_;       // The file, and the range if not whole.
+  const std::string file_path_;  // The file.
   const int fd_;
+  const int64_t base_;  // Where the archive starts in the file.
   const int64_t file_size_;
   std::vector<Entry> entries_;
   std::map<std::string, size_t, std::less<>> index_;

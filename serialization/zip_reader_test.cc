@@ -176,5 +176,37 @@ TEST(TorchFileReaderTest, AForeignMetaTensorIsAnError) {
                        HasSubstr("not one of the file's")));
 }
 
+// An archive inside a larger file (a torch.distributed.checkpoint item):
+// OpenRange reads it where it lies, ReadPart reads part of an entry, and a
+// range past the file's end is DataLoss.
+TEST(ZipReaderTest, OpensAnArchiveAtAByteRangeOfAFile) {
+  const std::string archive = ReadBytes(WriteSample("range_sample.pt"));
+  const std::string path = TempPath("range_container");
+  WriteBytes(path, std::string(100, 'a') + archive + std::string(7, 'b'));
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ZipReader> zip,
+                       ZipReader::OpenRange(path, 100, archive.size()));
+  EXPECT_THAT(zip->path(), HasSubstr("(bytes 100.."));
+  EXPECT_THAT(zip->VerifyAll(), IsOk());
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<TorchFileReader> reader,
+                       TorchFileReader::OpenRange(path, 100, archive.size()));
+  const at::Tensor lazy = reader->value().toGenericDict().at("w").toTensor();
+  ASSERT_OK_AND_ASSIGN(const at::Tensor w, reader->Materialize(lazy));
+  EXPECT_TRUE(at::equal(w, at::arange(6, at::kFloat).reshape({2, 3})));
+  float part[2] = {0, 0};
+  ASSERT_THAT(
+      reader->ReadStoragePart(lazy, 3 * sizeof(float), sizeof(part), part),
+      IsOk());
+  EXPECT_EQ(part[0], 3.0f);
+  EXPECT_EQ(part[1], 4.0f);
+  EXPECT_THAT(
+      reader->ReadStoragePart(lazy, 5 * sizeof(float), sizeof(part), part),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside entry")));
+  // Off by one byte, the archive is not found; past the end, DataLoss.
+  EXPECT_FALSE(ZipReader::OpenRange(path, 101, archive.size()).ok());
+  EXPECT_THAT(
+      ZipReader::OpenRange(path, 100, archive.size() + 8).status(),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("outside the file")));
+}
+
 }  // namespace
 }  // namespace strata::serialization
