@@ -10,6 +10,8 @@
 #include "base/sharded_tensor.h"
 #include "base/status.h"
 #include "checkpoint/contents.h"
+#include "checkpoint/dcp/load.h"
+#include "checkpoint/dcp/metadata.h"
 #include "checkpoint/full.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
@@ -75,6 +77,9 @@ absl::Status LoadModelWeights(const std::string& path,
   const TensorState live = WholeTensorState(parameters);
   if (models::IsHfCheckpoint(path)) {
     return LoadHfState(path, config, live, /*group=*/nullptr);
+  }
+  if (dcp::IsDcpCheckpoint(path)) {
+    return dcp::LoadModel(path, live, /*group=*/nullptr);
   }
   ReadOptions read;
   read.load_optimizer = false;

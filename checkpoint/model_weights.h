@@ -40,7 +40,9 @@ absl::Status LoadHfState(const std::string& path,
 // the model's registration order; the model is `config` — the model
 // weights at `path`, strictly: a Strata full checkpoint or a PyTorch state
 // dict file, a sharded checkpoint directory, a local checkpoint directory
-// written by one process, or Hugging Face weights (models::IsHfCheckpoint)
+// written by one process, a PyTorch torch.distributed.checkpoint (DCP)
+// directory (checkpoint/dcp/load.h: the model's keys at the top level or
+// under "model."), or Hugging Face weights (models::IsHfCheckpoint)
 // converted for `config`. The optimizer state and the rest of the
 // checkpoint are not read. One process; may be called from any thread that
 // owns the parameters. Errors name the path and the key (missing,

@@ -19,6 +19,8 @@
 #include "base/file_io.h"
 #include "base/status.h"
 #include "base/trace.h"
+#include "checkpoint/dcp/load.h"
+#include "checkpoint/dcp/metadata.h"
 #include "checkpoint/full.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
@@ -227,6 +229,30 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
   read.load_optimizer = options.load_optimizer;
   std::error_code ec;
   absl::StatusOr<Contents> contents;
+  if (dcp::IsDcpCheckpoint(path)) {
+    // torch.distributed.checkpoint: model weights only, so far.
+    if (options.load_optimizer) {
+      return comm::AgreeOnStatus(
+          group,
+          absl::UnimplementedError(absl::StrCat(
+              "'", path,
+              "' is a PyTorch torch.distributed.checkpoint (DCP) directory: "
+              "Strata loads its model weights (--load_weights=",
+              path,
+              ") but not yet its optimizer state; resume it with "
+              "--load_weights, which starts a fresh optimizer")));
+    }
+    if (!options.strict || !options.revise_keys.empty()) {
+      return comm::AgreeOnStatus(
+          group, absl::InvalidArgumentError(absl::StrCat(
+                     "'", path,
+                     "': a DCP checkpoint loads strictly and without "
+                     "revise_keys")));
+    }
+    STRATA_RETURN_IF_ERROR(dcp::LoadModel(path, live, group));
+    STRATA_RETURN_IF_ERROR(strategy.AfterStateLoaded());
+    return Contents();
+  }
   if (std::filesystem::is_directory(path, ec)) {
     // Every rank reads the metadata to pick the loader; a failure there is
     // the same on every rank (same file), so no rank enters a collective

@@ -132,7 +132,10 @@ absl::Status SaveCheckpoint(const std::string& path,
 // Loading the optimizer from a checkpoint of another optimizer (its
 // meta.optimizer against the strategy's OptimizerStateName: another kind,
 // or SGD with momentum against SGD without) is an error naming the
-// checkpoint and both optimizers, before anything is loaded.
+// checkpoint and both optimizers, before anything is loaded. A PyTorch
+// torch.distributed.checkpoint (DCP) directory loads its model weights
+// only (checkpoint/dcp/load.h; strict, no revise_keys) and returns empty
+// contents (step 0); with `load_optimizer` it is Unimplemented, saying so.
 absl::StatusOr<Contents> LoadCheckpoint(
     const std::string& path, strategies::Strategy& strategy, comm::Group* group,
     const LoadOptions& options = LoadOptions());

@@ -10,11 +10,11 @@ dcp.save, for checkpoint/dcp's interop tests.
                                      tensors whole (torch.save);
                                      DIR/{versioned,transformed,escaping}:
                                      its .metadata altered
-  dcp_save.py weights IN DIR LAYOUT  the tensors of IN (a torch.save'd dict of
+  dcp_save.py weights IN DIR         the tensors of IN (a torch.save'd dict of
                                      a Strata model's parameters) saved by 2
-                                     Gloo ranks, each tensor sharded on dim 0,
-                                     as {"model": ..., "optim": ...}
-                                     (LAYOUT nested) or flat (LAYOUT flat)
+                                     Gloo ranks, each tensor sharded on dim 0:
+                                     DIR/nested as {"model": ..., "optim":
+                                     ...}, DIR/flat as they are
 
 Runs on the CPU (Gloo); PyTorch 2.6 is the version the tests expect.
 """
@@ -112,16 +112,15 @@ def save_reference(mesh, out):
     dcp.save(state, checkpoint_id=os.path.join(out, "dcp"))
 
 
-def save_weights(mesh, src, out, layout):
+def save_weights(mesh, src, out):
     tensors = torch.load(src, weights_only=True)
     model = {k: shard(v, mesh, Shard(0) if v.dim() else Replicate())
              for k, v in tensors.items()}
-    if layout == "nested":
-        state = {"model": model,
-                 "optim": {"param_groups": [{"lr": 0.001, "params": list(model)}]}}
-    else:
-        state = model
-    dcp.save(state, checkpoint_id=out)
+    nested = {"model": model,
+              "optim": {"param_groups": [{"lr": 0.001,
+                                          "params": list(model)}]}}
+    dcp.save(nested, checkpoint_id=os.path.join(out, "nested"))
+    dcp.save(model, checkpoint_id=os.path.join(out, "flat"))
 
 
 def write_altered_metadata(out):
@@ -155,9 +154,7 @@ def main():
         spawn(out, save_reference, out)
         write_altered_metadata(out)
     elif mode == "weights":
-        out = sys.argv[3]
-        spawn(os.path.dirname(os.path.abspath(out)), save_weights,
-              sys.argv[2], out, sys.argv[4])
+        spawn(sys.argv[3], save_weights, sys.argv[2], sys.argv[3])
     else:
         sys.exit(f"unknown mode {mode}")
 
