@@ -2,7 +2,8 @@
 // against DCP directories PyTorch 2.6's dcp.save wrote (testdata/
 // dcp_save.py, 2 Gloo ranks, every parameter sharded on dim 0) from a
 // Strata llama-tiny's parameters (Meta's names, as torchtitan's): in the
-// {"model": ..., "optim": ...} layout and flat, loaded whole and as
+// {"model": ..., "optim": ...} layout (with AdamW-like moments under
+// "optim.state.<name>", not read) and flat, loaded whole and as
 // FSDP-like element ranges, byte-identical; and every refusal, naming the
 // key, with the model unchanged. Skipped (counted so) under a PyTorch
 // older than 2.4.

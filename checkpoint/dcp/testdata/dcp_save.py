@@ -14,7 +14,9 @@ dcp.save, for checkpoint/dcp's interop tests.
                                      a Strata model's parameters) saved by 2
                                      Gloo ranks, each tensor sharded on dim 0:
                                      DIR/nested as {"model": ..., "optim":
-                                     ...}, DIR/flat as they are
+                                     {"state": AdamW-like moments by name,
+                                     "param_groups": ...}} (get_state_dict's
+                                     layout), DIR/flat as they are
 
 Runs on the CPU (Gloo); PyTorch 2.6 is the version the tests expect.
 """
@@ -116,8 +118,16 @@ def save_weights(mesh, src, out):
     tensors = torch.load(src, weights_only=True)
     model = {k: shard(v, mesh, Shard(0) if v.dim() else Replicate())
              for k, v in tensors.items()}
+    # get_state_dict's optimizer layout: state by parameter name (AdamW's
+    # moments sharded as the parameters, a replicated step), param groups.
+    optim_state = {
+        k: {"exp_avg": shard(v.mul(0.5), mesh, Shard(0)),
+            "exp_avg_sq": shard(v.mul(v), mesh, Shard(0)),
+            "step": torch.tensor(3.0)}
+        for k, v in tensors.items() if v.dim()}
     nested = {"model": model,
-              "optim": {"param_groups": [{"lr": 0.001,
+              "optim": {"state": optim_state,
+                        "param_groups": [{"lr": 0.001,
                                           "params": list(model)}]}}
     dcp.save(nested, checkpoint_id=os.path.join(out, "nested"))
     dcp.save(model, checkpoint_id=os.path.join(out, "flat"))
