@@ -1,0 +1,171 @@
+// PyTorch torch.distributed.checkpoint (DCP) directories through the
+// binaries, in fresh processes: weights that PyTorch's own dcp.save wrote at
+// 2 Gloo ranks (checkpoint/dcp/testdata/dcp_save.py) start a `train` run
+// (--load_weights) and feed `strata_generate` exactly as the same weights in
+// a plain state dict do; --resume of a DCP directory is refused naming
+// --load_weights. Needs PyTorch >= 2.4 (DTensor, dcp.save): skipped, and
+// counted as skipped, on older versions.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "base/testing/subprocess.h"
+#include "launch/testing/run_output.h"
+#include "serialization/testing/python_runner.h"
+
+namespace strata::launch {
+namespace {
+
+using ::strata::launch::testing::MetricsColumn;
+using ::strata::launch::testing::ReadFile;
+using ::strata::launch::testing::TempDir;
+using ::strata::testing::RunfilePath;
+using ::strata::testing::RunResult;
+using ::testing::HasSubstr;
+
+// checkpoint/dcp/testdata/dcp_save.py with `args`, its output in a log.
+absl::Status Python(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {
+      RunfilePath("checkpoint/dcp/testdata/dcp_save.py")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return serialization::testing::RunPython(argv, TempDir("dcp_save.log"));
+}
+
+// Empty when Python's torch can write DCP directories, else why not.
+std::string WhyNoDcpSave() {
+  const std::string out = TempDir("torch_version.txt");
+  if (absl::Status s = Python({"version", out}); !s.ok()) {
+    return "python3 with torch failed: " + std::string(s.message());
+  }
+  const std::string version = ReadFile(out);
+  const std::vector<std::string> parts = absl::StrSplit(version, '.');
+  int major = 0, minor = 0;
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
+      !absl::SimpleAtoi(parts[1], &minor)) {
+    return "unreadable torch version '" + version + "'";
+  }
+  if (major < 2 || (major == 2 && minor < 4)) {
+    return "needs PyTorch >= 2.4 (DTensor, dcp.save); found " + version;
+  }
+  return "";
+}
+
+// gpt-tiny for `steps` steps, one metrics line per step.
+RunResult Train(const std::string& out, int steps,
+                std::vector<std::string> more) {
+  std::vector<std::string> args = {RunfilePath("launch/train/train"),
+                                   "--model=gpt-tiny",
+                                   absl::StrCat("--steps=", steps),
+                                   "--warmup_steps=1",
+                                   "--seq_len=32",
+                                   "--markov_tokens=20000",
+                                   "--global_batch=4",
+                                   "--micro_batch=2",
+                                   "--log_interval=1",
+                                   "--eval_interval=0",
+                                   "--lr=1e-3",
+                                   absl::StrCat("--output_dir=", out)};
+  args.insert(args.end(), more.begin(), more.end());
+  return ::strata::testing::Run(args, {}, absl::Seconds(180));
+}
+
+class DcpWeightsTest : public ::testing::Test {
+ protected:
+  // One trained model's weights, as Strata's model.pt (a state dict) and as
+  // PyTorch's dcp.save wrote them at 2 ranks, each tensor sharded on dim 0:
+  // <dcp>/flat (the model's keys) and <dcp>/nested ({"model": ...,
+  // "optim": ...}, get_state_dict's layout).
+  static void SetUpTestSuite() {
+    skip_ = new std::string(WhyNoDcpSave());
+    if (!skip_->empty()) return;
+    const std::string trained = TempDir("dcp_trained");
+    RunResult r = Train(trained, 4, {});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    weights_ = new std::string(trained + "/model.pt");
+    dcp_ = new std::string(TempDir("dcp_weights"));
+    const absl::Status saved = Python({"weights", *weights_, *dcp_});
+    ASSERT_TRUE(saved.ok()) << saved;
+  }
+
+  void SetUp() override {
+    if (!skip_->empty()) GTEST_SKIP() << *skip_;
+    ASSERT_NE(dcp_, nullptr) << "the suite's set-up failed";
+  }
+
+  static std::string* skip_;
+  static std::string* weights_;
+  static std::string* dcp_;
+};
+
+std::string* DcpWeightsTest::skip_ = nullptr;
+std::string* DcpWeightsTest::weights_ = nullptr;
+std::string* DcpWeightsTest::dcp_ = nullptr;
+
+// The same fp32 bytes reach the model whichever file holds them, so the runs
+// are bitwise equal: 2 ranks under FSDP from both DCP layouts, and one
+// process from the flat one, against the state dict under the same setup.
+TEST_F(DcpWeightsTest, TrainLoadWeightsTrainsAsTheSameStateDict) {
+  for (const std::vector<std::string>& setup :
+       std::vector<std::vector<std::string>>{{"--nproc=2", "--strategy=fsdp"},
+                                             {}}) {
+    const std::string from_state_dict = TempDir("dcp_sd");
+    std::vector<std::string> args = setup;
+    args.push_back("--load_weights=" + *weights_);
+    RunResult r = Train(from_state_dict, 3, args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<double> want =
+        MetricsColumn(from_state_dict + "/metrics.jsonl", "loss");
+    ASSERT_EQ(want.size(), 3u);
+    for (const std::string layout : {"flat", "nested"}) {
+      if (setup.empty() && layout == std::string("nested")) continue;
+      const std::string out = TempDir(absl::StrCat("dcp_", layout));
+      args = setup;
+      args.push_back("--load_weights=" + *dcp_ + "/" + layout);
+      r = Train(out, 3, args);
+      ASSERT_EQ(r.exit_code, 0) << layout << ": " << r.err;
+      EXPECT_EQ(MetricsColumn(out + "/metrics.jsonl", "loss"), want)
+          << layout << " " << absl::StrJoin(setup, " ");
+      EXPECT_EQ(ReadFile(out + "/model.pt"),
+                ReadFile(from_state_dict + "/model.pt"))
+          << layout;
+    }
+  }
+}
+
+TEST_F(DcpWeightsTest, GenerateFromDcpMatchesTheStateDict) {
+  std::vector<std::string> outputs;
+  for (const std::string& weights :
+       {*weights_, *dcp_ + "/nested", *dcp_ + "/flat"}) {
+    RunResult r = ::strata::testing::Run(
+        {RunfilePath("launch/generate/strata_generate"), "--model=gpt-tiny",
+         "--load_weights=" + weights, "--prompt_tokens=7,8,9",
+         "--max_new_tokens=12", "--temperature=0"},
+        {}, absl::Seconds(60));
+    ASSERT_EQ(r.exit_code, 0) << weights << ": " << r.err;
+    outputs.push_back(r.out);
+  }
+  EXPECT_EQ(outputs[0].rfind("7,8,9,", 0), 0u) << outputs[0];
+  EXPECT_EQ(outputs[1], outputs[0]);
+  EXPECT_EQ(outputs[2], outputs[0]);
+}
+
+// A DCP directory holds no Strata optimizer/sampler state Strata reads yet:
+// --resume names it and says to use --load_weights.
+TEST_F(DcpWeightsTest, ResumeFromDcpIsRefusedNamingLoadWeights) {
+  const std::string dir = *dcp_ + "/nested";
+  RunResult r = Train(TempDir("dcp_resume"), 3, {"--resume=" + dir});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(dir));
+  EXPECT_THAT(r.err, HasSubstr("--load_weights"));
+}
+
+}  // namespace
+}  // namespace strata::launch
