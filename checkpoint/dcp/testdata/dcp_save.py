@@ -164,6 +164,8 @@ def main():
         spawn(out, save_reference, out)
         write_altered_metadata(out)
     elif mode == "weights":
+        # The rendezvous file lives in DIR: a missing DIR would hang it.
+        os.makedirs(sys.argv[3], exist_ok=True)
         spawn(sys.argv[3], save_weights, sys.argv[2], sys.argv[3])
     else:
         sys.exit(f"unknown mode {mode}")
