@@ -158,29 +158,30 @@ void VisitOptimizationFlags(TrainOptions& o, Visitor&& v) {
   v("lr_cos_min_ratio", &o.lr_cos_min_ratio,
     "--lr_schedule=warmup_cosine_lr: the cosine ends at this "
     "fraction of --lr (DeepSpeed's cos_min_ratio).");
-  v("optimizer", &o.optimizer,
+  v("optimizer", &o.optimizer.kind,
     "adamw (torch.optim.AdamW: decoupled weight decay), adam "
     "(torch.optim.Adam: L2 weight decay added to the gradients) or sgd "
     "(torch.optim.SGD: --momentum, --dampening, --nesterov; L2 weight "
     "decay). Every strategy shards its state as AdamW's.");
-  v("weight_decay", &o.weight_decay,
+  v("weight_decay", &o.optimizer.weight_decay,
     "Weight decay of matrices and embeddings (biases and norms get "
     "none): decoupled for adamw, L2 for adam and sgd.");
-  v("beta1", &o.beta1,
+  v("beta1", &o.optimizer.adamw.beta1,
     "--optimizer=adamw or adam: beta1 (first-moment decay).");
-  v("beta2", &o.beta2,
+  v("beta2", &o.optimizer.adamw.beta2,
     "--optimizer=adamw or adam: beta2 (second-moment decay; 0.95, "
     "the GPT convention, by default).");
-  v("eps", &o.eps, "--optimizer=adamw or adam: eps, added to the denominator.");
-  v("momentum", &o.momentum,
+  v("eps", &o.optimizer.adamw.eps,
+    "--optimizer=adamw or adam: eps, added to the denominator.");
+  v("momentum", &o.optimizer.sgd.momentum,
     "--optimizer=sgd: momentum (0: plain SGD, no momentum buffer).");
-  v("dampening", &o.dampening,
+  v("dampening", &o.optimizer.sgd.dampening,
     "--optimizer=sgd with --momentum > 0: dampening of the "
     "momentum buffer's new gradient.");
-  v("nesterov", &o.nesterov,
+  v("nesterov", &o.optimizer.sgd.nesterov,
     "--optimizer=sgd: Nesterov momentum (needs --momentum > 0 and "
     "--dampening=0).");
-  v("grad_clip", &o.grad_clip,
+  v("grad_clip", &o.optimizer.grad_clip,
     "Global gradient-norm clipping threshold; 0: off.");
 }
 

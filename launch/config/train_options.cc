@@ -26,18 +26,11 @@
 
 namespace strata::launch {
 
-// The optimizer of a run (--optimizer and its flags).
+// The optimizer of a run: --optimizer and its flags as they are, with loss
+// scaling from --precision=fp16 and the --loss_scale* flags.
 strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& o) {
-  strategies::OptimizerConfig config;
-  config.kind = o.optimizer;
-  config.weight_decay = o.weight_decay;
-  config.adamw.beta1 = o.beta1;
-  config.adamw.beta2 = o.beta2;
-  config.adamw.eps = o.eps;
-  config.sgd.momentum = o.momentum;
-  config.sgd.dampening = o.dampening;
-  config.sgd.nesterov = o.nesterov;
-  config.grad_clip = o.grad_clip;
+  strategies::OptimizerConfig config = o.optimizer;
+  config.loss_scaling.reset();
   if (o.precision == Precision::kFp16) {
     optim::LossScalerOptions& scaling = config.loss_scaling.emplace();
     const bool dynamic = o.loss_scale == 0;
@@ -146,20 +139,25 @@ namespace {
 // (strategies::ValidateOptimizerConfig, naming the flag).
 absl::Status ValidateOptimizerFlags(const TrainOptions& o) {
   const TrainOptions defaults;
-  const std::string optimizer =
-      absl::StrCat("--optimizer=", strategies::OptimizerKindName(o.optimizer));
-  const bool sgd = o.optimizer == strategies::OptimizerKind::kSgd;
+  const std::string optimizer = absl::StrCat(
+      "--optimizer=", strategies::OptimizerKindName(o.optimizer.kind));
+  const bool sgd = o.optimizer.kind == strategies::OptimizerKind::kSgd;
   const struct {
     const char* flag;
     bool set;      // Away from its default.
     bool for_sgd;  // Used by SGD (else by AdamW and Adam).
   } flags[] = {
-      {"beta1", o.beta1 != defaults.beta1, false},
-      {"beta2", o.beta2 != defaults.beta2, false},
-      {"eps", o.eps != defaults.eps, false},
-      {"momentum", o.momentum != defaults.momentum, true},
-      {"dampening", o.dampening != defaults.dampening, true},
-      {"nesterov", o.nesterov != defaults.nesterov, true},
+      {"beta1", o.optimizer.adamw.beta1 != defaults.optimizer.adamw.beta1,
+       false},
+      {"beta2", o.optimizer.adamw.beta2 != defaults.optimizer.adamw.beta2,
+       false},
+      {"eps", o.optimizer.adamw.eps != defaults.optimizer.adamw.eps, false},
+      {"momentum", o.optimizer.sgd.momentum != defaults.optimizer.sgd.momentum,
+       true},
+      {"dampening",
+       o.optimizer.sgd.dampening != defaults.optimizer.sgd.dampening, true},
+      {"nesterov", o.optimizer.sgd.nesterov != defaults.optimizer.sgd.nesterov,
+       true},
   };
   for (const auto& f : flags) {
     if (f.set && f.for_sgd != sgd) {
@@ -169,7 +167,7 @@ absl::Status ValidateOptimizerFlags(const TrainOptions& o) {
                                optimizer, " (which would ignore it)"));
     }
   }
-  if (sgd && o.dampening != 0 && o.momentum == 0) {
+  if (sgd && o.optimizer.sgd.dampening != 0 && o.optimizer.sgd.momentum == 0) {
     return FlagError("dampening",
                      "is used only with --momentum > 0 (it damps the "
                      "momentum buffer), got --momentum=0");
@@ -400,8 +398,10 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   }
   if (!(o.lr > 0))
     return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
-  if (o.weight_decay < 0) return FlagError("weight_decay", "must be >= 0");
-  if (o.grad_clip < 0) return FlagError("grad_clip", "must be >= 0 (0 = off)");
+  if (o.optimizer.weight_decay < 0)
+    return FlagError("weight_decay", "must be >= 0");
+  if (o.optimizer.grad_clip < 0)
+    return FlagError("grad_clip", "must be >= 0 (0 = off)");
   // The loss scaling flags first: OptimizerConfigOf builds the loss scaler's
   // options from them.
   STRATA_RETURN_IF_ERROR(ValidatePrecisionFlags(o));

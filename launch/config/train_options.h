@@ -38,6 +38,14 @@ struct TrainTestHooks {
   bool dropout_test_default_generator = false;
 };
 
+// `train`'s optimizer defaults: strategies::OptimizerConfig's, with beta2
+// 0.95 (GPT-style training) rather than PyTorch's 0.999.
+inline strategies::OptimizerConfig TrainOptimizerDefaults() {
+  strategies::OptimizerConfig config;
+  config.adamw.beta2 = 0.95;
+  return config;
+}
+
 // Every field but local_rank and restart_count is a flag of the `train`
 // binary, most with the same name, declared once in the flag table
 // (launch/config/train_flag_table.h); error messages name fields as flags
@@ -70,7 +78,7 @@ struct TrainOptions {
   int64_t steps = 1000;
   int64_t global_batch = 32;  // Sequences per optimizer step.
   int64_t micro_batch = 0;    // Sequences per forward; 0: global_batch.
-  // Optimizer.
+  // Learning-rate schedule.
   double lr = 3e-3;
   optim::LrScheduleKind lr_schedule = optim::LrScheduleKind::kCosine;
   int64_t warmup_steps = 50;
@@ -92,16 +100,13 @@ struct TrainOptions {
   // warmup_min_ratio and cos_min_ratio, with DeepSpeed's defaults).
   double lr_warmup_min_ratio = 0.0;
   double lr_cos_min_ratio = 1e-4;
-  // --optimizer: adamw, adam or sgd (strategies::OptimizerConfig).
-  strategies::OptimizerKind optimizer = strategies::OptimizerKind::kAdamW;
-  double weight_decay = 0.1;  // Decoupled (adamw) or L2 (adam, sgd).
-  double beta1 = 0.9;         // adamw, adam.
-  double beta2 = 0.95;        // adamw, adam.
-  double eps = 1e-8;          // adamw, adam.
-  double momentum = 0.0;      // sgd.
-  double dampening = 0.0;     // sgd.
-  bool nesterov = false;      // sgd.
-  double grad_clip = 1.0;     // 0: off.
+  // The optimizer (strategies::OptimizerConfig): --optimizer (kind: adamw,
+  // adam or sgd), --weight_decay (decoupled for adamw, L2 for adam and sgd),
+  // --beta1, --beta2, --eps (adamw, adam), --momentum, --dampening,
+  // --nesterov (sgd), --grad_clip (0: off). Its loss_scaling is not a flag:
+  // OptimizerConfigOf sets it from --precision=fp16 and the --loss_scale*
+  // flags.
+  strategies::OptimizerConfig optimizer = TrainOptimizerDefaults();
   // Strategy (strategies/strategy.h).
   strategies::StrategyKind strategy = strategies::StrategyKind::kSingle;
   int64_t bucket_bytes = int64_t{25} << 20;

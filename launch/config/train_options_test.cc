@@ -34,7 +34,7 @@ TEST(OptimizerFlagsTest, DefaultsPassForEveryOptimizer) {
        {strategies::OptimizerKind::kAdamW, strategies::OptimizerKind::kAdam,
         strategies::OptimizerKind::kSgd}) {
     TrainOptions o;
-    o.optimizer = kind;
+    o.optimizer.kind = kind;
     EXPECT_THAT(ValidateTrainOptions(o), IsOk())
         << strategies::OptimizerKindName(kind);
   }
@@ -42,7 +42,7 @@ TEST(OptimizerFlagsTest, DefaultsPassForEveryOptimizer) {
 
 TEST(OptimizerFlagsTest, MomentumWithAdamWNamesBothFlags) {
   TrainOptions o;
-  o.momentum = 0.9;
+  o.optimizer.sgd.momentum = 0.9;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--momentum: is used only by --optimizer=sgd, got "
                         "--optimizer=adamw"));
@@ -50,8 +50,8 @@ TEST(OptimizerFlagsTest, MomentumWithAdamWNamesBothFlags) {
 
 TEST(OptimizerFlagsTest, NesterovWithAdamNamesBothFlags) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kAdam;
-  o.nesterov = true;
+  o.optimizer.kind = strategies::OptimizerKind::kAdam;
+  o.optimizer.sgd.nesterov = true;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--nesterov: is used only by --optimizer=sgd, got "
                         "--optimizer=adam"));
@@ -59,8 +59,8 @@ TEST(OptimizerFlagsTest, NesterovWithAdamNamesBothFlags) {
 
 TEST(OptimizerFlagsTest, BetaWithSgdNamesBothFlags) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.beta2 = 0.999;
+  o.optimizer.kind = strategies::OptimizerKind::kSgd;
+  o.optimizer.adamw.beta2 = 0.999;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--beta2: is used only by --optimizer=adamw or adam, "
                         "got --optimizer=sgd"));
@@ -68,8 +68,8 @@ TEST(OptimizerFlagsTest, BetaWithSgdNamesBothFlags) {
 
 TEST(OptimizerFlagsTest, NesterovWithoutMomentumIsAnError) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.nesterov = true;
+  o.optimizer.kind = strategies::OptimizerKind::kSgd;
+  o.optimizer.sgd.nesterov = true;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--nesterov needs --momentum > 0 and --dampening == 0, "
                         "got --momentum 0 and --dampening 0"));
@@ -77,41 +77,41 @@ TEST(OptimizerFlagsTest, NesterovWithoutMomentumIsAnError) {
 
 TEST(OptimizerFlagsTest, NesterovWithDampeningIsAnError) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.momentum = 0.9;
-  o.dampening = 0.1;
-  o.nesterov = true;
+  o.optimizer.kind = strategies::OptimizerKind::kSgd;
+  o.optimizer.sgd.momentum = 0.9;
+  o.optimizer.sgd.dampening = 0.1;
+  o.optimizer.sgd.nesterov = true;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("got --momentum 0.9 and --dampening 0.1"));
 }
 
 TEST(OptimizerFlagsTest, DampeningWithoutMomentumIsAnError) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.dampening = 0.5;
+  o.optimizer.kind = strategies::OptimizerKind::kSgd;
+  o.optimizer.sgd.dampening = 0.5;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--dampening: is used only with --momentum > 0"));
 }
 
 TEST(OptimizerFlagsTest, NegativeMomentumNamesTheFlag) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.momentum = -0.1;
+  o.optimizer.kind = strategies::OptimizerKind::kSgd;
+  o.optimizer.sgd.momentum = -0.1;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--momentum must be >= 0, got -0.1"));
 }
 
 TEST(OptimizerFlagsTest, NegativeEpsNamesTheFlag) {
   TrainOptions o;
-  o.optimizer = strategies::OptimizerKind::kAdam;
-  o.eps = -1e-8;
+  o.optimizer.kind = strategies::OptimizerKind::kAdam;
+  o.optimizer.adamw.eps = -1e-8;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--eps must be >= 0, got -1e-08"));
 }
 
 TEST(OptimizerFlagsTest, Beta1OfOneNamesTheFlag) {
   TrainOptions o;
-  o.beta1 = 1.0;
+  o.optimizer.adamw.beta1 = 1.0;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--beta1 must be in [0, 1), got 1"));
 }

@@ -518,7 +518,7 @@ absl::Status Mapper::MapOptimizer() {
   const OptimizerKind kind = !adam_family ? OptimizerKind::kSgd
                              : adamw      ? OptimizerKind::kAdamW
                                           : OptimizerKind::kAdam;
-  Set("optimizer", &o_.optimizer, kind, "optimizer.type",
+  Set("optimizer", &o_.optimizer.kind, kind, "optimizer.type",
       absl::StrCat("\"", opt.type, "\"",
                    opt.type == "adam" ? absl::StrCat(" with adam_w_mode=",
                                                      Text(opt.adam_w_mode))
@@ -545,28 +545,29 @@ absl::Status Mapper::MapOptimizer() {
     weight_decay = 0.01;
     decay_text = "0.01, torch.optim.AdamW's default with torch_adam";
   }
-  Set("weight_decay", &o_.weight_decay, weight_decay, p + "weight_decay",
-      decay_text);
-  if (o_.weight_decay > 0) {
+  Set("weight_decay", &o_.optimizer.weight_decay, weight_decay,
+      p + "weight_decay", decay_text);
+  if (o_.optimizer.weight_decay > 0) {
     log_.push_back(absl::StrCat(
-        "weight decay ", Text(o_.weight_decay),
+        "weight decay ", Text(o_.optimizer.weight_decay),
         ": Strata decays matrices and embeddings only (biases and norm gains "
         "get none), where DeepSpeed decays every parameter of the param "
         "groups it is given"));
   }
   if (adam_family) {
-    Set("beta1", &o_.beta1, opt.betas[0], p + "betas",
+    Set("beta1", &o_.optimizer.adamw.beta1, opt.betas[0], p + "betas",
         absl::StrFormat("[%g, %g]", opt.betas[0], opt.betas[1]));
-    Set("beta2", &o_.beta2, opt.betas[1], p + "betas",
+    Set("beta2", &o_.optimizer.adamw.beta2, opt.betas[1], p + "betas",
         absl::StrFormat("[%g, %g]", opt.betas[0], opt.betas[1]));
-    Set("eps", &o_.eps, opt.eps, p + "eps");
+    Set("eps", &o_.optimizer.adamw.eps, opt.eps, p + "eps");
     NoEffect(p + "torch_adam", Text(opt.torch_adam),
              "it picks DeepSpeed's implementation (torch.optim or FusedAdam) "
              "of the same update; Strata runs its own fused one");
   } else {
-    Set("momentum", &o_.momentum, opt.momentum, p + "momentum");
-    Set("dampening", &o_.dampening, opt.dampening, p + "dampening");
-    Set("nesterov", &o_.nesterov, opt.nesterov, p + "nesterov");
+    Set("momentum", &o_.optimizer.sgd.momentum, opt.momentum, p + "momentum");
+    Set("dampening", &o_.optimizer.sgd.dampening, opt.dampening,
+        p + "dampening");
+    Set("nesterov", &o_.optimizer.sgd.nesterov, opt.nesterov, p + "nesterov");
   }
   return absl::OkStatus();
 }
@@ -633,7 +634,8 @@ absl::Status Mapper::MapActivationCheckpointing() {
 }
 
 absl::Status Mapper::MapRun() {
-  Set("grad_clip", &o_.grad_clip, c_.gradient_clipping, "gradient_clipping");
+  Set("grad_clip", &o_.optimizer.grad_clip, c_.gradient_clipping,
+      "gradient_clipping");
   Set("log_interval", &o_.log_interval, c_.steps_per_print, "steps_per_print");
   Set("wall_clock_breakdown", &o_.wall_clock_breakdown, c_.wall_clock_breakdown,
       "wall_clock_breakdown");

@@ -330,15 +330,15 @@ TEST(ApplyDeepSpeedConfigTest, DisabledFp16ChangesNothing) {
 
 TEST(ApplyDeepSpeedConfigTest, AdamIsAdamWUnlessAdamWModeIsFalse) {
   using strategies::OptimizerKind;
-  EXPECT_EQ(Apply(R"({"optimizer": {"type": "Adam"}})").options.optimizer,
+  EXPECT_EQ(Apply(R"({"optimizer": {"type": "Adam"}})").options.optimizer.kind,
             OptimizerKind::kAdamW);
   EXPECT_EQ(Apply(R"({"optimizer": {"type": "adam",
                       "params": {"adam_w_mode": false}}})")
-                .options.optimizer,
+                .options.optimizer.kind,
             OptimizerKind::kAdam);
   EXPECT_EQ(Apply(R"({"optimizer": {"type": "AdamW",
                       "params": {"adam_w_mode": false}}})")
-                .options.optimizer,
+                .options.optimizer.kind,
             OptimizerKind::kAdamW);
 }
 
@@ -347,17 +347,18 @@ TEST(ApplyDeepSpeedConfigTest, OptimizerParametersAndTheirDefaults) {
       Apply(R"({"optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}})");
   ASSERT_THAT(a.status, IsOk());
   EXPECT_EQ(a.options.lr, 3e-4);
-  EXPECT_EQ(a.options.beta1, 0.9);    // FusedAdam's defaults, not Strata's
-  EXPECT_EQ(a.options.beta2, 0.999);  // --beta2=0.95.
-  EXPECT_EQ(a.options.eps, 1e-8);
-  EXPECT_EQ(a.options.weight_decay, 0.0);
+  EXPECT_EQ(a.options.optimizer.adamw.beta1,
+            0.9);  // FusedAdam's defaults, not Strata's
+  EXPECT_EQ(a.options.optimizer.adamw.beta2, 0.999);  // --beta2=0.95.
+  EXPECT_EQ(a.options.optimizer.adamw.eps, 1e-8);
+  EXPECT_EQ(a.options.optimizer.weight_decay, 0.0);
 }
 
 TEST(ApplyDeepSpeedConfigTest, TorchAdamWDefaultsToItsWeightDecay) {
   const Applied a = Apply(
       R"({"optimizer": {"type": "AdamW", "params": {"torch_adam": true}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.weight_decay, 0.01);
+  EXPECT_EQ(a.options.optimizer.weight_decay, 0.01);
   EXPECT_TRUE(Logged(a, "Strata decays matrices and embeddings only"));
 }
 
@@ -366,11 +367,11 @@ TEST(ApplyDeepSpeedConfigTest, SgdTakesItsMomentumParameters) {
       "lr": 0.1, "momentum": 0.9, "dampening": 0.0, "nesterov": true,
       "weight_decay": 1e-4}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.optimizer, strategies::OptimizerKind::kSgd);
+  EXPECT_EQ(a.options.optimizer.kind, strategies::OptimizerKind::kSgd);
   EXPECT_EQ(a.options.lr, 0.1);
-  EXPECT_EQ(a.options.momentum, 0.9);
-  EXPECT_TRUE(a.options.nesterov);
-  EXPECT_EQ(a.options.weight_decay, 1e-4);
+  EXPECT_EQ(a.options.optimizer.sgd.momentum, 0.9);
+  EXPECT_TRUE(a.options.optimizer.sgd.nesterov);
+  EXPECT_EQ(a.options.optimizer.weight_decay, 1e-4);
 }
 
 TEST(ApplyDeepSpeedConfigTest, WarmupLrSetsEveryStepsLr) {
@@ -422,11 +423,11 @@ TEST(ApplyDeepSpeedConfigTest, RunKeysAndDeepSpeedsDefaults) {
   Applied a = Apply(R"({"gradient_clipping": 0.5, "steps_per_print": 7,
                         "wall_clock_breakdown": true})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.grad_clip, 0.5);
+  EXPECT_EQ(a.options.optimizer.grad_clip, 0.5);
   EXPECT_EQ(a.options.log_interval, 7);
   EXPECT_TRUE(a.options.wall_clock_breakdown);
   a = Apply("{}");  // DeepSpeed clips nothing and prints every 10 steps.
-  EXPECT_EQ(a.options.grad_clip, 0.0);
+  EXPECT_EQ(a.options.optimizer.grad_clip, 0.0);
   EXPECT_EQ(a.options.log_interval, 10);
   EXPECT_TRUE(Logged(a,
                      "--grad_clip=0 from gradient_clipping=0 (DeepSpeed's "
@@ -436,14 +437,14 @@ TEST(ApplyDeepSpeedConfigTest, RunKeysAndDeepSpeedsDefaults) {
 TEST(ApplyDeepSpeedConfigTest, ExplicitFlagsWinAndEachOverrideIsLogged) {
   TrainOptions flags;
   flags.lr = 0.001;
-  flags.grad_clip = 2.0;
+  flags.optimizer.grad_clip = 2.0;
   const Applied a = Apply(
       R"({"optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
           "gradient_clipping": 1.0})",
       1, flags, {"lr", "grad_clip"});
   ASSERT_THAT(a.status, IsOk());
   EXPECT_EQ(a.options.lr, 0.001);
-  EXPECT_EQ(a.options.grad_clip, 2.0);
+  EXPECT_EQ(a.options.optimizer.grad_clip, 2.0);
   EXPECT_THAT(a.log, Contains("--lr=0.001 overrides optimizer.params.lr=0.0003 "
                               "from ds.json"));
   EXPECT_THAT(a.log, Contains("--grad_clip=2 overrides gradient_clipping=1 "

@@ -140,11 +140,11 @@ TEST(TrainOptionsFromFlagsTest, ParsesTheOptimizerFlags) {
   SetFlag("eps", "1e-6");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
-  EXPECT_EQ(o.optimizer, strategies::OptimizerKind::kSgd);
-  EXPECT_EQ(o.momentum, 0.9);
-  EXPECT_EQ(o.dampening, 0.25);
-  EXPECT_TRUE(o.nesterov);
-  EXPECT_EQ(o.eps, 1e-6);
+  EXPECT_EQ(o.optimizer.kind, strategies::OptimizerKind::kSgd);
+  EXPECT_EQ(o.optimizer.sgd.momentum, 0.9);
+  EXPECT_EQ(o.optimizer.sgd.dampening, 0.25);
+  EXPECT_TRUE(o.optimizer.sgd.nesterov);
+  EXPECT_EQ(o.optimizer.adamw.eps, 1e-6);
 }
 
 TEST(TrainOptionsFromFlagsTest, UnknownOptimizerNamesTheFlag) {
@@ -306,7 +306,7 @@ TEST(DeepSpeedConfigFlagTest, AppliesTheConfigAndExplicitFlagsWin) {
                        TrainOptionsFromFlags(FakeEnv({}), &notes));
   EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero2);
   EXPECT_EQ(o.global_batch, 8);
-  EXPECT_EQ(o.grad_clip, 2.0);
+  EXPECT_EQ(o.optimizer.grad_clip, 2.0);
   EXPECT_THAT(notes, Contains(HasSubstr("--deepspeed_config: --grad_clip=2 "
                                         "overrides gradient_clipping=0.5 from "
                                         "/")));
@@ -418,7 +418,7 @@ TEST(ConfigsTest, EveryDeepSpeedConfigLoadsIntoValidOptions) {
   EXPECT_EQ(fp16.strategy, strategies::StrategyKind::kZero1);
   EXPECT_EQ(fp16.precision, Precision::kFp16);
   EXPECT_EQ(fp16.param_dtype, "fp16");
-  EXPECT_EQ(fp16.optimizer, strategies::OptimizerKind::kAdam);
+  EXPECT_EQ(fp16.optimizer.kind, strategies::OptimizerKind::kAdam);
   EXPECT_EQ(fp16.loss_scale, 0);
   EXPECT_EQ(fp16.loss_scale_initial_power, 16);
   EXPECT_EQ(fp16.lr_schedule, optim::LrScheduleKind::kWarmupLr);

@@ -359,8 +359,8 @@ TEST(LossChunkFlagTest, ChunkedRunFollowsTheUnfusedRun) {
 // any training.
 TEST(TrainTest, ResumeWithAnotherOptimizerNamesBoth) {
   TrainOptions o = SmallRun("resume_other_optimizer", 2);
-  o.optimizer = strategies::OptimizerKind::kSgd;
-  o.momentum = 0.9;
+  o.optimizer.kind = strategies::OptimizerKind::kSgd;
+  o.optimizer.sgd.momentum = 0.9;
   o.checkpoint.save_every = 2;
   ASSERT_THAT(Train(o), IsOk());
   const std::string step2 = o.output_dir + "/checkpoints/step_00000002";
@@ -373,7 +373,7 @@ TEST(TrainTest, ResumeWithAnotherOptimizerNamesBoth) {
                   "optimizer 'sgd_momentum' (SGD with momentum), but the "
                   "strategy's optimizer is 'adamw'")));
   TrainOptions plain = SmallRun("resume_other_optimizer_c", 4);
-  plain.optimizer = strategies::OptimizerKind::kSgd;
+  plain.optimizer.kind = strategies::OptimizerKind::kSgd;
   plain.checkpoint.resume = step2;
   EXPECT_THAT(ErrorOf(plain),
               HasSubstr("'sgd_momentum' (SGD with momentum), but the "
