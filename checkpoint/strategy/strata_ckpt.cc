@@ -23,8 +23,8 @@
 //                                     directory: model.safetensors (or
 //                                     shards and an index past N bytes) and
 //                                     config.json. --model names the config,
-//                                     or is a Hugging Face config.json
-//                                     (default: the checkpoint's
+//                                     or is a Hugging Face config.json or
+//                                     its directory (default: the checkpoint's
 //                                     meta.model_config).
 //
 // PATH is a full checkpoint (a file) or a sharded / local one (a
@@ -299,14 +299,16 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
         "--to=", layout, ": ", src,
         " does not record its model config; name it with --model=NAME (",
         absl::StrJoin(models::ConfigNames(), ", "),
-        ") or --model=PATH/config.json"));
+        ") or --model=PATH (a Hugging Face config.json or its directory)"));
   }
   models::ModelConfig config;
-  if (absl::EndsWith(model_name, ".json")) {
-    // A Hugging Face config.json (e.g. the one an import read).
-    STRATA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(model_name));
-    STRATA_ASSIGN_OR_RETURN(
-        config, models::ModelConfigFromHfJson(text, model_name, family));
+  std::error_code ec;
+  if (absl::EndsWith(model_name, ".json") ||
+      std::filesystem::is_directory(model_name, ec)) {
+    // A Hugging Face config.json or its directory (e.g. the one an import
+    // read, or the --model of the run that wrote `src`).
+    STRATA_ASSIGN_OR_RETURN(config,
+                            models::ModelConfigFromHfConfigFile(model_name));
   } else {
     STRATA_ASSIGN_OR_RETURN(config, models::ConfigByName(model_name));
   }

@@ -176,8 +176,8 @@ absl::Status ValidateGenerateOptions(const GenerateOptions& o) {
         "--prompt or --prompt_tokens: give exactly one (--prompt: text, one "
         "token per byte; --prompt_tokens: comma-separated ids)");
   }
-  if (auto config = models::ConfigByName(o.model); !config.ok()) {
-    return FlagError("model", config.status().message());
+  if (auto config = ModelConfigOf(o.model); !config.ok()) {
+    return config.status();
   }
   if (o.vocab_size < 0) {
     return FlagError("vocab_size", absl::StrCat("must be >= 0 (0: the "
@@ -227,8 +227,7 @@ absl::StatusOr<std::vector<int64_t>> PromptTokens(const GenerateOptions& o,
 
 absl::StatusOr<Generation> Generate(const GenerateOptions& o) {
   STRATA_RETURN_IF_ERROR(ValidateGenerateOptions(o));
-  STRATA_ASSIGN_OR_RETURN(models::ModelConfig config,
-                          models::ConfigByName(o.model));
+  STRATA_ASSIGN_OR_RETURN(models::ModelConfig config, ModelConfigOf(o.model));
   if (o.vocab_size > 0) config.vocab_size = o.vocab_size;
   STRATA_RETURN_IF_ERROR(models::ValidateConfig(config));
   Generation generation;

@@ -51,9 +51,11 @@ absl::StatusOr<std::vector<int64_t>> SampleTokens(
 // The flags of strata_generate (launch/generate/generate_main.cc), with their
 // names.
 struct GenerateOptions {
-  std::string model = "gpt-tiny";  // A named config (models/config.h).
-  int64_t vocab_size = 0;          // 0: the config's.
-  std::string load_weights;        // Required.
+  // A named config (models/config.h) or a Hugging Face config.json or its
+  // directory, as train's --model (ModelConfigOf).
+  std::string model = "gpt-tiny";
+  int64_t vocab_size = 0;    // 0: the config's.
+  std::string load_weights;  // Required.
   // Exactly one: text (bytes, each byte a token: a vocabulary of at least
   // 256; the continuation is drawn among ids < 256), or comma-separated ids.
   std::string prompt;

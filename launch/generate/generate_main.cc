@@ -22,8 +22,9 @@ const strata::launch::GenerateOptions kDefaults;
 }  // namespace
 
 DEFINE_string(model, kDefaults.model,
-              "Named model config (as train's --model): gpt-tiny, "
-              "llama-tiny, gpt2, llama-1b, ...");
+              "The model, as train's --model: a named config (gpt-tiny, "
+              "llama-tiny, gpt2, llama-1b, ...) or a Hugging Face "
+              "config.json or its directory.");
 DEFINE_int64(vocab_size, kDefaults.vocab_size,
              "Vocabulary size when the weights were trained with another "
              "than the config's (train's --vocab_size); 0: the config's.");
