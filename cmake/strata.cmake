@@ -197,15 +197,91 @@ function(_strata_data target)
   endforeach()
 endfunction()
 
-# Common to libraries, binaries and tests.
+# Common to libraries, binaries and tests. Installed, the headers' include
+# root is <prefix>/include/strata (see "Installing" below).
 function(_strata_compile target kind)
+  set(includes)
+  foreach(dir IN LISTS STRATA_INCLUDE_DIRS)
+    list(APPEND includes "$<BUILD_INTERFACE:${dir}>")
+  endforeach()
+  list(APPEND includes "$<INSTALL_INTERFACE:${STRATA_INSTALL_INCLUDEDIR}>")
   if(kind STREQUAL "INTERFACE")
-    target_include_directories(${target} INTERFACE ${STRATA_INCLUDE_DIRS})
+    target_include_directories(${target} INTERFACE ${includes})
+    target_compile_features(${target} INTERFACE cxx_std_17)
     target_link_libraries(${target} INTERFACE ${ARGN})
     return()
   endif()
-  target_include_directories(${target} PUBLIC ${STRATA_INCLUDE_DIRS})
+  target_include_directories(${target} PUBLIC ${includes})
+  target_compile_features(${target} PUBLIC cxx_std_17)
   target_link_libraries(${target} PUBLIC ${ARGN})
+endfunction()
+
+# --- Installing ----------------------------------------------------------
+# `cmake --install` installs the package Strata: every library that is not
+# test-only (TESTONLY, a testing/ package, benchmarks/, tools/), `manual`, or
+# part of the binaries (launch/: strata_install_binaries installs those),
+# with its headers under <prefix>/include/strata/<package>/ (so
+# #include "strategies/fsdp.h" works as in the tree), its archive under
+# <prefix>/lib/strata/, and an exported target in the Strata:: namespace:
+# //<package>:<name> is Strata::<package with "/" as "::">::<name>, and a
+# package's own-name target (//strategies:strategies, the package's public
+# libraries) is Strata::<package> (Strata::strategies). The same names exist
+# as aliases in the build tree. The //third_party wrappers they link are
+# exported too (Strata::third_party::absl); lib/cmake/Strata/StrataConfig.cmake
+# finds what those wrap (cmake/StrataConfig.cmake.in).
+include(GNUInstallDirs)
+set(STRATA_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/strata")
+set(STRATA_INSTALL_LIBDIR "${CMAKE_INSTALL_LIBDIR}/strata")
+set(STRATA_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Strata")
+# Every installed library and binary: built by strata_torch_version_ci, so
+# that CI's build can be installed.
+add_custom_target(strata_installable)
+add_dependencies(strata_torch_version_ci strata_installable)
+
+# Whether a library of `pkg` is installed.
+function(_strata_installed out pkg testonly tags)
+  set(installed TRUE)
+  if(testonly OR "manual" IN_LIST tags OR pkg MATCHES "(^|/)testing$"
+     OR pkg MATCHES "^(benchmarks|launch|tools)(/|$)")
+    set(installed FALSE)
+  endif()
+  set(${out} ${installed} PARENT_SCOPE)
+endfunction()
+
+# The exported name of //<pkg>:<name> (without Strata::).
+function(_strata_export_name out pkg name)
+  string(REPLACE "/" "::" namespace "${pkg}")
+  get_filename_component(last "${pkg}" NAME)
+  if(name STREQUAL last)
+    set(${out} "${namespace}" PARENT_SCOPE)
+  else()
+    set(${out} "${namespace}::${name}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Installs and exports library `target` of the current package with its
+# headers HDRS (paths relative to `header_root`).
+function(_strata_install_library target name header_root)
+  _strata_package(pkg)
+  _strata_export_name(export "${pkg}" "${name}")
+  get_property(taken GLOBAL PROPERTY "STRATA_EXPORT_${export}")
+  if(taken)
+    message(FATAL_ERROR "//${pkg}:${name} and ${taken} would both be exported as Strata::${export}")
+  endif()
+  set_property(GLOBAL PROPERTY "STRATA_EXPORT_${export}" "//${pkg}:${name}")
+  set_target_properties(${target} PROPERTIES EXPORT_NAME "${export}")
+  add_library(Strata::${export} ALIAS ${target})
+  install(TARGETS ${target} EXPORT StrataTargets
+          ARCHIVE DESTINATION "${STRATA_INSTALL_LIBDIR}")
+  foreach(header IN LISTS ARGN)
+    get_filename_component(dir "${pkg}/${header}" DIRECTORY)
+    install(FILES "${header_root}/${header}"
+            DESTINATION "${STRATA_INSTALL_INCLUDEDIR}/${dir}")
+  endforeach()
+  get_target_property(type ${target} TYPE)
+  if(NOT type STREQUAL "INTERFACE_LIBRARY")
+    add_dependencies(strata_installable ${target})
+  endif()
 endfunction()
 
 # Bazel's cc_library. A library with sources is a static library; one with
@@ -219,9 +295,10 @@ function(strata_cc_library)
   strata_target(target ":${ARG_NAME}")
   _strata_sources(srcs ${ARG_SRCS})
   _strata_deps(deps "${target}" ${ARG_DEPS})
+  set(hdrs ${ARG_HDRS})
+  list(TRANSFORM hdrs PREPEND "${CMAKE_CURRENT_SOURCE_DIR}/")
   if(srcs)
-    list(TRANSFORM ARG_HDRS PREPEND "${CMAKE_CURRENT_SOURCE_DIR}/")
-    add_library(${target} STATIC ${srcs} ${ARG_HDRS})
+    add_library(${target} STATIC ${srcs} ${hdrs})
     target_compile_options(${target} PRIVATE ${ARG_COPTS})
     # `manual` libraries are not part of //... in Bazel: not of `all` here.
     if("manual" IN_LIST ARG_TAGS)
@@ -235,6 +312,10 @@ function(strata_cc_library)
   target_link_options(${target} INTERFACE ${ARG_LINKOPTS})
   string(REPLACE "/" "::" namespace "${pkg}")
   add_library(strata::${namespace}::${ARG_NAME} ALIAS ${target})
+  _strata_installed(installed "${pkg}" "${ARG_TESTONLY}" "${ARG_TAGS}")
+  if(installed)
+    _strata_install_library(${target} ${ARG_NAME} "${CMAKE_CURRENT_SOURCE_DIR}" ${ARG_HDRS})
+  endif()
 endfunction()
 
 # An executable in the runfiles tree: ${STRATA_RUNFILES_ROOT}/<pkg>/<name>.
@@ -381,6 +462,11 @@ function(strata_cc_proto_library)
     STRATA_PROTO_SRC "${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SRC}")
   string(REPLACE "/" "::" namespace "${pkg}")
   add_library(strata::${namespace}::${ARG_NAME} ALIAS ${target})
+  _strata_installed(installed "${pkg}" FALSE "")
+  if(installed)
+    string(REGEX REPLACE "\\.proto$" ".pb.h" header "${ARG_SRC}")
+    _strata_install_library(${target} ${ARG_NAME} "${STRATA_GENFILES}/${pkg}" "${header}")
+  endif()
 endfunction()
 
 # //base:build_info_cc, Bazel's stamped genrule: OUT (in this package's
@@ -409,14 +495,65 @@ endfunction()
 # A //third_party wrapper: an INTERFACE target named like the Bazel one
 # (third_party_absl for //third_party:absl) that links LIBS (imported targets
 # from find_package, library paths or flags) and adds DEFINES.
+# TESTONLY wrappers (GoogleTest, Google Benchmark) are not exported.
 function(strata_system_library)
-  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME" "LIBS;DEFINES")
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "TESTONLY" "NAME" "LIBS;DEFINES")
   _strata_check_parsed(strata_system_library)
   strata_target(target ":${ARG_NAME}")
   add_library(${target} INTERFACE)
   target_link_libraries(${target} INTERFACE ${ARG_LIBS})
   target_compile_definitions(${target} INTERFACE ${ARG_DEFINES})
   add_library(strata::third_party::${ARG_NAME} ALIAS ${target})
+  if(NOT ARG_TESTONLY)
+    _strata_install_library(${target} ${ARG_NAME} "")
+  endif()
+endfunction()
+
+# Installs the binaries LABELS (//launch/train:train, ...) to <prefix>/bin,
+# with the run path of the libraries they linked (a LibTorch outside the
+# system's library path).
+function(strata_install_binaries)
+  foreach(label IN LISTS ARGN)
+    strata_target(target "${label}")
+    if(NOT TARGET ${target})
+      message(FATAL_ERROR "strata_install_binaries: no binary ${label}")
+    endif()
+    set_target_properties(${target} PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+    install(TARGETS ${target} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+    add_dependencies(strata_installable ${target})
+  endforeach()
+endfunction()
+
+# The package files: lib/cmake/Strata/StrataConfig.cmake (finds the
+# dependencies as this build found them, then includes StrataTargets.cmake)
+# and StrataConfigVersion.cmake (PROJECT_VERSION; same major version).
+function(strata_install_package)
+  include(CMakePackageConfigHelpers)
+  install(EXPORT StrataTargets NAMESPACE Strata:: FILE StrataTargets.cmake
+          DESTINATION "${STRATA_INSTALL_CMAKEDIR}")
+  # How the top-level CMakeLists.txt found gflags and glog: their CMake
+  # packages, or plain libraries.
+  set(STRATA_GFLAGS_CONFIG FALSE)
+  if(gflags_FOUND)
+    set(STRATA_GFLAGS_CONFIG TRUE)
+  endif()
+  if(TARGET glog::glog)
+    set(STRATA_GLOG_CONFIG TRUE)
+  else()
+    set(STRATA_GLOG_CONFIG FALSE)
+  endif()
+  configure_package_config_file(
+    "${PROJECT_SOURCE_DIR}/cmake/StrataConfig.cmake.in"
+    "${CMAKE_BINARY_DIR}/StrataConfig.cmake"
+    INSTALL_DESTINATION "${STRATA_INSTALL_CMAKEDIR}"
+    PATH_VARS STRATA_INSTALL_INCLUDEDIR)
+  write_basic_package_version_file(
+    "${CMAKE_BINARY_DIR}/StrataConfigVersion.cmake"
+    VERSION "${PROJECT_VERSION}"
+    COMPATIBILITY SameMajorVersion)
+  install(FILES "${CMAKE_BINARY_DIR}/StrataConfig.cmake"
+                "${CMAKE_BINARY_DIR}/StrataConfigVersion.cmake"
+          DESTINATION "${STRATA_INSTALL_CMAKEDIR}")
 endfunction()
 
 # Called once every package is read: every label in DEPS or DATA must name a

@@ -13,7 +13,10 @@ def strata_system_libs():
     native.new_local_repository(
         name = "libtorch_api",
         path = "/usr/include/torch/csrc/api/include",
-        build_file = "//third_party:libtorch_api.BUILD",
+        # Through Label: resolved in this repository also when
+        # another workspace calls this macro (@strata, README.md "Use Strata
+        # from your project").
+        build_file = str(Label("//third_party:libtorch_api.BUILD")),
     )
 
     # abseil's libraries for the modules Strata includes, with everything

@@ -15,6 +15,9 @@
 #     base/torch_compat hides, PyTorch 2.6's side of file interop); ctest
 #     runs those tests. With --all: everything, and the whole suite
 #     (tools/sanitize.sh libtorch2 runs that).
+#  3. The package: the build installed into a temporary prefix, and
+#     examples/cmake_consumer built against it (find_package(Strata)) and
+#     run (examples/cmake_consumer/check.sh).
 #
 # Prints every skip and failure, then "N passed, N failed, N skipped"; with
 # --totals FILE also writes "passed failed skipped" there. Exit status 0 iff
@@ -95,6 +98,22 @@ else
   printf 'cmake_build\tpassed\n' >>"$checks"
 fi
 command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -Ei "hits|misses" | head -n 4 >&2
+
+# --- 3. The installed package -------------------------------------------------
+# `cmake --install` of this build into a temporary prefix, and
+# examples/cmake_consumer built against it with find_package(Strata) and run.
+if ((build_rc == 0)); then
+  log "installing into a temporary prefix and building examples/cmake_consumer against it"
+  if examples/cmake_consumer/check.sh "$build" >"$build/check_install.log" 2>&1; then
+    printf 'cmake_install_consumer\tpassed\n' >>"$checks"
+    tail -n 1 "$build/check_install.log" >&2
+  else
+    printf 'cmake_install_consumer\tfailed\n' >>"$checks"
+    tail -n 20 "$build/check_install.log" >&2
+  fi
+else
+  printf 'cmake_install_consumer\tnot run: the build failed\n' >>"$not_run"
+fi
 log "running ctest"
 rm -rf "$build/testlogs"
 ctest_rc=0

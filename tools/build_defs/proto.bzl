@@ -20,15 +20,21 @@ def strata_cc_proto_library(name, src, deps = [], visibility = None):
     if not src.endswith(".proto"):
         fail("strata_cc_proto_library: src must be a .proto file, got " + src)
     base = src[:-len(".proto")]
+
+    # Paths relative to Strata's root also when another workspace builds it
+    # as an external repository (@strata: its files under external/strata/).
+    root = ""
+    if native.repository_name() != "@":
+        root = "/external/" + native.repository_name()[1:]
     native.genrule(
         name = name + "_genproto",
         srcs = [src] + [d + "_srcs" for d in deps],
         outs = [base + ".pb.h", base + ".pb.cc"],
         cmd = " ".join([
             "/usr/bin/protoc",
-            "--proto_path=.",
-            "--proto_path=$(GENDIR)",
-            "--cpp_out=$(GENDIR)",
+            "--proto_path=." + root,
+            "--proto_path=$(GENDIR)" + root,
+            "--cpp_out=$(GENDIR)" + root,
             "$(location " + src + ")",
         ]),
     )
