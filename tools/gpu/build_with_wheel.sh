@@ -8,16 +8,15 @@
 #   tools/gpu/fetch_debs.sh .debs                     # on a Debian 12 machine
 #   tools/gpu/build_with_wheel.sh .debs build-gpu [TARGET...]
 #
-# The GPU check (build the gpu tests, which are `manual`, then run them):
-#
-#   tools/gpu/build_with_wheel.sh .debs build-gpu comm_nccl_communicator_test \
-#     comm_cuda_current_stream_test launch_train_train launch_train_gpu_train_test &&
-#   tools/gpu/run_gpu_tests.sh build-gpu
+# The whole GPU check (this script's configure, the build of the gpu tests,
+# running them, the GPU figures) is tools/gpu/check.sh OUT_DIR.
 #
 # Environment: PYTHON (default python3, the one whose torch is used),
 # STRATA_DEPS_PREFIX (default /opt/strata-deps), JOBS (default: all cores),
-# STRATA_CUDA (default ON). Prints `source <file>` for the environment the
-# built binaries need (LD_LIBRARY_PATH of the unpacked libraries).
+# STRATA_CUDA (default ON), STRATA_CONFIGURE_ONLY=1 (unpack and configure,
+# build nothing: tools/gpu/check.sh times the build as a step of its own).
+# Prints `source <file>` for the environment the built binaries need
+# (LD_LIBRARY_PATH of the unpacked libraries).
 set -euo pipefail
 
 debs=${1:?usage: build_with_wheel.sh DEB_DIR BUILD_DIR [TARGET...]}
@@ -99,6 +98,10 @@ cmake_args=(
 
 echo "== configure (torch: $torch_cmake, nccl: ${nccl_root:-none}, deps: $prefix)"
 cmake "${cmake_args[@]}"
+if [[ "${STRATA_CONFIGURE_ONLY:-0}" == 1 ]]; then
+  echo "== configured; environment for the built binaries: source $env_file"
+  exit 0
+fi
 echo "== build ${*:-all} with $jobs jobs"
 status=0
 cmake --build "$build" -j "$jobs" ${1:+--target "$@"} -- -k 0 || status=$?
