@@ -127,10 +127,9 @@ void ReleasableBuffer::Release() {
 void ReleasableBuffer::Allocate() {
   if (!tensor_.defined() || allocated()) return;
   c10::StorageImpl* storage = tensor_.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(
-      pool_ != nullptr
-          ? pool_->Take(full_bytes_, tensor_.device())
-          : c10::GetAllocator(tensor_.device().type())->allocate(full_bytes_));
+  storage->set_data_ptr_noswap(pool_ != nullptr
+                                   ? pool_->Take(full_bytes_, tensor_.device())
+                                   : AllocateOn(tensor_.device(), full_bytes_));
   storage->set_nbytes(full_bytes_);
 }
 

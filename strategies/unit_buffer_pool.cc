@@ -1,11 +1,20 @@
 #include "strategies/unit_buffer_pool.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace strata::strategies {
+
+c10::DataPtr AllocateOn(c10::Device device, int64_t nbytes) {
+  CHECK_GE(nbytes, 0);
+  std::optional<c10::DeviceGuard> on_device;
+  if (!device.is_cpu() && device.has_index()) on_device.emplace(device);
+  return c10::GetAllocator(device.type())->allocate(nbytes);
+}
 
 void UnitBufferPool::Open() {
   if (!enabled_ || open_) return;
@@ -50,7 +59,7 @@ c10::DataPtr UnitBufferPool::Take(int64_t nbytes, c10::Device device) {
     }
   }
   ++counters_.fresh_allocations;
-  return c10::GetAllocator(device.type())->allocate(nbytes);
+  return AllocateOn(device, nbytes);
 }
 
 void UnitBufferPool::Give(c10::DataPtr block, int64_t nbytes) {

@@ -22,7 +22,8 @@
 //
 // Blocks are raw memory from the device's current allocator
 // (c10::GetAllocator: a TrackingAllocator installed since counts them, and
-// counts pooled blocks as live); their contents are undefined when taken.
+// counts pooled blocks as live), on the device asked for (AllocateOn); their
+// contents are undefined when taken.
 //
 // Threading: none; the training thread (and autograd hooks on it).
 #ifndef STRATA_STRATEGIES_UNIT_BUFFER_POOL_H_
@@ -35,6 +36,12 @@
 #include <deque>
 
 namespace strata::strategies {
+
+// `nbytes` of raw memory from the allocator of `device`'s type, on `device`
+// itself: a CUDA allocator allocates on the current device, so `device` is
+// made current for the call (restored after). FSDP's buffers are allocated on
+// their tensor's device however the current device is set.
+c10::DataPtr AllocateOn(c10::Device device, int64_t nbytes);
 
 class UnitBufferPool {
  public:

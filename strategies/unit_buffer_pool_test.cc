@@ -1,11 +1,14 @@
 #include "strategies/unit_buffer_pool.h"
 
 #include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <utility>
 
+#include "base/testing/gpu.h"
 #include "base/testing/status_matchers.h"
 #include "base/tracking_allocator.h"
 
@@ -131,6 +134,41 @@ TEST(UnitBufferPoolTest, TrackedMemoryIsPooledWhenGivenBack) {
   EXPECT_EQ(pool.pooled_bytes(), 256);
   c10::DataPtr again = pool.Take(256, kCpu);
   EXPECT_EQ(pool.counters().fresh_allocations, 0);
+}
+
+TEST(AllocateOnTest, CpuBlockIsOnTheCpu) {
+  const c10::DataPtr block = AllocateOn(kCpu, 64);
+  EXPECT_NE(block.get(), nullptr);
+  EXPECT_EQ(block.device(), kCpu);
+}
+
+// With the last GPU current, a block for cuda:0 lands on cuda:0 (on a machine
+// with two GPUs or more the current device alone would put it on another
+// one), and the last GPU is current again afterwards.
+TEST(AllocateOnTest, CudaBlockIsOnTheNamedDeviceNotTheCurrentOne) {
+  STRATA_SKIP_WITHOUT_GPU();
+  const c10::impl::DeviceGuardImplInterface* cuda =
+      c10::impl::getDeviceGuardImpl(c10::kCUDA);
+  const c10::Device last(c10::kCUDA, static_cast<c10::DeviceIndex>(
+                                         torch::cuda::device_count() - 1));
+  cuda->setDevice(last);
+  const c10::Device first(c10::kCUDA, 0);
+  const c10::DataPtr block = AllocateOn(first, 1 << 20);
+  EXPECT_NE(block.get(), nullptr);
+  EXPECT_EQ(block.device(), first);
+  EXPECT_EQ(cuda->getDevice(), last);
+}
+
+TEST(UnitBufferPoolTest, FreshCudaBlockIsOnTheTensorsDevice) {
+  STRATA_SKIP_WITHOUT_GPU();
+  const c10::Device last(c10::kCUDA, static_cast<c10::DeviceIndex>(
+                                         torch::cuda::device_count() - 1));
+  c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(last);
+  UnitBufferPool pool;
+  const c10::Device first(c10::kCUDA, 0);
+  const c10::DataPtr block = pool.Take(4096, first);
+  EXPECT_EQ(block.device(), first);
+  EXPECT_EQ(pool.counters().fresh_allocations, 1);
 }
 
 }  // namespace

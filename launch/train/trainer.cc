@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <glog/logging.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
@@ -288,6 +289,12 @@ absl::Status MaybeCreateTrace(const TrainOptions& o, Run* run) {
 // it, the training sampler and the checkpoint manager.
 absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   STRATA_ASSIGN_OR_RETURN(run->device, ResolveDevice(o));
+  if (run->device.is_cuda()) {
+    // This rank's GPU is the current device before anything is allocated,
+    // so that what allocates on the current device (the caching allocator,
+    // streams, NCCL) uses it, not GPU 0.
+    c10::impl::getDeviceGuardImpl(run->device.type())->setDevice(run->device);
+  }
   models::BuildOptions build;
   build.seed = o.seed;
   build.deferred = DeferredInit(o, run->device);

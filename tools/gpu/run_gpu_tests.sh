@@ -7,20 +7,23 @@
 #
 #   tools/gpu/run_gpu_tests.sh BUILD_DIR [PACKAGE/TEST...]
 #
-# Default: every gpu test (comm/nccl_communicator_test,
-# comm/cuda_current_stream_test, launch/train/gpu_train_test). Exits non-zero if
-# any fails; prints "N passed, N failed". The comm tests are `manual`
-# (outside CMake's `all`): build them by name first, in one go with the whole
-# GPU check:
+# Default: comm/nccl_communicator_test, comm/cuda_current_stream_test,
+# launch/train/gpu_train_test, strategies/unit_buffer_pool_test.
+# tools/gpu/check.sh (the whole GPU check) finds the gpu tests in the
+# CMakeLists.txt files itself, builds them and runs each through this script.
+# Exits non-zero if any fails; prints "N passed, N failed". The comm tests are
+# `manual` (outside CMake's `all`): build them by name first:
 #
 #   tools/gpu/build_with_wheel.sh .debs build-gpu comm_nccl_communicator_test \
-#     comm_cuda_current_stream_test launch_train_train launch_train_gpu_train_test &&
+#     comm_cuda_current_stream_test launch_train_train launch_train_gpu_train_test \
+#     strategies_unit_buffer_pool_test &&
 #   tools/gpu/run_gpu_tests.sh build-gpu
 set -uo pipefail
 build=$(cd "${1:?usage: run_gpu_tests.sh BUILD_DIR [PACKAGE/TEST...]}" && pwd)
 shift
 tests=("$@")
-((${#tests[@]})) || tests=(comm/nccl_communicator_test comm/cuda_current_stream_test launch/train/gpu_train_test)
+((${#tests[@]})) || tests=(comm/nccl_communicator_test comm/cuda_current_stream_test launch/train/gpu_train_test
+  strategies/unit_buffer_pool_test)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck disable=SC1091
 [[ -f "$build/strata_env.sh" ]] && source "$build/strata_env.sh"
