@@ -319,10 +319,9 @@ absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model) {
 
 namespace {
 
-// Why these options cannot train on CUDA here ("" where they can), given the
-// number of visible GPUs.
-std::string WhyNotCuda(const TrainOptions& o, int64_t gpus) {
-  if (gpus == 0) return "this LibTorch has no CUDA or no GPU is visible";
+// Why these options cannot train on CUDA ("" where they can): the flags
+// that do not run on CUDA yet.
+std::string WhyNotCuda(const TrainOptions& o) {
   if (o.fsdp_cpu_offload) {
     return "--fsdp_cpu_offload with CUDA compute is not built yet";
   }
@@ -340,30 +339,40 @@ int64_t VisibleGpus() {
   return torch::cuda::is_available() ? torch::cuda::device_count() : 0;
 }
 
+constexpr char kNoGpu[] = "this LibTorch has no CUDA or no GPU is visible";
+
 }  // namespace
 
 absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o) {
+  return ResolveDevice(o, o.device == "cpu" ? 0 : VisibleGpus());
+}
+
+absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o,
+                                         int64_t visible_gpus) {
   if (o.device == "cpu") return at::Device(at::kCPU);
   if (o.device != "cuda" && o.device != "auto") {
     return FlagError("device", absl::StrCat("must be auto, cpu or cuda, got '",
                                             o.device, "'"));
   }
-  const int64_t gpus = VisibleGpus();
-  const std::string why_not = WhyNotCuda(o, gpus);
-  if (why_not.empty()) {
-    return at::Device(at::kCUDA,
-                      static_cast<c10::DeviceIndex>(o.local_rank % gpus));
-  }
-  if (o.device == "cuda") {
+  if (visible_gpus <= 0) {
+    if (o.device == "auto") return at::Device(at::kCPU);
     return FlagError("device",
-                     absl::StrCat("cuda: ", why_not, "; use --device=cpu"));
+                     absl::StrCat("cuda: ", kNoGpu, "; use --device=cpu"));
   }
-  return at::Device(at::kCPU);
+  if (const std::string why_not = WhyNotCuda(o); !why_not.empty()) {
+    return FlagError(
+        "device",
+        absl::StrCat(o.device, ": ", visible_gpus,
+                     " GPU(s) visible, so this run would train on CUDA, but ",
+                     why_not, "; use --device=cpu to train on the CPU"));
+  }
+  return at::Device(at::kCUDA,
+                    static_cast<c10::DeviceIndex>(o.local_rank % visible_gpus));
 }
 
 std::string AutoDeviceCpuReason(const TrainOptions& o) {
-  if (o.device != "auto") return "";
-  return WhyNotCuda(o, VisibleGpus());
+  if (o.device != "auto" || VisibleGpus() > 0) return "";
+  return kNoGpu;
 }
 
 bool DeferredInit(const TrainOptions& o, const at::Device& device) {

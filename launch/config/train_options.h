@@ -202,16 +202,21 @@ struct TrainOptions {
 // Llama, Llama 3.1's rope scaling included). Errors name --model.
 absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model);
 
-// The device --device names. "auto": cuda where this LibTorch has CUDA, a GPU
-// is visible and the run can use it (fp32 or bf16; no checkpoints or FSDP
-// CPU offload: what runs on CUDA so far), else cpu. "cuda"
-// where that is not so is an error naming the flag.
+// The device --device names: cuda:local_rank (modulo the visible GPUs) or
+// the CPU. "auto" is CUDA whenever this LibTorch has CUDA and a GPU is
+// visible, else the CPU; it never falls back to the CPU where a GPU is
+// visible. Where a GPU is visible (auto) or asked for (cuda) and a flag does
+// not run on CUDA yet (--precision=fp16, --fsdp_cpu_offload, --save_every,
+// --resume), or --device=cuda finds no GPU, it is an error naming --device,
+// the flag, and --device=cpu as the fix.
 absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o);
+// As above, with the number of visible GPUs given (the tests').
+absl::StatusOr<at::Device> ResolveDevice(const TrainOptions& o,
+                                         int64_t visible_gpus);
 
-// Why --device=auto resolves to the CPU for these options (no CUDA or no GPU
-// here, or a flag that does not run on CUDA yet); "" where --device is not
-// "auto" or it picks CUDA. The train binary logs it, so a run on a GPU
-// machine never falls back to the CPU without saying so.
+// Why --device=auto resolves to the CPU ("this LibTorch has no CUDA or no
+// GPU is visible"); "" where --device is not "auto" or a GPU is visible. The
+// train binary logs it once (rank 0), so a CPU run is never chosen silently.
 std::string AutoDeviceCpuReason(const TrainOptions& o);
 
 // Whether the model is built deferred: --fsdp_deferred_init with

@@ -7,11 +7,12 @@
 #include <ATen/core/Tensor.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <torch/cuda.h>
 
 #include <fstream>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 #include "models/config.h"
@@ -234,28 +235,85 @@ TEST(AutoDeviceTest, OnlyAutoExplainsAFallback) {
   EXPECT_EQ(AutoDeviceCpuReason(o), "");
 }
 
-// --device=auto with fp16 trains on the CPU on any machine today: where a GPU
-// is visible the reason is the flag, elsewhere the missing GPU.
-TEST(AutoDeviceTest, AutoSaysWhyItPicksTheCpu) {
-  TrainOptions o;
-  o.device = "auto";
-  o.precision = Precision::kFp16;
-  ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o));
-  EXPECT_TRUE(device.is_cpu());
-  if (torch::cuda::is_available() && torch::cuda::device_count() > 0) {
-    EXPECT_THAT(AutoDeviceCpuReason(o), HasSubstr("--precision=fp16"));
-  } else {
-    EXPECT_EQ(AutoDeviceCpuReason(o),
-              "this LibTorch has no CUDA or no GPU is visible");
-  }
-}
-
-// The reason is empty exactly when auto picks CUDA.
+// The reason is empty exactly when auto picks CUDA, on this machine.
 TEST(AutoDeviceTest, NoReasonExactlyWhenAutoPicksCuda) {
   TrainOptions o;
   o.device = "auto";
   ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o));
   EXPECT_EQ(AutoDeviceCpuReason(o).empty(), device.is_cuda());
+}
+
+TEST(ResolveDeviceTest, AutoWithoutAGpuIsTheCpu) {
+  TrainOptions o;
+  o.device = "auto";
+  o.precision = Precision::kFp16;  // Runs on the CPU: no error there.
+  ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o, 0));
+  EXPECT_TRUE(device.is_cpu());
+}
+
+TEST(ResolveDeviceTest, AutoWithAGpuIsCudaLocalRankModuloGpus) {
+  TrainOptions o;
+  o.device = "auto";
+  o.local_rank = 5;
+  ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o, 2));
+  EXPECT_EQ(device, at::Device(at::kCUDA, 1));  // 5 mod 2.
+}
+
+TEST(ResolveDeviceTest, CpuIsTheCpuWhereAGpuIsVisible) {
+  TrainOptions o;
+  o.device = "cpu";
+  o.precision = Precision::kFp16;
+  ASSERT_OK_AND_ASSIGN(const at::Device device, ResolveDevice(o, 1));
+  EXPECT_TRUE(device.is_cpu());
+}
+
+TEST(ResolveDeviceTest, CudaWithoutAGpuNamesTheFlagAndTheFix) {
+  TrainOptions o;
+  o.device = "cuda";
+  EXPECT_THAT(ResolveDevice(o, 0).status().message(),
+              AllOf(HasSubstr("--device: cuda"), HasSubstr("no GPU is visible"),
+                    HasSubstr("use --device=cpu")));
+}
+
+// Where a GPU is visible, auto never falls back to the CPU: a flag that does
+// not run on CUDA yet is an error naming it and --device=cpu.
+TEST(ResolveDeviceTest, AutoWithAGpuRefusesFp16NamingTheFlag) {
+  TrainOptions o;
+  o.device = "auto";
+  o.precision = Precision::kFp16;
+  const absl::Status status = ResolveDevice(o, 1).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("--device: auto"), HasSubstr("--precision=fp16"),
+                    HasSubstr("use --device=cpu")));
+}
+
+TEST(ResolveDeviceTest, AutoWithAGpuRefusesCpuOffloadNamingTheFlag) {
+  TrainOptions o;
+  o.device = "auto";
+  o.fsdp_cpu_offload = true;
+  EXPECT_THAT(
+      ResolveDevice(o, 1).status().message(),
+      AllOf(HasSubstr("--fsdp_cpu_offload"), HasSubstr("use --device=cpu")));
+}
+
+TEST(ResolveDeviceTest, CudaRefusesCheckpointsNamingTheFlags) {
+  TrainOptions o;
+  o.device = "cuda";
+  o.checkpoint.save_every = 10;
+  EXPECT_THAT(ResolveDevice(o, 1).status().message(),
+              AllOf(HasSubstr("--save_every"), HasSubstr("use --device=cpu")));
+  o.checkpoint.save_every = 0;
+  o.checkpoint.resume = "latest";
+  EXPECT_THAT(ResolveDevice(o, 1).status().message(),
+              AllOf(HasSubstr("--resume"), HasSubstr("use --device=cpu")));
+}
+
+TEST(ResolveDeviceTest, UnknownDeviceNamesTheFlag) {
+  TrainOptions o;
+  o.device = "tpu";
+  EXPECT_THAT(ResolveDevice(o, 1).status().message(),
+              HasSubstr("--device: must be auto, cpu or cuda, got 'tpu'"));
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <glog/logging.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -294,6 +293,9 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
     // so that what allocates on the current device (the caching allocator,
     // streams, NCCL) uses it, not GPU 0.
     c10::impl::getDeviceGuardImpl(run->device.type())->setDevice(run->device);
+  } else if (const std::string why = AutoDeviceCpuReason(o);
+             run->rank == 0 && !why.empty()) {
+    LOG(INFO) << "--device=auto: training on the CPU: " << why;
   }
   models::BuildOptions build;
   build.seed = o.seed;
@@ -308,14 +310,6 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   if (run->device.is_cuda()) {
     run->model->to(run->device);
     LOG_IF(INFO, run->rank == 0) << "training on " << run->device.str();
-  } else if (const std::string why = AutoDeviceCpuReason(o);
-             run->rank == 0 && !why.empty()) {
-    // A warning where a GPU sits unused; on a machine without one, a note.
-    LOG_IF(WARNING, torch::cuda::is_available())
-        << "--device=auto: training on the CPU although a GPU is visible: "
-        << why << " (--device=cpu says so explicitly)";
-    LOG_IF(INFO, !torch::cuda::is_available())
-        << "--device=auto: training on the CPU: " << why;
   }
   if (o.precision == Precision::kBf16) {
     run->model->AddInterceptor(
