@@ -1,10 +1,13 @@
-// A Bazel workspace's program that uses Strata as a library (@strata):
-// builds Llama-tiny (models/), wraps it in the single-process strategy,
-// trains a few steps on one fixed random batch and prints the loss of each.
-// Overfitting one batch, the loss must fall; the program exits non-zero if it
-// does not, or on any error. examples/cmake_consumer does the same with
-// GPT-tiny under FSDP against the installed CMake package. README.md, "Use
-// Strata from your project".
+// A program outside Strata's tree that uses Strata as a library: builds
+// GPT-tiny (models/), wraps it in FSDP at a world of one process (no process
+// group needed), trains a few steps on one fixed random batch and prints the
+// loss of each. Overfitting one batch, the loss must fall; the program exits
+// non-zero if it does not, or on any error.
+//
+// Both examples build this one file: examples/bazel_consumer against Strata
+// as an external repository (@strata), examples/cmake_consumer against the
+// installed package (find_package(Strata); its check.sh installs, builds and
+// runs it). README.md, "Use Strata from your project".
 #include <ATen/ATen.h>
 
 #include <cstdint>
@@ -32,14 +35,14 @@ constexpr int64_t kSeqLen = 32;
 absl::Status Run() {
   using strata::strategies::Strategy;
   STRATA_ASSIGN_OR_RETURN(strata::models::ModelConfig config,
-                          strata::models::ConfigByName("llama-tiny"));
+                          strata::models::ConfigByName("gpt-tiny"));
   strata::models::BuildOptions build;
   build.seed = 1;
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<strata::models::UnitModel> model,
                           strata::models::BuildModel(config, build));
 
   strata::strategies::StrategyOptions options;
-  options.kind = strata::strategies::StrategyKind::kSingle;
+  options.kind = strata::strategies::StrategyKind::kFsdp;
   strata::optim::LrScheduleOptions schedule;
   schedule.kind = strata::optim::LrScheduleKind::kConstant;
   schedule.base_lr = 1e-3;
