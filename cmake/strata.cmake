@@ -218,8 +218,9 @@ endfunction()
 
 # --- Installing ----------------------------------------------------------
 # `cmake --install` installs the package Strata: every library that is not
-# test-only (TESTONLY, a testing/ package, benchmarks/, tools/), `manual`, or
-# part of the binaries (launch/: strata_install_binaries installs those),
+# test-only (TESTONLY, a testing/ package, benchmarks/, tools/) or part of
+# the binaries (launch/: strata_install_binaries installs those) — `manual`
+# ones too: a CUDA build's comm:group links comm:nccl_communicator,
 # with its headers under <prefix>/include/strata/<package>/ (so
 # #include "strategies/fsdp.h" works as in the tree), its archive under
 # <prefix>/lib/strata/, and an exported target in the Strata:: namespace:
@@ -241,7 +242,7 @@ add_dependencies(strata_torch_version_ci strata_installable)
 # Whether a library of `pkg` is installed.
 function(_strata_installed out pkg testonly tags)
   set(installed TRUE)
-  if(testonly OR "manual" IN_LIST tags OR pkg MATCHES "(^|/)testing$"
+  if(testonly OR pkg MATCHES "(^|/)testing$"
      OR pkg MATCHES "^(benchmarks|launch|tools)(/|$)")
     set(installed FALSE)
   endif()
