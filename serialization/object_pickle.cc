@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "base/escape.h"
 #include "base/status.h"
+#include "serialization/pickle_ops.h"
 
 namespace strata::serialization {
 
@@ -58,17 +59,15 @@ std::string PyValue::Describe() const {
 class ObjectUnpickler {
  public:
   ObjectUnpickler(absl::string_view pickle, const std::string& where)
-      : where_(where), data_(pickle.data()), size_(pickle.size()) {}
+      : decoder_(pickle, where) {}
 
   absl::StatusOr<std::unique_ptr<PickledObjects>> Run() {
     result_ = std::make_unique<PickledObjects>();
     while (true) {
-      opcode_ = -1;
-      uint8_t opcode = 0;
-      STRATA_RETURN_IF_ERROR(Read(&opcode));
-      opcode_ = opcode;
-      if (opcode == '.') break;  // STOP
-      STRATA_RETURN_IF_ERROR(Step(opcode));
+      PickleOp op;
+      STRATA_RETURN_IF_ERROR(decoder_.Next(&op));
+      if (op.code == '.') break;  // STOP
+      STRATA_RETURN_IF_ERROR(Step(op));
     }
     if (stack_.size() != 1 || !marks_.empty()) {
       return Error(absl::StrCat("malformed pickle: ", stack_.size(),
@@ -83,10 +82,7 @@ class ObjectUnpickler {
   using Kind = PyValue::Kind;
 
   absl::Status Error(const std::string& message) const {
-    const std::string opcode =
-        opcode_ < 0 ? "" : absl::StrFormat("opcode 0x%02x, ", opcode_);
-    return absl::InvalidArgumentError(absl::StrCat(
-        where_, ": ", message, " (", opcode, "at pickle byte ", pos_, ")"));
+    return decoder_.Error(message);
   }
 
   absl::StatusOr<PyValue*> New(Kind kind) {
@@ -112,33 +108,9 @@ class ObjectUnpickler {
     return absl::OkStatus();
   }
 
-  template <typename T>
-  absl::Status Read(T* value) {
-    if (size_ - pos_ < sizeof(T)) return Error("truncated pickle");
-    std::memcpy(value, data_ + pos_, sizeof(T));  // little-endian host
-    pos_ += sizeof(T);
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadBytes(uint64_t n, std::string* out) {
-    if (size_ - pos_ < n) return Error("truncated pickle");
-    out->assign(data_ + pos_, n);
-    pos_ += n;
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadLine(std::string* out) {
-    const void* end = std::memchr(data_ + pos_, '\n', size_ - pos_);
-    if (end == nullptr) return Error("truncated pickle");
-    const size_t n = static_cast<const char*>(end) - (data_ + pos_);
-    out->assign(data_ + pos_, n);
-    pos_ += n + 1;
-    return absl::OkStatus();
-  }
-
-  absl::Status PushText(Kind kind, uint64_t n) {
+  absl::Status PushText(Kind kind, std::string text) {
     STRATA_ASSIGN_OR_RETURN(PyValue * value, New(kind));
-    STRATA_RETURN_IF_ERROR(ReadBytes(n, &value->text));
+    value->text = std::move(text);
     stack_.push_back(value);
     return absl::OkStatus();
   }
@@ -210,34 +182,25 @@ class ObjectUnpickler {
   }
 
   // Executes one opcode: the interpreter's switch (one case per opcode).
-  absl::Status Step(uint8_t opcode);
+  absl::Status Step(PickleOp& op);
 
-  const std::string& where_;
-  const char* const data_;
-  const size_t size_;
-  size_t pos_ = 0;
-  int opcode_ = -1;
+  PickleDecoder decoder_;
   std::unique_ptr<PickledObjects> result_;
   std::vector<PyValue*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PyValue*> memo_;
 };
 
-absl::Status ObjectUnpickler::Step(uint8_t opcode) {
+absl::Status ObjectUnpickler::Step(PickleOp& op) {
+  const uint8_t opcode = op.code;
   switch (opcode) {
-    case 0x80: {  // PROTO
-      uint8_t protocol = 0;
-      STRATA_RETURN_IF_ERROR(Read(&protocol));
-      if (protocol < 2 || protocol > 5) {
-        return Error(absl::StrCat("unsupported pickle protocol ",
-                                  static_cast<int>(protocol)));
+    case 0x80:  // PROTO
+      if (op.integer < 2 || op.integer > 5) {
+        return Error(absl::StrCat("unsupported pickle protocol ", op.integer));
       }
       return absl::OkStatus();
-    }
-    case 0x95: {  // FRAME
-      uint64_t frame_size = 0;
-      return Read(&frame_size);
-    }
+    case 0x95:  // FRAME: only a hint for buffering.
+      return absl::OkStatus();
     case '(':  // MARK
       marks_.push_back(stack_.size());
       return absl::OkStatus();
@@ -264,76 +227,25 @@ absl::Status ObjectUnpickler::Step(uint8_t opcode) {
       stack_.push_back(value);
       return absl::OkStatus();
     }
-    case 'K': {  // BININT1
-      uint8_t value = 0;
-      STRATA_RETURN_IF_ERROR(Read(&value));
-      return PushInt(value);
-    }
-    case 'M': {  // BININT2
-      uint16_t value = 0;
-      STRATA_RETURN_IF_ERROR(Read(&value));
-      return PushInt(value);
-    }
-    case 'J': {  // BININT
-      int32_t value = 0;
-      STRATA_RETURN_IF_ERROR(Read(&value));
-      return PushInt(value);
-    }
-    case 0x8a: {  // LONG1: little-endian two's complement
-      uint8_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      if (n > 8) return Error("integer wider than 64 bits");
-      std::string bytes;
-      STRATA_RETURN_IF_ERROR(ReadBytes(n, &bytes));
-      uint64_t value = 0;
-      for (int i = n - 1; i >= 0; --i) {
-        value = (value << 8) | static_cast<uint8_t>(bytes[i]);
-      }
-      if (n > 0 && n < 8 && (static_cast<uint8_t>(bytes[n - 1]) & 0x80)) {
-        value |= ~uint64_t{0} << (8 * n);  // sign-extend
-      }
-      return PushInt(static_cast<int64_t>(value));
-    }
-    case 'G': {  // BINFLOAT: big-endian double
-      std::string bytes;
-      STRATA_RETURN_IF_ERROR(ReadBytes(8, &bytes));
-      uint64_t bits = 0;
-      for (char c : bytes) bits = (bits << 8) | static_cast<uint8_t>(c);
+    case 'K':   // BININT1
+    case 'M':   // BININT2
+    case 'J':   // BININT
+    case 0x8a:  // LONG1
+      return PushInt(op.integer);
+    case 'G': {  // BINFLOAT
       STRATA_ASSIGN_OR_RETURN(PyValue * value, New(Kind::kFloat));
-      std::memcpy(&value->real, &bits, sizeof(value->real));
+      value->real = op.real;
       stack_.push_back(value);
       return absl::OkStatus();
     }
-    case 'X': {  // BINUNICODE
-      uint32_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushText(Kind::kStr, n);
-    }
-    case 0x8c: {  // SHORT_BINUNICODE
-      uint8_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushText(Kind::kStr, n);
-    }
-    case 0x8d: {  // BINUNICODE8
-      uint64_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushText(Kind::kStr, n);
-    }
-    case 'C': {  // SHORT_BINBYTES
-      uint8_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushText(Kind::kBytes, n);
-    }
-    case 'B': {  // BINBYTES
-      uint32_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushText(Kind::kBytes, n);
-    }
-    case 0x8e: {  // BINBYTES8
-      uint64_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushText(Kind::kBytes, n);
-    }
+    case 'X':   // BINUNICODE
+    case 0x8c:  // SHORT_BINUNICODE
+    case 0x8d:  // BINUNICODE8
+      return PushText(Kind::kStr, std::move(op.text));
+    case 'C':   // SHORT_BINBYTES
+    case 'B':   // BINBYTES
+    case 0x8e:  // BINBYTES8
+      return PushText(Kind::kBytes, std::move(op.text));
     case ')':  // EMPTY_TUPLE
       return PushTuple({});
     case 't': {  // TUPLE
@@ -387,35 +299,17 @@ absl::Status ObjectUnpickler::Step(uint8_t opcode) {
       STRATA_RETURN_IF_ERROR(Top(&target));
       return AddItems(target, items, opcode == 'e' ? Kind::kList : Kind::kDict);
     }
-    case 'q': {  // BINPUT
-      uint8_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Memo(id);
-    }
-    case 'r': {  // LONG_BINPUT
-      uint32_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Memo(id);
-    }
+    case 'q':  // BINPUT
+    case 'r':  // LONG_BINPUT
+      return Memo(op.integer);
     case 0x94:  // MEMOIZE
       return Memo(memo_.size());
-    case 'h': {  // BINGET
-      uint8_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Recall(id);
-    }
-    case 'j': {  // LONG_BINGET
-      uint32_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Recall(id);
-    }
+    case 'h':  // BINGET
+    case 'j':  // LONG_BINGET
+      return Recall(op.integer);
     case 'c': {  // GLOBAL
-      std::string module, name;
-      STRATA_RETURN_IF_ERROR(ReadLine(&module));
-      STRATA_RETURN_IF_ERROR(ReadLine(&name));
-      if (module == "__builtin__") module = "builtins";
       STRATA_ASSIGN_OR_RETURN(PyValue * global, New(Kind::kGlobal));
-      global->text = absl::StrCat(module, ".", name);
+      global->text = std::move(op.text);
       stack_.push_back(global);
       return absl::OkStatus();
     }

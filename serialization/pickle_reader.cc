@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "base/escape.h"
 #include "base/status.h"
+#include "serialization/pickle_ops.h"
 
 namespace strata::serialization {
 namespace {
@@ -99,10 +100,7 @@ class Unpickler {
  public:
   Unpickler(const std::string& where, absl::string_view pickle,
             const StorageLoader& load_storage)
-      : where_(where),
-        load_storage_(load_storage),
-        data_(pickle.data()),
-        size_(pickle.size()) {}
+      : decoder_(pickle, where), load_storage_(load_storage) {}
 
   Unpickler(const Unpickler&) = delete;
   Unpickler& operator=(const Unpickler&) = delete;
@@ -113,15 +111,13 @@ class Unpickler {
 
   absl::StatusOr<c10::IValue> Run() {
     while (true) {
-      opcode_ = -1;
-      uint8_t opcode = 0;
-      STRATA_RETURN_IF_ERROR(Read(&opcode));
-      opcode_ = opcode;
-      if (opcode == '.') break;  // STOP
+      PickleOp op;
+      STRATA_RETURN_IF_ERROR(decoder_.Next(&op));
+      if (op.code == '.') break;  // STOP
       // LibTorch throws on some values (e.g. torch.device("nonsense")).
       absl::Status stepped;
       const absl::Status thrown =
-          StatusFromCall("LibTorch", [&] { stepped = Step(opcode); });
+          StatusFromCall("LibTorch", [&] { stepped = Step(op); });
       if (!thrown.ok()) return Error(std::string(thrown.message()));
       STRATA_RETURN_IF_ERROR(stepped);
     }
@@ -136,10 +132,7 @@ class Unpickler {
 
  private:
   absl::Status Error(const std::string& message) const {
-    const std::string opcode =
-        opcode_ < 0 ? "" : absl::StrFormat("opcode 0x%02x, ", opcode_);
-    return absl::InvalidArgumentError(absl::StrCat(
-        where_, ": ", message, " (", opcode, "at pickle byte ", pos_, ")"));
+    return decoder_.Error(message);
   }
 
   absl::Status NestingError() const {
@@ -231,30 +224,6 @@ class Unpickler {
         }
       }
     }
-  }
-
-  template <typename T>
-  absl::Status Read(T* value) {
-    if (size_ - pos_ < sizeof(T)) return Error("truncated pickle");
-    std::memcpy(value, data_ + pos_, sizeof(T));  // little-endian host
-    pos_ += sizeof(T);
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadBytes(uint64_t n, std::string* out) {
-    if (size_ - pos_ < n) return Error("truncated pickle");
-    out->assign(data_ + pos_, n);
-    pos_ += n;
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadLine(std::string* out) {
-    const void* end = std::memchr(data_ + pos_, '\n', size_ - pos_);
-    if (end == nullptr) return Error("truncated pickle");
-    const size_t n = static_cast<const char*>(end) - (data_ + pos_);
-    out->assign(data_ + pos_, n);
-    pos_ += n + 1;
-    return absl::OkStatus();
   }
 
   absl::Status Pop(c10::IValue* value) {
@@ -351,14 +320,7 @@ class Unpickler {
   }
 
   // Executes one opcode: the interpreter's switch (one case per opcode).
-  absl::Status Step(uint8_t opcode);
-
-  absl::Status PushString(uint64_t n) {
-    std::string value;
-    STRATA_RETURN_IF_ERROR(ReadBytes(n, &value));
-    stack_.emplace_back(std::move(value));
-    return absl::OkStatus();
-  }
+  absl::Status Step(PickleOp& op);
 
   // ('storage', storage type, key, location, numel) -> a 1-D tensor viewing
   // the whole storage (shared by every tensor that names the same key).
@@ -515,11 +477,8 @@ class Unpickler {
         "' (readable: tensors, dicts, lists, tuples, strings, numbers)"));
   }
 
-  const std::string& where_;
+  PickleDecoder decoder_;
   const StorageLoader& load_storage_;
-  const char* const data_;
-  const size_t size_;
-  size_t pos_ = 0;
   std::vector<c10::IValue> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, c10::IValue> memo_;
@@ -528,24 +487,18 @@ class Unpickler {
   std::vector<c10::IValue> retained_;
   std::unordered_map<const void*, int> nesting_;
   bool verified_ = false;
-  int opcode_ = -1;  // the opcode being executed, if any
 };
 
-absl::Status Unpickler::Step(uint8_t opcode) {
+absl::Status Unpickler::Step(PickleOp& op) {
+  const uint8_t opcode = op.code;
   switch (opcode) {
-    case 0x80: {  // PROTO
-      uint8_t protocol = 0;
-      STRATA_RETURN_IF_ERROR(Read(&protocol));
-      if (protocol < 2 || protocol > 4) {
-        return Error(absl::StrCat("unsupported pickle protocol ",
-                                  static_cast<int>(protocol)));
+    case 0x80:  // PROTO
+      if (op.integer < 2 || op.integer > 4) {
+        return Error(absl::StrCat("unsupported pickle protocol ", op.integer));
       }
       return absl::OkStatus();
-    }
-    case 0x95: {  // FRAME
-      uint64_t frame_size = 0;
-      return Read(&frame_size);
-    }
+    case 0x95:  // FRAME: only a hint for buffering.
+      return absl::OkStatus();
     case '(':  // MARK
       marks_.push_back(stack_.size());
       return absl::OkStatus();
@@ -572,61 +525,19 @@ absl::Status Unpickler::Step(uint8_t opcode) {
     case 0x89:  // NEWFALSE
       stack_.emplace_back(false);
       return absl::OkStatus();
-    case 'K': {  // BININT1
-      uint8_t value = 0;
-      STRATA_RETURN_IF_ERROR(Read(&value));
-      return PushInt(value);
-    }
-    case 'M': {  // BININT2
-      uint16_t value = 0;
-      STRATA_RETURN_IF_ERROR(Read(&value));
-      return PushInt(value);
-    }
-    case 'J': {  // BININT
-      int32_t value = 0;
-      STRATA_RETURN_IF_ERROR(Read(&value));
-      return PushInt(value);
-    }
-    case 0x8a: {  // LONG1: little-endian two's complement
-      uint8_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      if (n > 8) return Error("integer wider than 64 bits");
-      std::string bytes;
-      STRATA_RETURN_IF_ERROR(ReadBytes(n, &bytes));
-      uint64_t value = 0;
-      for (int i = n - 1; i >= 0; --i) {
-        value = (value << 8) | static_cast<uint8_t>(bytes[i]);
-      }
-      if (n > 0 && n < 8 && (static_cast<uint8_t>(bytes[n - 1]) & 0x80)) {
-        value |= ~uint64_t{0} << (8 * n);  // sign-extend
-      }
-      return PushInt(static_cast<int64_t>(value));
-    }
-    case 'G': {  // BINFLOAT: big-endian double
-      std::string bytes;
-      STRATA_RETURN_IF_ERROR(ReadBytes(8, &bytes));
-      uint64_t bits = 0;
-      for (char c : bytes) bits = (bits << 8) | static_cast<uint8_t>(c);
-      double value = 0;
-      std::memcpy(&value, &bits, sizeof(value));
-      stack_.emplace_back(value);
+    case 'K':   // BININT1
+    case 'M':   // BININT2
+    case 'J':   // BININT
+    case 0x8a:  // LONG1
+      return PushInt(op.integer);
+    case 'G':  // BINFLOAT
+      stack_.emplace_back(op.real);
       return absl::OkStatus();
-    }
-    case 'X': {  // BINUNICODE
-      uint32_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushString(n);
-    }
-    case 0x8c: {  // SHORT_BINUNICODE
-      uint8_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushString(n);
-    }
-    case 0x8d: {  // BINUNICODE8
-      uint64_t n = 0;
-      STRATA_RETURN_IF_ERROR(Read(&n));
-      return PushString(n);
-    }
+    case 'X':   // BINUNICODE
+    case 0x8c:  // SHORT_BINUNICODE
+    case 0x8d:  // BINUNICODE8
+      stack_.emplace_back(std::move(op.text));
+      return absl::OkStatus();
     case ')':  // EMPTY_TUPLE
       return PushTuple({});
     case 't': {  // TUPLE
@@ -694,37 +605,17 @@ absl::Status Unpickler::Step(uint8_t opcode) {
       STRATA_RETURN_IF_ERROR(Top(&dict));
       return SetItems(*dict, items);
     }
-    case 'q': {  // BINPUT
-      uint8_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Memo(id);
-    }
-    case 'r': {  // LONG_BINPUT
-      uint32_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Memo(id);
-    }
+    case 'q':  // BINPUT
+    case 'r':  // LONG_BINPUT
+      return Memo(op.integer);
     case 0x94:  // MEMOIZE
       return Memo(memo_.size());
-    case 'h': {  // BINGET
-      uint8_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Recall(id);
-    }
-    case 'j': {  // LONG_BINGET
-      uint32_t id = 0;
-      STRATA_RETURN_IF_ERROR(Read(&id));
-      return Recall(id);
-    }
-    case 'c': {  // GLOBAL
-      std::string module, name;
-      STRATA_RETURN_IF_ERROR(ReadLine(&module));
-      STRATA_RETURN_IF_ERROR(ReadLine(&name));
-      // Protocol 2 spells builtins the Python 2 way.
-      if (module == "__builtin__") module = "builtins";
-      stack_.push_back(MakeGlobal(absl::StrCat(module, ".", name)));
+    case 'h':  // BINGET
+    case 'j':  // LONG_BINGET
+      return Recall(op.integer);
+    case 'c':  // GLOBAL
+      stack_.push_back(MakeGlobal(std::move(op.text)));
       return absl::OkStatus();
-    }
     case 0x93: {  // STACK_GLOBAL
       c10::IValue module, name;
       STRATA_RETURN_IF_ERROR(Pop(&name));
