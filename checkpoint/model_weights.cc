@@ -17,6 +17,7 @@
 #include "checkpoint/metadata.h"
 #include "checkpoint/sharded.h"
 #include "comm/exchange.h"
+#include "models/hf_config.h"
 #include "models/hf_layout.h"
 
 namespace strata::checkpoint {

@@ -1,6 +1,7 @@
 // Hugging Face checkpoints of GPT-2 and Llama: their safetensors files
-// (single or sharded), their config.json, and the mapping between their
-// parameter names and layouts and Strata's (models/gpt.h, models/llama.h).
+// (single or sharded) and the mapping between their parameter names and
+// layouts and Strata's (models/gpt.h, models/llama.h). Their config.json is
+// models/hf_config.h's.
 //
 // GPT-2 (GPT2LMHeadModel): "transformer.wte", "transformer.wpe",
 // "transformer.h.{i}.ln_1", "attn.c_attn", "attn.c_proj", "ln_2",
@@ -55,29 +56,6 @@ absl::StatusOr<NamedTensors> ReadHfWeights(const std::string& path);
 // or a directory with model.safetensors or model.safetensors.index.json.
 bool IsHfCheckpoint(const std::string& path);
 
-// config.json of `path`: in the directory, or beside the file.
-std::string HfConfigPath(const std::string& path);
-
-// The Strata config (family "gpt" or "llama") of a Hugging Face config.json
-// (`text`, named `source` in errors). InvalidArgument naming the key when
-// one is missing or of the wrong type, or when the config asks for what
-// Strata's model does not compute (GPT-2: an activation other than
-// gelu_new, unscaled or layer-scaled attention; Llama: a rope_scaling
-// other than Llama 3.1's "llama3", attention or MLP biases, an activation other
-// than silu, a head_dim other than hidden_size / num_attention_heads).
-absl::StatusOr<models::ModelConfig> ModelConfigFromHfJson(
-    absl::string_view text, const std::string& source,
-    const std::string& family);
-
-// The Strata config of a Hugging Face config.json at `path` (the file, or a
-// directory holding it), its family from "model_type" ("gpt2" or "llama");
-// errors name the file and the key.
-absl::StatusOr<models::ModelConfig> ModelConfigFromHfConfigFile(
-    const std::string& path);
-
-// config.json text for `config` (Hugging Face's keys for its family).
-std::string HfConfigJson(const models::ModelConfig& config);
-
 // Hugging Face tensors (names and layouts) -> Strata's, in the model's
 // order. Every tensor the model has must be present with its Hugging Face
 // shape; a name the model does not have is an error (InvalidArgument
@@ -86,14 +64,6 @@ std::string HfConfigJson(const models::ModelConfig& config);
 absl::StatusOr<NamedTensors> ImportHf(const NamedTensors& hf,
                                       const models::ModelConfig& config,
                                       const std::string& source);
-
-// Checks that the config.json beside Hugging Face weights (HfConfigPath;
-// none is fine) describes `config`'s architecture: heads, key/value heads,
-// norm epsilon, rope theta and scaling (Llama), tied head; InvalidArgument
-// naming the file, the field and both values otherwise. (Sizes are checked by
-// ImportHf's shapes; Llama's context length may differ.)
-absl::Status CheckHfConfig(const std::string& path,
-                           const models::ModelConfig& config);
 
 // Strata tensors -> Hugging Face's, in Hugging Face's order (a tied head is
 // left out, as Hugging Face's safetensors do). Every tensor of the model must

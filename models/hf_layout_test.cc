@@ -16,6 +16,7 @@
 #include "base/testing/temp_dir.h"
 #include "models/config.h"
 #include "models/factory.h"
+#include "models/hf_config.h"
 #include "models/state_dict.h"
 #include "serialization/safetensors.h"
 
@@ -289,108 +290,6 @@ TEST(HfLayoutTest, DirectoryWithoutWeightsIsNotFound) {
   EXPECT_THAT(ReadHfWeights(dir),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("has neither model.safetensors nor")));
-}
-
-TEST(HfLayoutTest, ReadsPublishedLlamaConfigKeys) {
-  ASSERT_OK_AND_ASSIGN(
-      models::ModelConfig c,
-      ModelConfigFromHfJson(
-          R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096,
-              "intermediate_size": 11008, "num_hidden_layers": 32,
-              "num_attention_heads": 32, "num_key_value_heads": 8,
-              "max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
-              "rope_theta": 500000.0, "rope_scaling": null,
-              "hidden_act": "silu", "tie_word_embeddings": false})",
-          "config.json", "llama"));
-  EXPECT_EQ(c.family, "llama");
-  EXPECT_EQ(c.dim, 4096);
-  EXPECT_EQ(c.num_kv_heads, 8);
-  EXPECT_EQ(c.ffn_dim, 11008);
-  EXPECT_EQ(c.seq_len, 4096);
-  EXPECT_EQ(c.rope_theta, 500000.0);
-  EXPECT_EQ(c.norm_eps, 1e-5);
-  EXPECT_FALSE(c.tie_embeddings);
-}
-
-TEST(HfLayoutTest, ReadsPublishedGpt2ConfigKeys) {
-  ASSERT_OK_AND_ASSIGN(
-      models::ModelConfig c,
-      ModelConfigFromHfJson(
-          R"({"model_type": "gpt2", "vocab_size": 50257, "n_ctx": 1024,
-              "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
-              "n_inner": null, "layer_norm_epsilon": 1e-05,
-              "activation_function": "gelu_new"})",
-          "config.json", "gpt"));
-  const models::ModelConfig gpt2 = Config("gpt2");
-  EXPECT_EQ(c.vocab_size, gpt2.vocab_size);
-  EXPECT_EQ(c.seq_len, gpt2.seq_len);
-  EXPECT_EQ(c.dim, gpt2.dim);
-  EXPECT_EQ(c.num_layers, gpt2.num_layers);
-  EXPECT_EQ(c.num_heads, gpt2.num_heads);
-  EXPECT_EQ(c.ffn_dim, gpt2.ffn_dim);
-}
-
-// A Llama config.json with `rope_scaling` (JSON) and small sizes.
-std::string LlamaConfigWithScaling(const std::string& rope_scaling) {
-  return R"({"vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
-             "num_hidden_layers": 1, "num_attention_heads": 2,
-             "max_position_embeddings": 8, "rope_scaling": )" +
-         rope_scaling + "}";
-}
-
-TEST(HfLayoutTest, RopeScalingOfAnotherTypeIsRefused) {
-  EXPECT_THAT(
-      ModelConfigFromHfJson(
-          LlamaConfigWithScaling(R"({"rope_type": "yarn", "factor": 4.0})"),
-          "config.json", "llama"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("config.json: \"rope_scaling.rope_type\": 'yarn': "
-                         "Strata's Llama models only Llama 3.1's scaling")));
-}
-
-TEST(HfLayoutTest, Llama3RopeScalingWithoutItsContextNamesTheKey) {
-  EXPECT_THAT(
-      ModelConfigFromHfJson(
-          LlamaConfigWithScaling(R"({"rope_type": "llama3", "factor": 8.0})"),
-          "config.json", "llama"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("config.json: missing "
-                         "\"rope_scaling.original_max_position_embeddings\"")));
-}
-
-TEST(HfLayoutTest, Llama3RopeScalingIsReadAndWrittenBack) {
-  absl::StatusOr<models::ModelConfig> read = ModelConfigFromHfJson(
-      LlamaConfigWithScaling(
-          R"({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-              "high_freq_factor": 4.0,
-              "original_max_position_embeddings": 8192})"),
-      "config.json", "llama");
-  ASSERT_THAT(read, IsOk());
-  EXPECT_EQ(read->rope_scaling.type, "llama3");
-  EXPECT_EQ(read->rope_scaling.factor, 32.0);
-  EXPECT_EQ(read->rope_scaling.low_freq_factor, 1.0);
-  EXPECT_EQ(read->rope_scaling.high_freq_factor, 4.0);
-  EXPECT_EQ(read->rope_scaling.original_max_position_embeddings, 8192);
-  absl::StatusOr<models::ModelConfig> again =
-      ModelConfigFromHfJson(HfConfigJson(*read), "again.json", "llama");
-  ASSERT_THAT(again, IsOk());
-  EXPECT_EQ(again->rope_scaling.type, "llama3");
-  EXPECT_EQ(again->rope_scaling.factor, 32.0);
-  EXPECT_EQ(again->rope_scaling.original_max_position_embeddings, 8192);
-}
-
-TEST(HfLayoutTest, ConfigMissingAKeyNamesIt) {
-  EXPECT_THAT(ModelConfigFromHfJson(R"({"vocab_size": 8, "n_positions": 8})",
-                                    "config.json", "gpt"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("config.json: missing \"n_embd\"")));
-}
-
-TEST(HfLayoutTest, ConfigOfTheOtherFamilyIsRefused) {
-  EXPECT_THAT(
-      ModelConfigFromHfJson(R"({"model_type": "llama"})", "config.json", "gpt"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("'llama', expected 'gpt2' for hf-gpt2")));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "base/testing/temp_dir.h"
 #include "models/config.h"
 #include "models/factory.h"
+#include "models/hf_config.h"
 #include "models/hf_layout.h"
 #include "models/state_dict.h"
 #include "serialization/safetensors.h"

@@ -60,6 +60,7 @@
 #include "checkpoint/sharded.h"
 #include "checkpoint/strategy/checkpoint.h"
 #include "models/config.h"
+#include "models/hf_config.h"
 #include "models/hf_layout.h"
 #include "models/state_dict.h"
 #include "serialization/torch_file.h"
@@ -206,20 +207,10 @@ absl::Status Convert(const std::string& src, const std::string& dst,
   return absl::OkStatus();
 }
 
-// The named config of a Hugging Face config.json equal to `config`, if any.
+// The registered config with `config`'s shape, if any.
 std::string NamedConfigLike(const models::ModelConfig& config) {
   for (const std::string& name : models::ConfigNames()) {
-    absl::StatusOr<models::ModelConfig> c = models::ConfigByName(name);
-    if (c.ok() && c->family == config.family &&
-        c->vocab_size == config.vocab_size && c->seq_len == config.seq_len &&
-        c->num_layers == config.num_layers &&
-        c->num_heads == config.num_heads &&
-        c->num_kv_heads == config.num_kv_heads && c->dim == config.dim &&
-        c->ffn_dim == config.ffn_dim && c->norm_eps == config.norm_eps &&
-        c->rope_theta == config.rope_theta &&
-        c->tie_embeddings == config.tie_embeddings) {
-      return name;
-    }
+    if (models::ModelConfigRecord(name, config) == name) return name;
   }
   return "";
 }
@@ -293,28 +284,32 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
   std::string recorded;
   STRATA_ASSIGN_OR_RETURN(models::NamedTensors strata,
                           ReadStrataWeights(src, &recorded));
-  if (model_name.empty()) model_name = recorded;
-  if (model_name.empty()) {
+  models::ModelConfig config;
+  if (!model_name.empty()) {
+    absl::StatusOr<models::ModelConfig> named =
+        models::ModelConfigByNameOrPath(model_name);
+    if (!named.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model=", model_name, ": ", named.status().message()));
+    }
+    config = *std::move(named);
+    model_name = "--model=" + model_name;
+  } else if (!recorded.empty()) {
+    STRATA_ASSIGN_OR_RETURN(config,
+                            models::ModelConfigFromRecord(recorded, src));
+    const std::string named = NamedConfigLike(config);
+    model_name = absl::StrCat(named.empty() ? "its config" : named,
+                              ", recorded in ", src);
+  } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--to=", layout, ": ", src,
         " does not record its model config; name it with --model=NAME (",
         absl::StrJoin(models::ConfigNames(), ", "),
         ") or --model=PATH (a Hugging Face config.json or its directory)"));
   }
-  models::ModelConfig config;
-  std::error_code ec;
-  if (absl::EndsWith(model_name, ".json") ||
-      std::filesystem::is_directory(model_name, ec)) {
-    // A Hugging Face config.json or its directory (e.g. the one an import
-    // read, or the --model of the run that wrote `src`).
-    STRATA_ASSIGN_OR_RETURN(config,
-                            models::ModelConfigFromHfConfigFile(model_name));
-  } else {
-    STRATA_ASSIGN_OR_RETURN(config, models::ConfigByName(model_name));
-  }
   if (config.family != family) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--model=", model_name, " is a ", config.family,
+        absl::StrCat(model_name, ": a ", config.family,
                      " model, but --to=", layout, " writes ", family));
   }
   STRATA_ASSIGN_OR_RETURN(models::NamedTensors hf,
@@ -322,7 +317,7 @@ absl::Status ExportToHf(const std::string& layout, const std::string& src,
   STRATA_RETURN_IF_ERROR(
       models::WriteHfModel(dst, hf, config, max_shard_bytes));
   std::cout << "wrote " << dst << " (" << layout << ", " << hf.size()
-            << " tensors) from " << src << " (--model=" << model_name << ")\n";
+            << " tensors) from " << src << " (" << model_name << ")\n";
   return absl::OkStatus();
 }
 

@@ -206,6 +206,20 @@ TEST(StrataCkptTest, HfExportOfABareStateDictAsksForTheModel) {
       << r.output;
 }
 
+TEST(StrataCkptTest, HfExportNamesTheModelFlagOfADirectoryWithoutConfig) {
+  const std::string dir = TempDir("hf_model_dir");
+  ASSERT_THAT(models::SaveStateDict({{"w", at::ones({2})}}, dir + "/w.pt"),
+              IsOk());
+  std::filesystem::create_directories(dir + "/empty");
+  const ToolResult r = Tool(absl::StrCat("convert --to=hf-gpt2 --model=", dir,
+                                         "/empty ", dir, "/w.pt ", dir, "/hf"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(absl::StrCat("--model=", dir, "/empty: ")),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("config.json"), std::string::npos) << r.output;
+}
+
 TEST(StrataCkptTest, HfConvertRefusesAnUnknownFlag) {
   const ToolResult r = Tool("convert --from=hf-gpt2 --shards=2 a b");
   EXPECT_EQ(r.exit_code, 1);

@@ -35,7 +35,9 @@ struct TrainingCheckpointOptions {
   // "" (none) or a checkpoint (full, sharded, PyTorch, Hugging Face
   // safetensors) whose model weights start the run; exclusive with `resume`.
   std::string load_weights;
-  // Recorded in meta.
+  // Recorded in meta: the seed, and the model's config as
+  // models::ModelConfigRecord gives it (a registered name or config.json
+  // text).
   uint64_t seed = 0;
   std::string model_config;
   // The schedule in use (its State() is saved; on resume a saved schedule

@@ -4,14 +4,12 @@
 #include <torch/cuda.h>
 
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <string>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -20,7 +18,7 @@
 #include "launch/config/flag_error.h"
 #include "launch/observe/trace_window.h"
 #include "models/config.h"
-#include "models/hf_layout.h"
+#include "models/hf_config.h"
 #include "optim/loss_scaler.h"
 #include "strategies/mixed_precision.h"
 
@@ -294,26 +292,19 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
 }
 
 // The checkpoint options of a run (launch/config/checkpoint_options.h).
-TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o) {
+TrainingCheckpointOptions CheckpointOptions(const TrainOptions& o,
+                                            const models::ModelConfig& config) {
   TrainingCheckpointOptions c = o.checkpoint;
   if (c.dir.empty()) c.dir = o.output_dir + "/checkpoints";
   c.seed = o.seed;
-  c.model_config = o.model;
+  c.model_config = models::ModelConfigRecord(o.model, config);
   return c;
 }
 
 absl::StatusOr<models::ModelConfig> ModelConfigOf(const std::string& model) {
-  std::error_code ec;
-  const bool is_path = absl::EndsWith(model, ".json") ||
-                       std::filesystem::is_directory(model, ec);
   absl::StatusOr<models::ModelConfig> config =
-      is_path ? models::ModelConfigFromHfConfigFile(model)
-              : models::ConfigByName(model);
-  if (!config.ok()) {
-    return FlagError("model",
-                     absl::StrCat(config.status().message(),
-                                  is_path ? "" : " (or a config.json path)"));
-  }
+      models::ModelConfigByNameOrPath(model);
+  if (!config.ok()) return FlagError("model", config.status().message());
   return config;
 }
 
@@ -488,7 +479,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                                      o.seq_len, o.model, config->seq_len));
   }
   STRATA_RETURN_IF_ERROR(
-      ValidateTrainingCheckpointOptions(CheckpointOptions(o)));
+      ValidateTrainingCheckpointOptions(CheckpointOptions(o, *config)));
   return CheckComputeDtypes(o);
 }
 

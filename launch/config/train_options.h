@@ -243,8 +243,10 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
     const TrainOptions& options);
 // The run's checkpoint options: `checkpoint` with its directory resolved
 // (<output_dir>/checkpoints where --ckpt_dir is empty) and the seed and
-// model recorded in meta.
-TrainingCheckpointOptions CheckpointOptions(const TrainOptions& options);
+// the run's model `config` (--model with --vocab_size applied) recorded in
+// meta (models::ModelConfigRecord).
+TrainingCheckpointOptions CheckpointOptions(const TrainOptions& options,
+                                            const models::ModelConfig& config);
 
 }  // namespace strata::launch
 

@@ -16,7 +16,7 @@
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 #include "models/config.h"
-#include "models/hf_layout.h"
+#include "models/hf_config.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/options.h"
 
@@ -201,7 +201,7 @@ TEST(ModelFlagTest, UnknownModelTypeNamesTheFlagAndTheFile) {
 TEST(ModelFlagTest, UnknownNameSuggestsAConfigJson) {
   EXPECT_THAT(ModelConfigOf("gpt-5").status().message(),
               AllOf(HasSubstr("--model"), HasSubstr("gpt-5"),
-                    HasSubstr("or a config.json path")));
+                    HasSubstr("or a config.json or its directory")));
 }
 
 // --eval_only: evaluates loaded weights, so it needs --load_weights or

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ using ::strata::launch::testing::MetricsColumn;
 using ::strata::launch::testing::TempDir;
 using ::strata::testing::RunfilePath;
 using ::strata::testing::RunResult;
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 constexpr char kConfig[] = R"({"architectures": ["GPT2LMHeadModel"],
@@ -62,9 +64,10 @@ std::string WriteHfGpt2Directory() {
   RunResult r = RunBinary(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string dir = TempDir("gpt2");
+  // No --model: the checkpoint records the config itself (the file above
+  // could be gone by now).
   r = RunBinary({RunfilePath("checkpoint/strategy/strata_ckpt"), "convert",
-                 "--to=hf-gpt2", "--model=" + config,
-                 seed + "/checkpoints/step_00000001.pth", dir});
+                 "--to=hf-gpt2", seed + "/checkpoints/step_00000001.pth", dir});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::filesystem::copy_file(RunfilePath("text/testdata/gpt2/tokenizer.json"),
                              dir + "/tokenizer.json");
@@ -135,6 +138,37 @@ TEST(HfTextPathTest, FineTuneGenerateAndExportFromAHuggingFaceDirectory) {
     ASSERT_EQ(again.exit_code, 0) << weights << ": " << again.err;
     EXPECT_EQ(again.out, from_pt.out) << weights;
   }
+}
+
+// A registered model reshaped by --vocab_size: its checkpoint records the
+// reshaped config, so the export needs no --model and writes that
+// vocabulary, and the export's weights load back under the same flags.
+TEST(HfTextPathTest, ExportOfAVocabSizeRunNeedsNoModelFlag) {
+  const std::string run = TempDir("vocab_run");
+  std::vector<std::string> args = TrainArgs(run, 1);
+  for (const char* flag : {"--model=gpt-tiny", "--vocab_size=300",
+                           "--save_every=1", "--ckpt_format=full"}) {
+    args.push_back(flag);
+  }
+  RunResult r = RunBinary(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string hf = TempDir("vocab_hf");
+  r = RunBinary({RunfilePath("checkpoint/strategy/strata_ckpt"), "convert",
+                 "--to=hf-gpt2", run + "/checkpoints/step_00000001.pth", hf});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream config(hf + "/config.json");
+  const std::string text((std::istreambuf_iterator<char>(config)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("\"vocab_size\": 300"));
+  const std::string again = TempDir("vocab_again");
+  args = TrainArgs(again, 1);
+  for (const std::string& flag :
+       {std::string("--model=gpt-tiny"), std::string("--vocab_size=300"),
+        "--load_weights=" + hf}) {
+    args.push_back(flag);
+  }
+  r = RunBinary(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

@@ -333,7 +333,7 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   STRATA_ASSIGN_OR_RETURN(
       run->sampler, data::DistributedSampler::Create(run->data.train.get(),
                                                      run->sampler_options));
-  TrainingCheckpointOptions ckpt_options = CheckpointOptions(o);
+  TrainingCheckpointOptions ckpt_options = CheckpointOptions(o, run->config);
   ckpt_options.schedule = schedule_options;
   STRATA_ASSIGN_OR_RETURN(
       run->checkpoints,
@@ -646,9 +646,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, comm::Group* group) {
   // that a run is reproducible from its flags.
   at::manual_seed(o.seed * 1000003 + run.rank);
   if (o.eval_only) {
-    STRATA_ASSIGN_OR_RETURN(const std::string weights,
-                            LoadWeightsOnly(CheckpointOptions(o), run.config,
-                                            *run.strategy, run.group));
+    STRATA_ASSIGN_OR_RETURN(
+        const std::string weights,
+        LoadWeightsOnly(CheckpointOptions(o, run.config), run.config,
+                        *run.strategy, run.group));
     STRATA_ASSIGN_OR_RETURN(result.eval, Evaluate(o, run));
     result.final_eval_loss = result.eval.loss_nats;
     if (run.rank == 0) {
