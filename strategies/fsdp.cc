@@ -665,9 +665,8 @@ absl::StatusOr<StepResult> FsdpStrategy::DoStep(int64_t step) {
   STRATA_ASSIGN_OR_RETURN(const bool skip,
                           UnscaleGradients(grad_shards_, shard_group_));
   if (skip) return result;
-  STRATA_ASSIGN_OR_RETURN(
-      result.grad_norm,
-      ClipGradients(grad_shards_, config_.grad_clip, shard_group_, kKind));
+  STRATA_ASSIGN_OR_RETURN(result.grad_norm, ClipGradients(grad_shards_, config_,
+                                                          shard_group_, kKind));
   optimizer_->Step(result.lr);
   STRATA_RETURN_IF_ERROR(RefreshFullParameters());
   return result;

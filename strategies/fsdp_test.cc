@@ -180,9 +180,20 @@ TEST_P(FsdpOptimizerParityTest, MatchesSingleWithTheSameOptimizer) {
   }
 }
 
+// ParityAdamWInfNorm clips at every step (its norms all exceed its
+// grad_clip), so the parity runs above compare clipped updates.
+TEST(FsdpTest, InfinityNormParityOptimizerClipsEveryStep) {
+  const testing::ParityOptimizer optimizer = testing::ParityAdamWInfNorm();
+  std::vector<double> norms;
+  testing::TrainSingle("gpt-tiny", &norms, 0.0, optimizer);
+  ASSERT_FALSE(norms.empty());
+  for (double norm : norms) EXPECT_GT(norm, optimizer.config.grad_clip);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, FsdpOptimizerParityTest,
-    ::testing::Values(testing::ParityAdam(), testing::ParitySgd()),
+    ::testing::Values(testing::ParityAdam(), testing::ParitySgd(),
+                      testing::ParityAdamWInfNorm()),
     [](const ::testing::TestParamInfo<testing::ParityOptimizer>& info) {
       return info.param.name;
     });

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "optim/clip.h"
 
 namespace strata::strategies {
 namespace {
@@ -160,6 +161,12 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("--grad_clip must be finite and >= 0 (0 = off), got ",
                      config.grad_clip));
+  }
+  if (!optim::IsValidNormType(config.grad_clip_norm_type)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grad_clip_norm_type must be > 0 (2: L2, inf: the largest "
+        "|gradient|), got ",
+        config.grad_clip_norm_type));
   }
   if (config.loss_scaling.has_value()) {
     STRATA_RETURN_IF_ERROR(

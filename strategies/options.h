@@ -60,8 +60,12 @@ struct OptimizerConfig {
   double weight_decay = 0.1;
   optim::AdamWOptions adamw;  // AdamW and Adam: betas and eps.
   optim::SgdOptions sgd;      // SGD.
-  // Clip gradients to this global L2 norm; 0: off.
+  // Clip gradients to this global norm; 0: off.
   double grad_clip = 1.0;
+  // The p of that norm (torch.nn.utils.clip_grad_norm_'s norm_type): 2 (L2),
+  // +infinity (the largest |g|), or any p > 0. StepResult::grad_norm is
+  // this norm.
+  double grad_clip_norm_type = 2.0;
   // Loss scaling (fp16 training; optim/loss_scaler.h): unset, none. The
   // strategy multiplies every micro-batch's loss by the scale, divides the
   // reduced gradients by it before clipping, skips the optimizer step on
@@ -70,7 +74,8 @@ struct OptimizerConfig {
 };
 
 // Checks `config`: a kind of the enum, weight_decay finite and >= 0,
-// grad_clip finite and >= 0, loss_scaling (when set) valid as
+// grad_clip finite and >= 0, grad_clip_norm_type > 0 (infinity allowed),
+// loss_scaling (when set) valid as
 // optim::ValidateLossScalerOptions, and the options of the chosen optimizer
 // (adamw for AdamW and Adam, as optim::ValidateAdamWOptions; sgd for SGD, as
 // optim::ValidateSgdOptions). Errors name the flags: "--beta1 must be in

@@ -156,19 +156,25 @@ absl::Status BroadcastFromRankZero(comm::Group& group, const std::string& kind,
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> ClipGradients(at::Tensor grads, double grad_clip,
+absl::StatusOr<double> ClipGradients(at::Tensor grads,
+                                     const OptimizerConfig& config,
                                      comm::Group* group,
                                      const std::string& kind) {
-  const double max_norm =
-      grad_clip > 0 ? grad_clip : std::numeric_limits<double>::infinity();
-  if (group == nullptr) return optim::ClipGradNorm(grads, max_norm);
+  const double max_norm = config.grad_clip > 0
+                              ? config.grad_clip
+                              : std::numeric_limits<double>::infinity();
+  const double norm_type = config.grad_clip_norm_type;
+  if (group == nullptr) return optim::ClipGradNorm(grads, max_norm, norm_type);
   absl::Status reduce_status;
-  const double norm = optim::ClipGradNorm(grads, max_norm, [&](double local) {
-    at::Tensor sum = at::full({1}, local, at::kDouble);
-    reduce_status = group->AllReduce(sum, comm::ReduceOp::kSum);
-    return reduce_status.ok() ? sum.item<double>()
-                              : std::numeric_limits<double>::quiet_NaN();
-  });
+  const double norm =
+      optim::ClipGradNorm(grads, max_norm, norm_type, [&](double local) {
+        at::Tensor part = at::full({1}, local, at::kDouble);
+        reduce_status = group->AllReduce(part, optim::NormPartsAdd(norm_type)
+                                                   ? comm::ReduceOp::kSum
+                                                   : comm::ReduceOp::kMax);
+        return reduce_status.ok() ? part.item<double>()
+                                  : std::numeric_limits<double>::quiet_NaN();
+      });
   STRATA_RETURN_IF_ERROR(Annotate(
       reduce_status, absl::StrCat(kind,
                                   ": all-reduce of the gradient norm on "

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "comm/group.h"
 #include "models/unit.h"
+#include "strategies/options.h"
 
 namespace strata::strategies {
 
@@ -60,12 +61,14 @@ absl::Status BroadcastFromRankZero(comm::Group& group, const std::string& kind,
                                    models::UnitModel& model,
                                    at::Tensor flat_params);
 
-// Clips `grads` to the global L2 norm `grad_clip` (0: only measures) and
-// returns the norm before clipping (optim::ClipGradNorm). With `group`,
-// `grads` is this rank's shard of disjoint shards: the sum of squares is
-// all-reduced over `group` (a collective) and every rank scales by the same
-// factor. Errors name `kind` and the rank.
-absl::StatusOr<double> ClipGradients(at::Tensor grads, double grad_clip,
+// Clips `grads` to the global norm `config.grad_clip` (0: only measures) of
+// type `config.grad_clip_norm_type` and returns the norm before clipping
+// (optim::ClipGradNorm). With `group`, `grads` is this rank's shard of
+// disjoint shards: the norm's parts are all-reduced over `group` (a
+// collective; a sum, or a max for the infinity norm) and every rank scales
+// by the same factor. Errors name `kind` and the rank.
+absl::StatusOr<double> ClipGradients(at::Tensor grads,
+                                     const OptimizerConfig& config,
                                      comm::Group* group,
                                      const std::string& kind);
 

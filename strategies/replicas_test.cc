@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -86,10 +87,19 @@ TEST(CheckSameOnAllRanksTest, Table) {
   }
 }
 
+// The optimizer config clipping at `grad_clip` by the `norm_type`-norm.
+OptimizerConfig Clip(double grad_clip, double norm_type = 2.0) {
+  OptimizerConfig config;
+  config.grad_clip = grad_clip;
+  config.grad_clip_norm_type = norm_type;
+  return config;
+}
+
 TEST(ClipGradientsTest, OneProcessScalesToTheClipNorm) {
   // |(3, 4)| = 5; clipped to 1: (0.6, 0.8).
   at::Tensor grads = at::tensor({3.0f, 4.0f});
-  absl::StatusOr<double> norm = ClipGradients(grads, 1.0, nullptr, "single");
+  absl::StatusOr<double> norm =
+      ClipGradients(grads, Clip(1.0), nullptr, "single");
   ASSERT_THAT(norm, IsOk());
   EXPECT_DOUBLE_EQ(*norm, 5.0);
   EXPECT_TRUE(at::allclose(grads, at::tensor({0.6f, 0.8f})));
@@ -106,7 +116,7 @@ TEST(ClipGradientsTest, ShardsClipByTheGlobalNorm) {
                     at::Tensor shard =
                         at::tensor({group.rank() == 0 ? 3.0f : 4.0f});
                     absl::StatusOr<double> norm =
-                        ClipGradients(shard, 1.0, &group, "zero2");
+                        ClipGradients(shard, Clip(1.0), &group, "zero2");
                     ASSERT_THAT(norm, IsOk());
                     norms[group.rank()] = *norm;
                     values[group.rank()] = shard.item<float>();
@@ -118,9 +128,34 @@ TEST(ClipGradientsTest, ShardsClipByTheGlobalNorm) {
   EXPECT_FLOAT_EQ(values[1], 0.8f);
 }
 
+TEST(ClipGradientsTest, ShardsClipByTheLargestPartForTheInfinityNorm) {
+  // Rank 0 holds (3), rank 1 holds (-4): the global infinity norm is 4 on
+  // both (an all-reduced max, not a sum), and both scale by 1 / (4 + 1e-6).
+  std::vector<double> norms(2);
+  std::vector<float> values(2);
+  ASSERT_THAT(
+      comm::testing::RunOnRanks(
+          2,
+          [&](comm::Group& group) {
+            at::Tensor shard = at::tensor({group.rank() == 0 ? 3.0f : -4.0f});
+            absl::StatusOr<double> norm = ClipGradients(
+                shard, Clip(1.0, std::numeric_limits<double>::infinity()),
+                &group, "fsdp");
+            ASSERT_THAT(norm, IsOk());
+            norms[group.rank()] = *norm;
+            values[group.rank()] = shard.item<float>();
+          }),
+      IsOk());
+  EXPECT_DOUBLE_EQ(norms[0], 4.0);
+  EXPECT_DOUBLE_EQ(norms[1], 4.0);
+  const float coef = static_cast<float>(1.0 / (4.0 + 1e-6));
+  EXPECT_FLOAT_EQ(values[0], 3.0f * coef);
+  EXPECT_FLOAT_EQ(values[1], -4.0f * coef);
+}
+
 TEST(ClipGradientsTest, ZeroClipOnlyMeasures) {
   at::Tensor grads = at::tensor({3.0f, 4.0f});
-  absl::StatusOr<double> norm = ClipGradients(grads, 0.0, nullptr, "ddp");
+  absl::StatusOr<double> norm = ClipGradients(grads, Clip(0.0), nullptr, "ddp");
   ASSERT_THAT(norm, IsOk());
   EXPECT_DOUBLE_EQ(*norm, 5.0);
   EXPECT_TRUE(at::equal(grads, at::tensor({3.0f, 4.0f})));

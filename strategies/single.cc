@@ -116,9 +116,10 @@ absl::StatusOr<StepResult> SingleStrategy::DoStep(int64_t step) {
                           UnscaleGradients(accumulated_grads(), step_group()));
   if (skip) return result;
   result.grad_norm = optim::ClipGradNorm(
-      accumulated_grads(), config_.grad_clip > 0
-                               ? config_.grad_clip
-                               : std::numeric_limits<double>::infinity());
+      accumulated_grads(),
+      config_.grad_clip > 0 ? config_.grad_clip
+                            : std::numeric_limits<double>::infinity(),
+      config_.grad_clip_norm_type);
   optimizer_->Step(result.lr);
   RefreshComputeParameters();
   return result;

@@ -89,6 +89,17 @@ TEST(StrategyOptionsTest, RejectsBadOptimizerConfig) {
       << created.status();
 }
 
+TEST(StrategyOptionsTest, RejectsANormTypeThatIsNoNorm) {
+  OptimizerConfig config;
+  config.grad_clip_norm_type = 0;
+  auto created =
+      CreateStrategy(StrategyOptions(), Gpt(1), nullptr, config, Constant());
+  EXPECT_NE(
+      created.status().message().find("--grad_clip_norm_type must be > 0"),
+      std::string::npos)
+      << created.status();
+}
+
 TEST(SingleStrategyTest, StepMatchesHandWrittenLoop) {
   // The same step done by hand as launch/train/trainer.cc does it: plain
   // backward, clip, AdamW from the flat buffers of a second copy.

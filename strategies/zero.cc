@@ -522,9 +522,8 @@ absl::StatusOr<StepResult> ZeroStrategy::DoStep(int64_t step) {
   // after the all-reduce, so the local norm is the global one.
   STRATA_ASSIGN_OR_RETURN(
       result.grad_norm,
-      stage2() ? ClipGradients(grad_shard_, config_.grad_clip, group_, name())
-               : ClipGradients(accumulated_grads(), config_.grad_clip, nullptr,
-                               name()));
+      stage2() ? ClipGradients(grad_shard_, config_, group_, name())
+               : ClipGradients(accumulated_grads(), config_, nullptr, name()));
   for (optim::Optimizer* optimizer : optimizers_) optimizer->Step(result.lr);
   STRATA_RETURN_IF_ERROR(GatherParameters());
   return result;

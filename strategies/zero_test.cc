@@ -83,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
     KindsAndOptimizers, ZeroOptimizerParityTest,
     ::testing::Combine(::testing::Values("zero1", "zero2"),
                        ::testing::Values(testing::ParityAdam(),
-                                         testing::ParitySgd())),
+                                         testing::ParitySgd(),
+                                         testing::ParityAdamWInfNorm())),
     [](const ::testing::TestParamInfo<
         std::tuple<std::string, testing::ParityOptimizer>>& info) {
       return absl::StrCat(std::get<0>(info.param), "_",

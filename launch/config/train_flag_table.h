@@ -183,6 +183,9 @@ void VisitOptimizationFlags(TrainOptions& o, Visitor&& v) {
     "--dampening=0).");
   v("grad_clip", &o.optimizer.grad_clip,
     "Global gradient-norm clipping threshold; 0: off.");
+  v("grad_clip_norm_type", &o.optimizer.grad_clip_norm_type,
+    "The p of --grad_clip's p-norm (clip_grad_norm_'s norm_type): 2, inf "
+    "(the largest |gradient|), or any p > 0.");
 }
 
 // The strategy and its options: --strategy, buckets, mixed precision,

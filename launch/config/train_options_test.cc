@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -84,6 +85,19 @@ TEST(OptimizerFlagsTest, NesterovWithDampeningIsAnError) {
   o.optimizer.sgd.nesterov = true;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("got --momentum 0.9 and --dampening 0.1"));
+}
+
+TEST(OptimizerFlagsTest, NormTypeThatIsNoNormIsAnError) {
+  TrainOptions o;
+  o.optimizer.grad_clip_norm_type = -1;
+  EXPECT_THAT(ValidateTrainOptions(o).message(),
+              HasSubstr("--grad_clip_norm_type must be > 0"));
+}
+
+TEST(OptimizerFlagsTest, InfinityNormTypeIsValid) {
+  TrainOptions o;
+  o.optimizer.grad_clip_norm_type = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(ValidateTrainOptions(o), IsOk());
 }
 
 TEST(OptimizerFlagsTest, DampeningWithoutMomentumIsAnError) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <utility>
 
@@ -57,6 +58,12 @@ ParityOptimizer ParityAdam() {
   ParityOptimizer adam{"adam", Optimizer(), 1e-4};
   adam.config.kind = OptimizerKind::kAdam;
   return adam;
+}
+
+ParityOptimizer ParityAdamWInfNorm() {
+  ParityOptimizer adamw{"adamw_inf_norm", Optimizer(/*grad_clip=*/1e-3), 1e-4};
+  adamw.config.grad_clip_norm_type = std::numeric_limits<double>::infinity();
+  return adamw;
 }
 
 ParityOptimizer ParitySgd() {

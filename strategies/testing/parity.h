@@ -65,6 +65,11 @@ ParityOptimizer ParityAdamW();
 ParityOptimizer ParityAdam();
 // SGD with momentum 0.9, dampening 0.1 and L2 weight decay 0.1, at 0.1.
 ParityOptimizer ParitySgd();
+// AdamW at 1e-4 clipping by the infinity norm (the largest |gradient|) at
+// 1e-3, which every step of the parity runs exceeds: sharded strategies
+// combine their shards' parts with a max, not a sum. AdamW's update is
+// invariant to the clipping scale up to eps, so AdamW's tolerance holds.
+ParityOptimizer ParityAdamWInfNorm();
 
 // The largest difference ExpectClose allows between a data-parallel run and
 // single-process training of a parameter whose largest |value| is `scale`
