@@ -10,8 +10,9 @@ absl::StatusOr<Format> ParseFormat(absl::string_view name,
   if (name == "full") return Format::kFull;
   if (name == "local") return Format::kLocal;
   if (name == "sharded") return Format::kSharded;
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " must be full, local or sharded, got '", name, "'"));
+  if (name == "dcp") return Format::kDcp;
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " must be full, local, sharded or dcp, got '", name, "'"));
 }
 
 absl::string_view FormatName(Format format) {
@@ -22,6 +23,8 @@ absl::string_view FormatName(Format format) {
       return "local";
     case Format::kSharded:
       return "sharded";
+    case Format::kDcp:
+      return "dcp";
   }
   return "unknown";
 }

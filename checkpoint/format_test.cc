@@ -12,7 +12,8 @@ namespace {
 using ::strata::testing::StatusIs;
 
 TEST(FormatTest, NamesRoundTrip) {
-  for (Format format : {Format::kFull, Format::kLocal, Format::kSharded}) {
+  for (Format format :
+       {Format::kFull, Format::kLocal, Format::kSharded, Format::kDcp}) {
     ASSERT_OK_AND_ASSIGN(const Format parsed, ParseFormat(FormatName(format)));
     EXPECT_EQ(parsed, format) << FormatName(format);
   }
@@ -22,19 +23,20 @@ TEST(FormatTest, Names) {
   EXPECT_EQ(FormatName(Format::kFull), "full");
   EXPECT_EQ(FormatName(Format::kLocal), "local");
   EXPECT_EQ(FormatName(Format::kSharded), "sharded");
+  EXPECT_EQ(FormatName(Format::kDcp), "dcp");
 }
 
 TEST(FormatTest, UnknownNameNamesTheFlagAndTheChoices) {
   EXPECT_THAT(ParseFormat("zip"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--ckpt_format must be full, local or sharded, got "
+                       "--ckpt_format must be full, local, sharded or dcp, got "
                        "'zip'"));
 }
 
 TEST(FormatTest, UnknownNameNamesTheGivenField) {
   EXPECT_THAT(ParseFormat("Full", "target format"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "target format must be full, local or sharded, got "
+                       "target format must be full, local, sharded or dcp, got "
                        "'Full'"));
 }
 

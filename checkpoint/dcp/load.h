@@ -6,8 +6,10 @@
 #define STRATA_CHECKPOINT_DCP_LOAD_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "checkpoint/contents.h"
 #include "comm/group.h"
 
@@ -31,6 +33,35 @@ inline constexpr char kModelPrefix[] = "model.";
 // written: after an error no rank's state has changed.
 absl::Status LoadModel(const std::string& dir, const TensorState& live,
                        comm::Group* group);
+
+// Loads a DCP checkpoint into `live` (model and, with
+// `options.load_optimizer`, optimizer runs) as --resume does, and returns
+// its contents. Keys are writer.h's: the model's as LoadModel finds them;
+// the optimizer's "<param>.<key>" runs from "optim.state.<param>.<key>"
+// (get_state_dict's layout) or "strata.optim.<name>"; the int64 "step" from
+// the float "optim.state.<param>.step" scalars, which must all be equal
+// and whole. Contents come from "strata.meta.*", "strata.param_scheduler.*"
+// and "strata.extra.*" when Strata wrote the checkpoint; one PyTorch wrote
+// has none of them: its meta.step is the optimizer's step (one optimizer
+// step per training step), its optimizer what its param groups show
+// (torch_optimizer.h), and it has no schedule state. `optimizer` is the
+// live optimizer (Meta::optimizer's values): another saved is an error
+// naming both (CheckOptimizer). Missing and unexpected keys are errors
+// under `options.strict` (listed, per section), else kept and ignored;
+// revise_keys is refused. A collective as LoadModel: after an error no
+// rank's state has changed.
+absl::StatusOr<Contents> LoadDcp(const std::string& dir,
+                                 const TensorState& live,
+                                 const ReadOptions& options,
+                                 const std::string& optimizer,
+                                 comm::Group* group);
+
+// Reads a whole DCP checkpoint into one process (tools: strata_ckpt
+// inspect, verify, convert): every model and optimizer tensor whole (offset
+// 0) under Strata's names, as LoadDcp maps them, and the contents. Every
+// item is read, so every zip CRC-32 is verified.
+absl::StatusOr<std::pair<TensorState, Contents>> ReadDcpCheckpoint(
+    const std::string& dir);
 
 }  // namespace strata::checkpoint::dcp
 

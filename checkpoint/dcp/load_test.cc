@@ -20,9 +20,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "base/file_io.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 #include "checkpoint/contents.h"
@@ -99,21 +96,10 @@ class LoadTest : public ::testing::Test {
   // llama-tiny (seed 1) saved by PyTorch's dcp.save in both layouts.
   static void SetUpTestSuite() {
     dir_ = new std::string(strata::testing::FreshTempDir("dcp_load"));
-    ASSERT_THAT(RunPython({ScriptPath(), "version", *dir_ + "/version"},
-                          *dir_ + "/log"),
-                IsOk());
-    absl::StatusOr<std::string> text = ReadWholeFile(*dir_ + "/version");
-    ASSERT_TRUE(text.ok()) << text.status();
-    std::vector<std::string> parts = absl::StrSplit(*text, '.');
-    int major = 0, minor = 0;
-    ASSERT_TRUE(parts.size() >= 2 && absl::SimpleAtoi(parts[0], &major) &&
-                absl::SimpleAtoi(parts[1], &minor))
-        << *text;
-    if (major < 2 || (major == 2 && minor < 4)) {
-      skip_ = new std::string(
-          "needs PyTorch >= 2.4 (DTensor, dcp.save); "
-          "found " +
-          *text);
+    const std::string why = serialization::testing::WhyTorchBelow(
+        2, 4, "DTensor, dcp.save", *dir_ + "/version.log");
+    if (!why.empty()) {
+      skip_ = new std::string(why);
       return;
     }
     const Model saved = Build("llama-tiny", 1);

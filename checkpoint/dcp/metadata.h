@@ -35,6 +35,13 @@ namespace strata::checkpoint::dcp {
 // The name of the metadata file in a DCP directory.
 inline constexpr char kMetadataFile[] = ".metadata";
 
+// The prefixes of the optimizer's keys in get_state_dict's layout
+// ({"model": ..., "optim": {"state": ..., "param_groups": ...}}, flattened)
+// and of Strata's own keys (writer.h has the whole layout).
+inline constexpr char kOptimizerStatePrefix[] = "optim.state.";
+inline constexpr char kParamGroupsPrefix[] = "optim.param_groups.";
+inline constexpr char kStrataPrefix[] = "strata.";
+
 // What the reader says it reads, in errors and `inspect`.
 inline constexpr char kSupportedLayout[] =
     "the unversioned DCP layout of PyTorch 2.4 to 2.6 (tested: 2.6) with "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -202,10 +203,49 @@ absl::StatusOr<c10::IValue> Reader::ReadValue(const std::string& name) const {
   auto item = serialization::TorchFileReader::OpenRange(
       absl::StrCat(dir_, "/", range.file), range.offset, range.length);
   if (!item.ok()) return Annotate(item.status(), context);
-  // Values hold no tensors (DCP stores those as chunks); every record is
-  // verified all the same.
+  // A state dict's tensors are chunks, but a value may hold one (Strata
+  // saves bytes as a uint8 tensor): read them, all records verified.
   STRATA_RETURN_IF_ERROR(Annotate((*item)->VerifyAllRecords(), context));
-  return (*item)->value();
+  const serialization::TorchFileReader& reader = **item;
+  std::function<absl::StatusOr<c10::IValue>(const c10::IValue&, int)> read =
+      [&](const c10::IValue& v, int depth) -> absl::StatusOr<c10::IValue> {
+    if (depth > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir_, ": ", context, " is nested too deeply"));
+    }
+    if (v.isTensor()) {
+      auto t = reader.Materialize(v.toTensor());
+      if (!t.ok()) return Annotate(t.status(), context);
+      return c10::IValue(*t);
+    }
+    if (v.isList()) {
+      c10::impl::GenericList out(c10::AnyType::get());
+      for (const c10::IValue& e : v.toListRef()) {
+        STRATA_ASSIGN_OR_RETURN(c10::IValue r, read(e, depth + 1));
+        out.push_back(std::move(r));
+      }
+      return c10::IValue(out);
+    }
+    if (v.isGenericDict()) {
+      const c10::impl::GenericDict dict = v.toGenericDict();
+      c10::impl::GenericDict out(dict.keyType(), c10::AnyType::get());
+      for (const auto& entry : dict) {
+        STRATA_ASSIGN_OR_RETURN(c10::IValue r, read(entry.value(), depth + 1));
+        out.insert(entry.key(), std::move(r));
+      }
+      return c10::IValue(out);
+    }
+    if (v.isTuple()) {
+      std::vector<c10::IValue> out;
+      for (const c10::IValue& e : v.toTupleRef().elements()) {
+        STRATA_ASSIGN_OR_RETURN(c10::IValue r, read(e, depth + 1));
+        out.push_back(std::move(r));
+      }
+      return c10::IValue(c10::ivalue::Tuple::create(std::move(out)));
+    }
+    return v;
+  };
+  return read(reader.value(), 0);
 }
 
 }  // namespace strata::checkpoint::dcp

@@ -46,8 +46,9 @@ class Reader {
   // verified).
   absl::StatusOr<at::Tensor> ReadTensor(const std::string& name) const;
   // A non-tensor value (a BytesStorageMetadata item: an int, float, str,
-  // list or dict the state dict held, torch.save'd), read whole and
-  // verified; what serialization/pickle_reader.h reads.
+  // list or dict the state dict held, torch.save'd, or a tensor such as
+  // Strata's bytes), read whole and verified, tensors in it read; what
+  // serialization/pickle_reader.h reads.
   absl::StatusOr<c10::IValue> ReadValue(const std::string& name) const;
 
  private:

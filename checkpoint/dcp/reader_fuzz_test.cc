@@ -27,7 +27,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
 #include "base/testing/status_matchers.h"
@@ -83,17 +82,9 @@ std::string Mutate(std::string bytes, std::mt19937_64& rng) {
 
 TEST(DcpReaderFuzzTest, EveryMutationIsRefusedOrReadsTheSavedBytes) {
   const std::string dir = strata::testing::FreshTempDir("dcp_fuzz");
-  ASSERT_THAT(
-      RunPython({ScriptPath(), "version", dir + "/version"}, dir + "/log"),
-      IsOk());
-  absl::StatusOr<std::string> version = ReadWholeFile(dir + "/version");
-  ASSERT_TRUE(version.ok()) << version.status();
-  if (absl::StartsWith(*version, "1.") || absl::StartsWith(*version, "2.0") ||
-      absl::StartsWith(*version, "2.1") || absl::StartsWith(*version, "2.2") ||
-      absl::StartsWith(*version, "2.3")) {
-    GTEST_SKIP() << "needs PyTorch >= 2.4 (DTensor, dcp.save); found "
-                 << *version;
-  }
+  const std::string why = serialization::testing::WhyTorchBelow(
+      2, 4, "DTensor, dcp.save", dir + "/version.log");
+  if (!why.empty()) GTEST_SKIP() << why;
   ASSERT_THAT(RunPython({ScriptPath(), "reference", dir}, dir + "/log"),
               IsOk());
   ASSERT_OK_AND_ASSIGN(const c10::IValue expected_value,

@@ -18,9 +18,6 @@
 #include <map>
 #include <string>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "base/file_io.h"
 #include "base/testing/status_matchers.h"
 #include "base/testing/temp_dir.h"
 #include "checkpoint/dcp/metadata.h"
@@ -42,32 +39,15 @@ std::string ScriptPath() {
          "/strata/checkpoint/dcp/testdata/dcp_save.py";
 }
 
-// The system PyTorch's version as {major, minor}.
-std::pair<int, int> TorchVersion(const std::string& dir) {
-  const absl::Status run =
-      RunPython({ScriptPath(), "version", dir + "/version"}, dir + "/log");
-  EXPECT_THAT(run, IsOk());
-  absl::StatusOr<std::string> text = ReadWholeFile(dir + "/version");
-  std::vector<std::string> parts = absl::StrSplit(text.value_or(""), '.');
-  int major = 0, minor = 0;
-  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
-      !absl::SimpleAtoi(parts[1], &minor)) {
-    ADD_FAILURE() << "no torch version in " << dir << "/version";
-  }
-  return {major, minor};
-}
-
 class ReaderTest : public ::testing::Test {
  protected:
   // One dcp.save for the suite (two Python processes take seconds).
   static void SetUpTestSuite() {
     dir_ = new std::string(strata::testing::FreshTempDir("dcp_reference"));
-    const auto [major, minor] = TorchVersion(*dir_);
-    if (major < 2 || (major == 2 && minor < 4)) {
-      skip_ = new std::string(
-          "needs PyTorch >= 2.4 (DTensor, dcp.save); "
-          "found " +
-          std::to_string(major) + "." + std::to_string(minor));
+    const std::string why = serialization::testing::WhyTorchBelow(
+        2, 4, "DTensor, dcp.save", *dir_ + "/version.log");
+    if (!why.empty()) {
+      skip_ = new std::string(why);
       return;
     }
     ASSERT_THAT(RunPython({ScriptPath(), "reference", *dir_}, *dir_ + "/log"),

@@ -21,6 +21,7 @@
 #include "base/trace.h"
 #include "checkpoint/dcp/load.h"
 #include "checkpoint/dcp/metadata.h"
+#include "checkpoint/dcp/writer.h"
 #include "checkpoint/full.h"
 #include "checkpoint/io.h"
 #include "checkpoint/local.h"
@@ -47,7 +48,8 @@ int64_t StepOf(const std::string& entry) {
 bool LooksComplete(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    return std::filesystem::exists(path / kMetadataFile, ec);
+    return std::filesystem::exists(path / kMetadataFile, ec) ||
+           dcp::IsDcpCheckpoint(path.string());
   }
   return std::filesystem::is_regular_file(path, ec) &&
          path.extension() == ".pth";
@@ -198,6 +200,14 @@ absl::Status SaveState(const std::string& path, const TensorState& state,
       return SaveLocal(path, state, contents, strategy, group);
     case Format::kSharded:
       return SaveSharded(path, state, contents, group, options.write);
+    case Format::kDcp: {
+      dcp::WriteOptions write;
+      write.parameter_order = parameters.order;
+      write.frozen = parameters.frozen;
+      write.hyper = hyperparameters;
+      write.before_commit = options.write.before_commit;
+      return dcp::SaveDcp(path, state, contents, group, write);
+    }
   }
   return absl::InternalError("unknown format");
 }
@@ -230,28 +240,12 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
   std::error_code ec;
   absl::StatusOr<Contents> contents;
   if (dcp::IsDcpCheckpoint(path)) {
-    // torch.distributed.checkpoint: model weights only, so far.
-    if (options.load_optimizer) {
-      return comm::AgreeOnStatus(
-          group,
-          absl::UnimplementedError(absl::StrCat(
-              "'", path,
-              "' is a PyTorch torch.distributed.checkpoint (DCP) directory: "
-              "Strata loads its model weights (--load_weights=",
-              path,
-              ") but not yet its optimizer state; resume it with "
-              "--load_weights, which starts a fresh optimizer")));
-    }
-    if (!options.strict || !options.revise_keys.empty()) {
-      return comm::AgreeOnStatus(
-          group, absl::InvalidArgumentError(absl::StrCat(
-                     "'", path,
-                     "': a DCP checkpoint loads strictly and without "
-                     "revise_keys")));
-    }
-    STRATA_RETURN_IF_ERROR(dcp::LoadModel(path, live, group));
+    // torch.distributed.checkpoint: Strata's own (--ckpt_format=dcp) or
+    // PyTorch's (dcp.save of get_state_dict's layout).
+    contents = dcp::LoadDcp(path, live, read, optimizer, group);
+    if (!contents.ok()) return contents.status();
     STRATA_RETURN_IF_ERROR(strategy.AfterStateLoaded());
-    return Contents();
+    return contents;
   }
   if (std::filesystem::is_directory(path, ec)) {
     // Every rank reads the metadata to pick the loader; a failure there is
@@ -395,6 +389,7 @@ absl::Status VerifyCheckpoint(const std::string& path) {
   if (!std::filesystem::is_directory(path, ec)) {
     return ReadFullCheckpoint(path).status();
   }
+  if (dcp::IsDcpCheckpoint(path)) return dcp::ReadDcpCheckpoint(path).status();
   STRATA_ASSIGN_OR_RETURN(proto::Metadata md, ReadMetadataFile(path));
   if (md.format() == kLocalFormat) return ReadLocalCheckpoint(path).status();
   return VerifySharded(path).status();

@@ -5,9 +5,15 @@
 // asynchronous save against a plain in-memory copy of the state, and the
 // CRC-32C speed.
 //
-//   bazel run -c opt //checkpoint/strategy:checkpoint_benchmark -- [DIR]
+//   bazel run -c opt //checkpoint/strategy:checkpoint_benchmark -- [DIR
+//   [SCRIPT]]
 //
-// DIR (default: /tmp/strata_ckpt_bench) is removed and re-created. Reads
+// DIR (default: /tmp/strata_ckpt_bench) is removed and re-created. With
+// SCRIPT (checkpoint/strategy/torch_dcp_bench.py) and a python3 whose torch
+// has torch.distributed.checkpoint (>= 2.4; the Debian 13 root's 2.6),
+// PyTorch's own dcp.save and dcp.load of the same state at the same ranks
+// are measured in the same repetitions, on the same disk: side by side
+// with Strata's DCP format. Reads
 // are cold: after every write the files' pages are dropped from the page
 // cache with posix_fadvise(POSIX_FADV_DONTNEED) (no root needed), so loads
 // and the raw read come from the disk. Writes end with fsync (as the
@@ -168,13 +174,17 @@ int64_t StateBytes() {
 }
 
 const std::vector<Format>& Formats() {
-  static const auto* const kFormats =
-      new std::vector<Format>{Format::kSharded, Format::kFull, Format::kLocal};
+  static const auto* const kFormats = new std::vector<Format>{
+      Format::kSharded, Format::kFull, Format::kLocal, Format::kDcp};
   return *kFormats;
 }
 
 // What the ranks measured (written by rank 0).
 struct Results {
+  // PyTorch's dcp: load of Strata's DCP directory, save, load of its own.
+  std::vector<double> torch_load_strata_s, torch_save_s, torch_load_s;
+  int64_t torch_disk_bytes = 0;
+  std::string torch_version;
   std::vector<double> raw_write_s, raw_read_s;
   std::map<std::string, std::vector<double>> save_s, load_s;
   std::map<std::string, int64_t> disk_bytes;
@@ -182,6 +192,38 @@ struct Results {
   int64_t largest_tensor_bytes = 0;
   std::vector<double> stall_s, stage_s, copy_s;
 };
+
+// The script that measures PyTorch's dcp (empty: not measured).
+std::string& TorchScript() {
+  static auto* const kScript = new std::string;
+  return *kScript;
+}
+
+// PyTorch's dcp.load of the DCP directory `path`, dcp.save of that state
+// and dcp.load of its own save, at kRanks Gloo ranks (processes).
+void MeasureTorchDcp(const std::string& path, const std::string& dir,
+                     Results& r) {
+  const std::string out = dir + "/torch_dcp";
+  const std::string command =
+      absl::StrCat("OMP_NUM_THREADS=1 python3 ", TorchScript(), " ", path, " ",
+                   out, " ", kRanks, " 2>", dir, "/torch_dcp.log");
+  FILE* pipe = ::popen(command.c_str(), "r");
+  CHECK(pipe != nullptr) << command;
+  double load_strata = 0, save = 0, load = 0;
+  long long bytes = 0;  // NOLINT(runtime/int): fscanf's %lld
+  char version[64] = {0};
+  const int n = std::fscanf(pipe, "%lf %lf %lf %lld %63s", &load_strata, &save,
+                            &load, &bytes, version);
+  CHECK_EQ(::pclose(pipe), 0)
+      << command << " failed; see " << dir << "/torch_dcp.log";
+  CHECK_EQ(n, 5) << command << " printed no timings";
+  r.torch_version = version;
+  r.torch_load_strata_s.push_back(load_strata);
+  r.torch_save_s.push_back(save);
+  r.torch_load_s.push_back(load);
+  r.torch_disk_bytes = bytes;
+  std::filesystem::remove_all(out);
+}
 
 // One repetition of each format's save (with rank 0's peak extra memory)
 // and cold load, after a raw write and read of the same size.
@@ -221,6 +263,10 @@ void MeasureFormats(comm::Group& group, strategies::Strategy& saver,
       auto c = LoadCheckpoint(path, loader, &group);
       CHECK(c.ok()) << c.status();
     });
+    CHECK(group.Barrier().ok());
+    if (format == Format::kDcp && group.rank() == 0 && !TorchScript().empty()) {
+      MeasureTorchDcp(path, dir, r);
+    }
     CHECK(group.Barrier().ok());
     if (group.rank() == 0) {
       r.save_s[name].push_back(save);
@@ -295,6 +341,24 @@ void Report(const Results& r, int64_t state_bytes) {
                 r.disk_bytes.at(name) / 1e6, save, 100 * save / raw_write, load,
                 100 * load / raw_read);
   }
+  if (!r.torch_save_s.empty()) {
+    const double save = state_bytes / Median(r.torch_save_s) / 1e6;
+    const double load = state_bytes / Median(r.torch_load_s) / 1e6;
+    std::printf("%-8s %10.1f %12.0f %8.0f%% %12.0f %8.0f%%   (PyTorch %s)\n",
+                "torch-dcp", r.torch_disk_bytes / 1e6, save,
+                100 * save / raw_write, load, 100 * load / raw_read,
+                r.torch_version.c_str());
+    std::printf(
+        "PyTorch's dcp.load of Strata's dcp directory: %.0f MB/s; Strata's "
+        "dcp vs PyTorch's: save %.2fx, load %.2fx\n",
+        state_bytes / Median(r.torch_load_strata_s) / 1e6,
+        Median(r.torch_save_s) / Median(r.save_s.at("dcp")),
+        Median(r.torch_load_s) / Median(r.load_s.at("dcp")));
+  } else {
+    std::printf(
+        "torch-dcp: not measured (give the script torch_dcp_bench.py as the "
+        "second argument, with a python3 whose torch is >= 2.4)\n");
+  }
   std::printf(
       "peak extra resident memory of the process during a save: "
       "sharded %.1f MB, full %.1f MB, local %.1f MB (largest tensor "
@@ -312,6 +376,7 @@ void Report(const Results& r, int64_t state_bytes) {
 
 int Main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "/tmp/strata_ckpt_bench";
+  if (argc > 2) TorchScript() = argv[2];
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   at::set_num_threads(1);

@@ -86,12 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, ShardedOptimizerTest,
                                            "sgd_momentum"));
 
 TEST_P(ShardedOptimizerTest, RoundTripPerStrategy) {
-  for (const auto& [kind, world] :
-       std::vector<std::pair<std::string, int>>{{"single", 1},
-                                                {"ddp", 2},
-                                                {"zero1", 2},
-                                                {"zero2", 2},
-                                                {"fsdp", 3}}) {
+  for (const auto& [kind, world] : testing::RoundTripSetups()) {
     const std::string what = absl::StrCat(GetParam(), " ", kind);
     const std::string dir =
         TempDir(absl::StrCat("roundtrip_", GetParam(), "_", kind)) + "/ckpt";
@@ -122,13 +117,9 @@ TEST(ShardedTest, ContentsRoundTrip) {
 // optimizer's state, whichever optimizer) equals the state saved, bitwise.
 TEST_P(ShardedOptimizerTest,
        ReshardsEveryWorldSizeToEveryOtherAcrossStrategies) {
-  const std::vector<std::string> kinds = {"ddp", "zero1", "zero2", "fsdp"};
   for (int n = 1; n <= 4; ++n) {
     for (int m = 1; m <= 4; ++m) {
-      const std::string save_kind =
-          n == 1 && m % 2 == 1 ? "single" : kinds[(n + m) % 4];
-      const std::string load_kind =
-          m == 1 && n % 2 == 0 ? "single" : kinds[(n + 2 * m + 1) % 4];
+      const auto [save_kind, load_kind] = testing::GridKinds(n, m);
       const std::string what = absl::StrCat(GetParam(), ": ", save_kind, " at ",
                                             n, " -> ", load_kind, " at ", m);
       const std::string dir =

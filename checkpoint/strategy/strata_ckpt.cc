@@ -5,9 +5,15 @@
 //                                     dtype
 //   strata_ckpt verify PATH           every checksum; exit 1 naming the
 //                                     first bad chunk or tensor
-//   strata_ckpt convert SRC DST FMT   to FMT = full (from sharded or local,
-//                                     like DeepSpeed's zero_to_fp32) or
-//                                     sharded (from full or local)
+//   strata_ckpt convert SRC DST FMT   to FMT = full (from sharded, local or
+//                                     dcp, like DeepSpeed's zero_to_fp32),
+//                                     sharded (from full, local or dcp) or
+//                                     dcp (PyTorch's torch.distributed.
+//                                     checkpoint, which dcp.load reads at
+//                                     any world size; from full, sharded or
+//                                     local); SRC may also be a DCP
+//                                     directory PyTorch wrote
+//   strata_ckpt convert --to=dcp SRC DST   the same as FMT = dcp
 //   strata_ckpt convert --from=hf-gpt2|hf-llama HF DST
 //                                     a Hugging Face checkpoint (a
 //                                     .safetensors file or a directory,
@@ -27,7 +33,7 @@
 //                                     its directory (default: the checkpoint's
 //                                     meta.model_config).
 //
-// PATH is a full checkpoint (a file) or a sharded / local one (a
+// PATH is a full checkpoint (a file) or a sharded / local / DCP one (a
 // directory). Conversion holds the whole state in memory once. A full
 // checkpoint written by convert has the param groups of the optimizer the
 // source records (meta.optimizer) with Strata's default hyperparameters
@@ -54,6 +60,8 @@
 #include "base/file_io.h"
 #include "base/status.h"
 #include "checkpoint/contents.h"
+#include "checkpoint/dcp/load.h"
+#include "checkpoint/dcp/metadata.h"
 #include "checkpoint/full.h"
 #include "checkpoint/local.h"
 #include "checkpoint/metadata.h"
@@ -70,13 +78,14 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: strata_ckpt inspect PATH | verify PATH | convert SRC DST "
-    "full|sharded\n"
+    "full|sharded|dcp\n"
+    "       strata_ckpt convert --to=dcp SRC DST_DIR\n"
     "       strata_ckpt convert --from=hf-gpt2|hf-llama HF_PATH DST.pt\n"
     "       strata_ckpt convert --to=hf-gpt2|hf-llama [--model=NAME] "
     "[--max_shard_bytes=N] SRC DST_DIR";
 
 struct Source {
-  std::string format;  // "full", "sharded", "local".
+  std::string format;  // "full", "sharded", "local", "dcp".
   TensorState state;   // Only when read.
   Contents contents;
   std::vector<std::string> parameter_order;
@@ -85,6 +94,7 @@ struct Source {
 absl::StatusOr<std::string> FormatOf(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) return std::string("full");
+  if (dcp::IsDcpCheckpoint(path)) return std::string("dcp");
   STRATA_ASSIGN_OR_RETURN(proto::Metadata md, ReadMetadataFile(path));
   if (md.format() == kShardedFormat) return std::string("sharded");
   if (md.format() == kLocalFormat) return std::string("local");
@@ -106,6 +116,8 @@ absl::StatusOr<Source> ReadAll(const std::string& path) {
   std::pair<TensorState, Contents> read;
   if (s.format == "sharded") {
     STRATA_ASSIGN_OR_RETURN(read, ReadShardedCheckpoint(path));
+  } else if (s.format == "dcp") {
+    STRATA_ASSIGN_OR_RETURN(read, dcp::ReadDcpCheckpoint(path));
   } else {
     STRATA_ASSIGN_OR_RETURN(read, ReadLocalCheckpoint(path));
   }
@@ -144,7 +156,7 @@ void PrintTensor(const std::string& section, const std::string& name,
 
 absl::Status Inspect(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(std::string format, FormatOf(path));
-  if (format == "full") {
+  if (format == "full" || format == "dcp") {
     STRATA_ASSIGN_OR_RETURN(Source s, ReadAll(path));
     PrintMeta(format, s.contents);
     for (int section = 0; section < 2; ++section) {
@@ -179,7 +191,8 @@ absl::Status Verify(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(Source s, ReadAll(path));
   std::cout << "OK: " << path << " (" << format
             << "): " << s.state.model.size() + s.state.optimizer.size()
-            << " tensors, every checksum matches\n";
+            << " tensors, every checksum matches"
+            << (format == "dcp" ? " (each item's zip CRC-32)" : "") << "\n";
   return absl::OkStatus();
 }
 
@@ -188,7 +201,7 @@ absl::Status Convert(const std::string& src, const std::string& dst,
   STRATA_ASSIGN_OR_RETURN(Format format, ParseFormat(to, "target format"));
   if (format == Format::kLocal) {
     return absl::InvalidArgumentError(
-        "convert writes full or sharded checkpoints; a local checkpoint "
+        "convert writes full, sharded or dcp checkpoints; a local checkpoint "
         "belongs to the world size and strategy that saved it");
   }
   STRATA_ASSIGN_OR_RETURN(Source s, ReadAll(src));
@@ -350,6 +363,13 @@ absl::Status ConvertHf(const std::vector<std::string>& args) {
   if (flags.count("from") == flags.count("to")) {
     return absl::InvalidArgumentError(
         "convert takes one of --from=hf-gpt2|hf-llama and --to=...");
+  }
+  if (flags.count("to") && flags["to"] == "dcp") {
+    if (flags.count("model") || flags.count("max_shard_bytes")) {
+      return absl::InvalidArgumentError(
+          "--model and --max_shard_bytes go with --to=hf-gpt2|hf-llama");
+    }
+    return Convert(paths[0], paths[1], "dcp");
   }
   if (flags.count("from")) {
     if (flags.count("model") || flags.count("max_shard_bytes")) {

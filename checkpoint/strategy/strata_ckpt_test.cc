@@ -152,6 +152,35 @@ TEST(StrataCkptTest, ConvertsLocalToFull) {
                      "local -> full");
 }
 
+// Sharded -> DCP (--to=dcp) -> full: each loads anywhere bitwise; inspect
+// and verify read the DCP directory.
+TEST(StrataCkptTest, ConvertsToDcpAndBack) {
+  const std::string dir = TempDir("convert_dcp");
+  const Globals saved = Save(Format::kSharded, dir + "/sharded");
+  ToolResult r =
+      Tool(absl::StrCat("convert --to=dcp ", dir, "/sharded ", dir, "/dcp"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectGlobalsEqual(LoadInto("fsdp", 3, dir + "/dcp"), saved,
+                     "sharded -> dcp");
+  r = Tool("inspect " + dir + "/dcp");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line :
+       {"format: dcp", "step: 2", "strategy: zero2",
+        "model blocks.0.mlp.fc.weight [256, 64] Float",
+        "optimizer blocks.0.mlp.fc.weight.exp_avg [256, 64] Float",
+        "optimizer step [] Long"}) {
+    EXPECT_NE(r.output.find(std::string(line) + "\n"), std::string::npos)
+        << line << " in\n"
+        << r.output;
+  }
+  r = Tool("verify " + dir + "/dcp");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = Tool(absl::StrCat("convert ", dir, "/dcp ", dir, "/full.pth full"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ExpectGlobalsEqual(LoadInto("single", 1, dir + "/full.pth"), saved,
+                     "dcp -> full");
+}
+
 TEST(StrataCkptTest, BadArgumentsAndPaths) {
   EXPECT_EQ(Tool("").exit_code, 2);
   EXPECT_EQ(Tool("frobnicate x").exit_code, 2);

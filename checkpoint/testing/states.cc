@@ -142,4 +142,17 @@ std::string TempDir(const std::string& name) {
   return ::strata::testing::FreshTempDir(name);
 }
 
+const std::vector<std::pair<std::string, int>>& RoundTripSetups() {
+  static const auto* const kSetups =
+      new std::vector<std::pair<std::string, int>>{
+          {"single", 1}, {"ddp", 2}, {"zero1", 2}, {"zero2", 2}, {"fsdp", 3}};
+  return *kSetups;
+}
+
+std::pair<std::string, std::string> GridKinds(int n, int m) {
+  static const char* const kKinds[] = {"ddp", "zero1", "zero2", "fsdp"};
+  return {n == 1 && m % 2 == 1 ? "single" : kKinds[(n + m) % 4],
+          m == 1 && n % 2 == 0 ? "single" : kKinds[(n + 2 * m + 1) % 4]};
+}
+
 }  // namespace strata::checkpoint::testing

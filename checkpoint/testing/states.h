@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "checkpoint/contents.h"
 #include "comm/group.h"
@@ -80,6 +81,15 @@ std::map<std::string, at::Tensor> Snapshot(const TensorState& state);
 void ExpectSnapshotsEqual(const std::map<std::string, at::Tensor>& actual,
                           const std::map<std::string, at::Tensor>& expected,
                           const std::string& what);
+
+// The strategies and world sizes a format's round trip covers: single at 1,
+// ddp, zero1 and zero2 at 2, fsdp at 3.
+const std::vector<std::pair<std::string, int>>& RoundTripSetups();
+
+// The strategies that save at `n` ranks and load at `m` in the N -> M grid
+// of a format's resharding test (n, m in 1..4): every strategy on both
+// sides across the grid, single where one rank allows it.
+std::pair<std::string, std::string> GridKinds(int n, int m);
 
 // A fresh directory under TEST_TMPDIR.
 std::string TempDir(const std::string& name);

@@ -285,8 +285,11 @@ void VisitCheckpointFlags(TrainOptions& o, Visitor&& v) {
     "Checkpoint format: sharded (one data file per rank written in "
     "parallel plus metadata; loads under any world size and "
     "strategy), full (one PyTorch file written by rank 0; "
-    "torch.load reads it) or local (one file per rank; loads only "
-    "with the same world size and strategy).");
+    "torch.load reads it), local (one file per rank; loads only "
+    "with the same world size and strategy) or dcp (PyTorch's "
+    "torch.distributed.checkpoint layout, one file per rank plus "
+    ".metadata: dcp.load reads it at any world size, and so does "
+    "--resume).");
   v("ckpt_dir", &o.checkpoint.dir,
     "Directory of the run's checkpoints (step_<n>, latest); empty: "
     "<output_dir>/checkpoints.");

@@ -2,9 +2,10 @@
 // binaries, in fresh processes: weights that PyTorch's own dcp.save wrote at
 // 2 Gloo ranks (checkpoint/dcp/testdata/dcp_save.py) start a `train` run
 // (--load_weights) and feed `strata_generate` exactly as the same weights in
-// a plain state dict do; --resume of a DCP directory is refused naming
-// --load_weights. Needs PyTorch >= 2.4 (DTensor, dcp.save): skipped, and
-// counted as skipped, on older versions.
+// a plain state dict do; --resume of its {"model", "optim"} layout loads
+// the optimizer state too. Needs PyTorch >= 2.4 (DTensor, dcp.save):
+// skipped, and counted as skipped, on older versions. And train's own
+// --ckpt_format=dcp resumes bitwise (no Python).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,10 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "base/testing/subprocess.h"
 #include "launch/testing/run_output.h"
@@ -37,25 +36,6 @@ absl::Status Python(const std::vector<std::string>& args) {
       RunfilePath("checkpoint/dcp/testdata/dcp_save.py")};
   argv.insert(argv.end(), args.begin(), args.end());
   return serialization::testing::RunPython(argv, TempDir("dcp_save.log"));
-}
-
-// Empty when Python's torch can write DCP directories, else why not.
-std::string WhyNoDcpSave() {
-  const std::string out = TempDir("torch_version.txt");
-  if (absl::Status s = Python({"version", out}); !s.ok()) {
-    return "python3 with torch failed: " + std::string(s.message());
-  }
-  const std::string version = ReadFile(out);
-  const std::vector<std::string> parts = absl::StrSplit(version, '.');
-  int major = 0, minor = 0;
-  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
-      !absl::SimpleAtoi(parts[1], &minor)) {
-    return "unreadable torch version '" + version + "'";
-  }
-  if (major < 2 || (major == 2 && minor < 4)) {
-    return "needs PyTorch >= 2.4 (DTensor, dcp.save); found " + version;
-  }
-  return "";
 }
 
 // gpt-tiny for `steps` steps, one metrics line per step.
@@ -84,7 +64,8 @@ class DcpWeightsTest : public ::testing::Test {
   // <dcp>/flat (the model's keys) and <dcp>/nested ({"model": ...,
   // "optim": ...}, get_state_dict's layout).
   static void SetUpTestSuite() {
-    skip_ = new std::string(WhyNoDcpSave());
+    skip_ = new std::string(serialization::testing::WhyTorchBelow(
+        2, 4, "DTensor, dcp.save", TempDir("torch_version.log")));
     if (!skip_->empty()) return;
     const std::string trained = TempDir("dcp_trained");
     RunResult r = Train(trained, 4, {});
@@ -157,14 +138,54 @@ TEST_F(DcpWeightsTest, GenerateFromDcpMatchesTheStateDict) {
   EXPECT_EQ(outputs[2], outputs[0]);
 }
 
-// A DCP directory holds no Strata optimizer/sampler state Strata reads yet:
-// --resume names it and says to use --load_weights.
-TEST_F(DcpWeightsTest, ResumeFromDcpIsRefusedNamingLoadWeights) {
+// --resume of PyTorch's nested layout (AdamW-like moments and a step of 3
+// per parameter beside the weights) loads the optimizer too: the run goes
+// on from step 3 under FSDP at 2 ranks (one Strata step per PyTorch
+// optimizer step; no sampler state, so the data position of step 3).
+TEST_F(DcpWeightsTest, ResumeFromPyTorchDcpGoesOnFromItsOptimizerStep) {
   const std::string dir = *dcp_ + "/nested";
-  RunResult r = Train(TempDir("dcp_resume"), 3, {"--resume=" + dir});
+  RunResult r = Train(TempDir("dcp_resume"), 5,
+                      {"--nproc=2", "--strategy=fsdp", "--resume=" + dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("resumed from " + dir + " at step 3"));
+  EXPECT_EQ(
+      MetricsColumn(TempDir("dcp_resume") + "/metrics.jsonl", "loss").size(),
+      2u);
+}
+
+// The flat layout holds no optimizer state: --resume lists what is missing
+// and says how to load the weights alone.
+TEST_F(DcpWeightsTest, ResumeFromWeightsOnlyDcpNamesTheMissingState) {
+  const std::string dir = *dcp_ + "/flat";
+  RunResult r = Train(TempDir("dcp_resume_flat"), 3, {"--resume=" + dir});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr(dir));
-  EXPECT_THAT(r.err, HasSubstr("--load_weights"));
+  EXPECT_THAT(r.err, HasSubstr("exp_avg"));
+}
+
+// --ckpt_format=dcp in training: a run resumed from its step-2 DCP
+// checkpoint (same world size and strategy) continues bitwise as the
+// uninterrupted run. Needs no Python.
+TEST(DcpTrainTest, ResumeFromItsOwnDcpCheckpointIsBitwise) {
+  const std::string full = TempDir("dcp_full_run");
+  RunResult r = Train(
+      full, 4,
+      {"--nproc=2", "--strategy=fsdp", "--ckpt_format=dcp", "--save_every=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string step2 = full + "/checkpoints/step_00000002";
+  EXPECT_EQ(ReadFile(step2 + "/.metadata").empty(), false);
+  const std::string resumed = TempDir("dcp_resumed_run");
+  r = Train(resumed, 4, {"--nproc=2", "--strategy=fsdp", "--resume=" + step2});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<double> want =
+      MetricsColumn(full + "/metrics.jsonl", "loss");
+  const std::vector<double> got =
+      MetricsColumn(resumed + "/metrics.jsonl", "loss");
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], want[2]);
+  EXPECT_EQ(got[1], want[3]);
+  EXPECT_EQ(ReadFile(resumed + "/model.pt"), ReadFile(full + "/model.pt"));
 }
 
 }  // namespace

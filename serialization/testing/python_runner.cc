@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 
 namespace strata::serialization::testing {
 namespace {
@@ -40,6 +42,29 @@ absl::Status RunPython(const std::vector<std::string>& args,
       absl::StrCat("`", command, "` failed (exit status ",
                    WIFEXITED(status) ? WEXITSTATUS(status) : status,
                    "); output:\n", ReadAll(log_path)));
+}
+
+std::string WhyTorchBelow(int major, int minor, const std::string& what,
+                          const std::string& log_path) {
+  const std::string out = log_path + ".version";
+  const absl::Status run = RunPython(
+      {"-c", absl::StrCat("import torch; open('", out,
+                          "', 'w').write(torch.__version__.split('+')[0])")},
+      log_path);
+  if (!run.ok())
+    return absl::StrCat("python3 with torch failed: ", run.message());
+  const std::string version = ReadAll(out);
+  const std::vector<std::string> parts = absl::StrSplit(version, '.');
+  int found_major = 0, found_minor = 0;
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &found_major) ||
+      !absl::SimpleAtoi(parts[1], &found_minor)) {
+    return absl::StrCat("unreadable torch version '", version, "'");
+  }
+  if (found_major > major || (found_major == major && found_minor >= minor)) {
+    return "";
+  }
+  return absl::StrCat("needs PyTorch >= ", major, ".", minor, " (", what,
+                      "); found ", version);
 }
 
 absl::Status WriteTextFile(const std::string& path, const std::string& code) {

@@ -16,6 +16,13 @@ namespace strata::serialization::testing {
 absl::Status RunPython(const std::vector<std::string>& args,
                        const std::string& log_path);
 
+// Empty when python3's torch is at least `major`.`minor`; else why not
+// (the version found, or why it could not be run or read), for a
+// GTEST_SKIP that says so: "needs PyTorch >= 2.4 (`what`); found 1.13.1".
+// Python's output goes to `log_path`.
+std::string WhyTorchBelow(int major, int minor, const std::string& what,
+                          const std::string& log_path);
+
 // Writes `code` to `path` (a script for RunPython).
 absl::Status WriteTextFile(const std::string& path, const std::string& code);
 
