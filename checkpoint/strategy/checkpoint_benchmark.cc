@@ -387,8 +387,13 @@ int Main(int argc, char** argv) {
   // time (the disk is shared and its speed drifts); medians over the
   // repetitions.
   Results results;
-  absl::Status formed =
-      comm::testing::RunOnRanks(kRanks, [&](comm::Group& group) {
+  // Rank 1 waits at a barrier while rank 0 runs PyTorch's side for a minute
+  // or more: longer than a test group's timeout.
+  comm::GroupOptions options = comm::testing::TestGroupOptions();
+  options.timeout = absl::Minutes(20);
+  absl::Status formed = comm::testing::RunOnRanks(
+      kRanks,
+      [&](comm::Group& group) {
         auto saver = Build(&group, 1);
         auto loader = Build(&group, 2);
         if (group.rank() == 0) {
@@ -401,7 +406,8 @@ int Main(int argc, char** argv) {
           MeasureFormats(group, *saver, *loader, dir, state_bytes, results);
         }
         MeasureAsync(group, *saver, dir, results);
-      });
+      },
+      options);
   CHECK(formed.ok()) << formed;
   Report(results, state_bytes);
   std::filesystem::remove_all(dir);

@@ -98,7 +98,8 @@ def main():
     result = out + ".result"
     mp.spawn(run_rank, args=(ranks, store, directory, out, result),
              nprocs=ranks, join=True)
-    os.remove(store)
+    if os.path.exists(store):  # Gloo's FileStore removes it when done.
+        os.remove(store)
     with open(result) as f:
         print(f.read().strip())
     os.remove(result)
