@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "checkpoint/dcp/load.h"
+#include "checkpoint/dcp/metadata.h"
 #include "checkpoint/full.h"
 #include "checkpoint/metadata.h"
 
@@ -58,6 +60,11 @@ checkpoint::NamedValues CheckpointExtras(const std::string& path) {
     EXPECT_TRUE(read.ok()) << read.status();
     return read.ok() ? read->contents.extra : checkpoint::NamedValues{};
   }
+  if (checkpoint::dcp::IsDcpCheckpoint(path)) {
+    auto read = checkpoint::dcp::ReadDcpCheckpoint(path);
+    EXPECT_TRUE(read.ok()) << read.status();
+    return read.ok() ? read->second.extra : checkpoint::NamedValues{};
+  }
   absl::StatusOr<checkpoint::proto::Metadata> md =
       checkpoint::ReadMetadataFile(path);
   EXPECT_TRUE(md.ok()) << md.status();
@@ -73,12 +80,17 @@ bool KillRankOneDuringStep8Save(const std::vector<std::string>& args,
   Subprocess rank1(args, TorchrunEnv(1, 2, port), timeout);
   // Rank 1's data file of the step-8 save is written (and synced) before
   // the pause; the commit happens after it.
-  const std::string partial = ckpt_dir + "/step_00000008.tmp/rank1.data";
+  // (sharded: rank1.data; dcp: __1_0.distcp).
+  const std::string staging = ckpt_dir + "/step_00000008.tmp/";
+  auto began_save = [&] {
+    return std::filesystem::exists(staging + "rank1.data") ||
+           std::filesystem::exists(staging + "__1_0.distcp");
+  };
   const absl::Time deadline = absl::Now() + timeout - absl::Seconds(15);
-  while (!std::filesystem::exists(partial) && absl::Now() < deadline) {
+  while (!began_save() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  const bool began = std::filesystem::exists(partial);
+  const bool began = began_save();
   EXPECT_TRUE(began) << "the step-8 save never began";
   rank1.Signal(SIGKILL);
   EXPECT_EQ(rank1.Finish().exit_code, -1);  // Killed by the signal.

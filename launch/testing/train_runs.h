@@ -32,7 +32,8 @@ checkpoint::NamedValues CheckpointExtras(const std::string& path);
 // Starts `args` (a train command line of a sharded-format run whose saves
 // pause before their commit, --ckpt_test_pause_ms) as 2 ranks by hand, waits
 // until rank 1 wrote its data file of the step-8 save under `ckpt_dir`
-// (step_00000008.tmp/rank1.data: the data is written, the commit is not),
+// (step_00000008.tmp/rank1.data, or __1_0.distcp for --ckpt_format=dcp:
+// the data is written, the commit is not),
 // SIGKILLs rank 1 and waits for both ranks (each within `timeout`). Expects
 // rank 1 killed by the signal and rank 0 failed (it cannot save alone);
 // returns false, with a test failure, if the save never began.

@@ -134,7 +134,9 @@ INSTANTIATE_TEST_SUITE_P(FormatsAndStrategies, DropoutResumeTest,
                                            Config{"zero2", "local", false},
                                            Config{"zero2", "sharded", true},
                                            Config{"fsdp", "full", false},
-                                           Config{"fsdp", "local", true}),
+                                           Config{"fsdp", "local", true},
+                                           Config{"fsdp", "dcp", false},
+                                           Config{"zero2", "dcp", true}),
                          [](const ::testing::TestParamInfo<Config>& info) {
                            return info.param.Name();
                          });
@@ -177,23 +179,23 @@ TEST(DropoutResumeGeneratorTest, FewerRanksReportTheUnusedStates) {
                                  "rank(s)"));
 }
 
-// Two ddp ranks started by hand; every save pauses after writing its data
-// and before the commit (the test hook). Rank 1 is SIGKILLed while the
-// step-8 save is paused: `latest` still names the step-4 checkpoint, and
-// resuming from it (--resume=auto) continues bitwise as the uninterrupted
-// run.
-TEST(DropoutResumeKillTest, SigkillMidSaveThenResumeIsBitwiseExact) {
-  const Config config{"ddp", "sharded", false};
-  const std::string a = TempDir("killed");
+// Two ddp ranks started by hand, saving in `format`; every save pauses
+// after writing its data and before the commit (the test hook). Rank 1 is
+// SIGKILLed while the step-8 save is paused: `latest` still names the
+// step-4 checkpoint, and resuming from it (--resume=auto) continues bitwise
+// as the uninterrupted run.
+void KillMidSaveThenResumeIsBitwise(const std::string& format) {
+  const Config config{"ddp", format, false};
+  const std::string a = TempDir("killed_" + format);
   const std::string ckpt = a + "/checkpoints";
   const std::vector<std::string> args = DropoutRunArgs(
-      a, {"--strategy=ddp", "--ckpt_format=sharded",
+      a, {"--strategy=ddp", "--ckpt_format=" + format,
           "--ckpt_test_pause_ms=2000", "--collective_timeout_s=20"});
   ASSERT_TRUE(KillRankOneDuringStep8Save(args, ckpt, absl::Seconds(90)));
   EXPECT_FALSE(std::filesystem::exists(ckpt + "/step_00000008"));
   EXPECT_EQ(ReadFile(ckpt + "/latest"), "step_00000004\n");
 
-  const std::string resumed = TempDir("killed_resumed");
+  const std::string resumed = TempDir("killed_resumed_" + format);
   std::vector<std::string> flags = config.Flags();
   flags.push_back("--resume=auto");
   flags.push_back("--ckpt_dir=" + ckpt);
@@ -215,6 +217,16 @@ TEST(DropoutResumeKillTest, SigkillMidSaveThenResumeIsBitwiseExact) {
   EXPECT_EQ(ReadFile(resumed + "/model.pt"), ReadFile(whole + "/model.pt"));
   EXPECT_EQ(GeneratorStates(ckpt + "/step_00000008"),
             GeneratorStates(CheckpointPath(whole, config, 8)));
+}
+
+TEST(DropoutResumeKillTest, SigkillMidSaveThenResumeIsBitwiseExact) {
+  KillMidSaveThenResumeIsBitwise("sharded");
+}
+
+// The same with --ckpt_format=dcp: rank 1 killed after its __1_0.distcp of
+// the step-8 save is written, before `.metadata` is.
+TEST(DropoutResumeKillTest, SigkillMidDcpSaveThenResumeIsBitwiseExact) {
+  KillMidSaveThenResumeIsBitwise("dcp");
 }
 
 }  // namespace

@@ -57,10 +57,11 @@ absl::Status CheckPoint(const KillPoint& point,
                                                   " needs --async_save=",
                                                   async ? "true" : "false"));
   }
-  if (options.ckpt_format != checkpoint::Format::kSharded) {
+  if (options.ckpt_format != checkpoint::Format::kSharded &&
+      options.ckpt_format != checkpoint::Format::kDcp) {
     return FlagError("test_kill_at",
                      absl::StrCat(FaultSiteName(point.site),
-                                  " needs --ckpt_format=sharded, got ",
+                                  " needs --ckpt_format=sharded or dcp, got ",
                                   checkpoint::FormatName(options.ckpt_format)));
   }
   if (options.save_every <= 0 || (point.step + 1) % options.save_every != 0 ||

@@ -121,6 +121,16 @@ TEST(KillScheduleTest, SaveEntriesMustNameASaveOfTheRun) {
   EXPECT_THAT(InstallTestFaults(Options("async_save:3"), model).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("needs --async_save=true")));
+  // The staged formats only: a full file has no staging directory.
+  TestFaultOptions dcp = Options("save:3");
+  dcp.ckpt_format = checkpoint::Format::kDcp;
+  EXPECT_THAT(InstallTestFaults(dcp, model).status(), IsOk());
+  TestFaultOptions full = Options("save:3");
+  full.ckpt_format = checkpoint::Format::kFull;
+  EXPECT_THAT(
+      InstallTestFaults(full, model).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("needs --ckpt_format=sharded or dcp, got full")));
   TestFaultOptions far = Options("forward:1");
   far.ranks = "2";
   EXPECT_THAT(InstallTestFaults(far, model).status(),
