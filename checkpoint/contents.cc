@@ -1,9 +1,12 @@
 #include "checkpoint/contents.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/ScalarType.h>
 #include <glog/logging.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -150,6 +153,30 @@ absl::StatusOr<std::vector<int>> MatchRuns(
     match[i] = it->second;
   }
   return match;
+}
+
+c10::IValue ValueToIValue(const Value& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return *i;
+  if (const auto* d = std::get_if<double>(&value)) return *d;
+  if (const auto* s = std::get_if<std::string>(&value)) return *s;
+  const Bytes& b = std::get<Bytes>(value);
+  at::Tensor t = at::empty({static_cast<int64_t>(b.data.size())}, at::kByte);
+  if (!b.data.empty()) std::memcpy(t.data_ptr(), b.data.data(), b.data.size());
+  return t;
+}
+
+std::optional<Value> ValueFromIValue(const c10::IValue& value) {
+  if (value.isInt()) return Value(value.toInt());
+  if (value.isDouble()) return Value(value.toDouble());
+  if (value.isString()) return Value(value.toStringRef());
+  if (value.isTensor() && value.toTensor().scalar_type() == at::kByte &&
+      value.toTensor().dim() == 1) {
+    const at::Tensor t = value.toTensor().contiguous();
+    if (t.numel() == 0) return Value(Bytes{});  // No data pointer.
+    return Value(
+        Bytes{std::string(static_cast<const char*>(t.data_ptr()), t.numel())});
+  }
+  return std::nullopt;
 }
 
 void CopyStaged(const std::vector<ShardedTensor>& runs,

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +21,10 @@
 #include "base/named_state.h"
 #include "base/shape.h"
 #include "base/sharded_tensor.h"
+
+namespace c10 {
+struct IValue;
+}  // namespace c10
 
 namespace strata::checkpoint {
 
@@ -115,6 +120,12 @@ absl::StatusOr<std::vector<int>> MatchRuns(
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
     bool revise);
+
+// A Value as a PyTorch file holds it (the full format's extras, DCP's
+// strata.* items): an int, a float, a str, and Bytes as a 1-D uint8
+// tensor. ValueFromIValue is the reverse: nullopt for any other value.
+c10::IValue ValueToIValue(const Value& value);
+std::optional<Value> ValueFromIValue(const c10::IValue& value);
 
 // c10::toString(dtype) and back ("Float" -> kFloat); InvalidArgument for a
 // name that is not a dtype.

@@ -163,16 +163,7 @@ c10::IValue BuildRoot(const SavePlan& plan, const Contents& contents,
   root.insert("param_schedulers", schedulers);
 
   for (const auto& [key, value] : contents.extra) {
-    if (const auto* i = std::get_if<int64_t>(&value)) root.insert(key, *i);
-    if (const auto* d = std::get_if<double>(&value)) root.insert(key, *d);
-    if (const auto* s = std::get_if<std::string>(&value)) root.insert(key, *s);
-    if (const auto* b = std::get_if<Bytes>(&value)) {
-      at::Tensor t =
-          at::empty({static_cast<int64_t>(b->data.size())}, at::kByte);
-      if (!b->data.empty())
-        std::memcpy(t.data_ptr(), b->data.data(), b->data.size());
-      root.insert(key, t);
-    }
+    root.insert(key, ValueToIValue(value));
   }
   return root;
 }
@@ -325,17 +316,8 @@ Contents ContentsFromRoot(const GenericDict& root) {
       if (!kv.key().isString()) continue;
       const std::string key = kv.key().toStringRef();
       if (ReservedKeys().count(key) > 0) continue;
-      const c10::IValue& v = kv.value();
-      if (v.isInt()) c.extra.emplace_back(key, v.toInt());
-      if (v.isDouble()) c.extra.emplace_back(key, v.toDouble());
-      if (v.isString()) c.extra.emplace_back(key, v.toStringRef());
-      if (v.isTensor() && v.toTensor().scalar_type() == at::kByte &&
-          v.toTensor().dim() == 1) {
-        at::Tensor t = v.toTensor().contiguous();
-        c.extra.emplace_back(
-            key, Bytes{std::string(static_cast<const char*>(t.data_ptr()),
-                                   t.numel())});
-      }
+      std::optional<Value> value = ValueFromIValue(kv.value());
+      if (value.has_value()) c.extra.emplace_back(key, *std::move(value));
     }
   }
   return c;

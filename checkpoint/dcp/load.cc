@@ -2,10 +2,10 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <torch/csrc/autograd/grad_mode.h>
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -125,27 +125,19 @@ absl::StatusOr<int64_t> ReadStep(const Reader& reader,
   return step;
 }
 
-absl::StatusOr<StateValue> ToStateValue(const std::string& where,
-                                        const c10::IValue& v) {
-  if (v.isInt()) return StateValue(v.toInt());
-  if (v.isDouble()) return StateValue(v.toDouble());
-  if (v.isString()) return StateValue(v.toStringRef());
-  if (v.isTensor() && v.toTensor().scalar_type() == at::kByte &&
-      v.toTensor().dim() == 1) {
-    const at::Tensor t = v.toTensor().contiguous();
-    if (t.numel() == 0) return StateValue(Bytes{});  // No data pointer.
-    return StateValue(
-        Bytes{std::string(static_cast<const char*>(t.data_ptr()), t.numel())});
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(where, " holds a ", v.tagKind(),
-                   ", expected an int, a float, a str or a uint8 vector"));
+// ReadStep of `keys`, or nullopt when there are none.
+absl::StatusOr<std::optional<int64_t>> ReadSteps(
+    const Reader& reader, const std::vector<std::string>& keys) {
+  if (keys.empty()) return std::optional<int64_t>();
+  STRATA_ASSIGN_OR_RETURN(const int64_t step, ReadStep(reader, keys));
+  return std::optional<int64_t>(step);
 }
 
 // Strata's contents ("strata.*" values), or what a PyTorch checkpoint
 // shows in their place.
+// `step`: the parameters' one optimizer step (ReadStep), if they have one.
 absl::StatusOr<Contents> ReadContents(const Reader& reader,
-                                      const std::vector<std::string>& steps) {
+                                      std::optional<int64_t> step) {
   Contents contents;
   const std::string meta = absl::StrCat(kStrataPrefix, "meta.");
   const std::string scheduler = absl::StrCat(kStrataPrefix, "param_scheduler.");
@@ -156,7 +148,13 @@ absl::StatusOr<Contents> ReadContents(const Reader& reader,
         absl::StrCat(reader.dir(), ": '", EscapeBytes(key), "'");
     if (!absl::StartsWith(key, kStrataPrefix)) continue;
     STRATA_ASSIGN_OR_RETURN(const c10::IValue value, reader.ReadValue(key));
-    STRATA_ASSIGN_OR_RETURN(const StateValue v, ToStateValue(where, value));
+    const std::optional<StateValue> value_or = ValueFromIValue(value);
+    if (!value_or.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " holds a ", value.tagKind(),
+                       ", expected an int, a float, a str or a uint8 vector"));
+    }
+    const StateValue& v = *value_or;
     if (absl::StartsWith(key, scheduler)) {
       contents.param_scheduler.emplace_back(key.substr(scheduler.size()), v);
     } else if (absl::StartsWith(key, extra)) {
@@ -187,15 +185,13 @@ absl::StatusOr<Contents> ReadContents(const Reader& reader,
   if (has_meta) return contents;
   // Written by PyTorch: the optimizer's step, and the class its first param
   // group shows (torch_optimizer.h).
-  if (!steps.empty()) {
-    STRATA_ASSIGN_OR_RETURN(contents.meta.step, ReadStep(reader, steps));
-  }
+  if (step.has_value()) contents.meta.step = *step;
   const std::string momentum = absl::StrCat(kParamGroupsPrefix, "0.momentum");
   if (reader.metadata().values.count(momentum) > 0) {
     STRATA_ASSIGN_OR_RETURN(const c10::IValue m, reader.ReadValue(momentum));
     contents.meta.optimizer =
         m.isDouble() && m.toDouble() != 0 ? "sgd_momentum" : "sgd";
-  } else if (!steps.empty()) {
+  } else if (step.has_value()) {
     contents.meta.optimizer = kAdamOrAdamW;
   }
   return contents;
@@ -229,6 +225,23 @@ absl::Status Stage(const Reader& reader, const Section& section,
     }
     staged[i] = at::empty({run.local.numel()}, run.local.options());
     STRATA_RETURN_IF_ERROR(reader.ReadRange(key, run.offset, staged[i]));
+  }
+  return absl::OkStatus();
+}
+
+// Every tensor of `section` whole (offset 0), into `runs` (empty).
+absl::Status ReadWhole(const Reader& reader, const Section& section,
+                       int64_t step, std::vector<ShardedTensor>& runs) {
+  std::vector<int> match;
+  for (const TensorInfo& info : section.infos) {
+    match.push_back(static_cast<int>(runs.size()));
+    runs.push_back(ShardedTensor{info.name, info.shape, 0,
+                                 at::empty(info.shape, info.dtype)});
+  }
+  std::vector<at::Tensor> staged;
+  STRATA_RETURN_IF_ERROR(Stage(reader, section, runs, match, step, staged));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].local = staged[i].view(runs[i].global_shape);
   }
   return absl::OkStatus();
 }
@@ -267,38 +280,25 @@ absl::StatusOr<Contents> LoadDcp(const std::string& dir,
     if (!options.load_optimizer) return Contents();
     std::vector<std::string> step_keys;
     const Section section = OptimizerSection(dir, metadata, &step_keys);
-    STRATA_ASSIGN_OR_RETURN(Contents read, ReadContents(*reader, step_keys));
+    STRATA_ASSIGN_OR_RETURN(const std::optional<int64_t> step,
+                            ReadSteps(*reader, step_keys));
+    STRATA_ASSIGN_OR_RETURN(Contents read, ReadContents(*reader, step));
     STRATA_RETURN_IF_ERROR(
         CheckOptimizer(absl::StrCat("DCP checkpoint '", dir, "'"),
                        read.meta.optimizer, optimizer));
-    int64_t step = 0;
-    if (!step_keys.empty()) {
-      STRATA_ASSIGN_OR_RETURN(step, ReadStep(*reader, step_keys));
-    }
     STRATA_ASSIGN_OR_RETURN(
         const std::vector<int> optimizer_match,
         MatchRuns(section.where, live.optimizer, optimizer_names, section.infos,
                   options, /*revise=*/false));
     STRATA_RETURN_IF_ERROR(Stage(*reader, section, live.optimizer,
-                                 optimizer_match, step, optimizer_staged));
+                                 optimizer_match, step.value_or(0),
+                                 optimizer_staged));
     return read;
   }();
   STRATA_RETURN_IF_ERROR(comm::AgreeOnStatus(group, contents.status()));
-  STRATA_RETURN_IF_ERROR(StatusFromCall(
-      absl::StrCat("copying the state of ", dir, " into the live tensors"),
-      [&] {
-        at::NoGradGuard no_grad;
-        for (size_t i = 0; i < model_staged.size(); ++i) {
-          if (model_staged[i].defined()) {
-            live.model[i].local.view({-1}).copy_(model_staged[i]);
-          }
-        }
-        for (size_t i = 0; i < optimizer_staged.size(); ++i) {
-          if (optimizer_staged[i].defined()) {
-            live.optimizer[i].local.view({-1}).copy_(optimizer_staged[i]);
-          }
-        }
-      }));
+  CopyStaged(live.model, model_staged);
+  // Empty when the optimizer was not loaded.
+  if (!optimizer_staged.empty()) CopyStaged(live.optimizer, optimizer_staged);
   return contents;
 }
 
@@ -310,27 +310,14 @@ absl::StatusOr<std::pair<TensorState, Contents>> ReadDcpCheckpoint(
   std::vector<std::string> step_keys;
   const Section model = ModelSection(dir, metadata, {});
   const Section optimizer = OptimizerSection(dir, metadata, &step_keys);
+  STRATA_ASSIGN_OR_RETURN(const std::optional<int64_t> step,
+                          ReadSteps(*reader, step_keys));
+  STRATA_ASSIGN_OR_RETURN(Contents contents, ReadContents(*reader, step));
   TensorState state;
-  for (int s = 0; s < 2; ++s) {
-    for (const TensorInfo& info : (s == 0 ? model : optimizer).infos) {
-      (s == 0 ? state.model : state.optimizer)
-          .push_back(ShardedTensor{info.name, info.shape, 0,
-                                   at::empty(info.shape, info.dtype)});
-    }
-  }
-  // The live optimizer is the saved one.
-  STRATA_ASSIGN_OR_RETURN(const Contents saved,
-                          ReadContents(*reader, step_keys));
-  std::string optimizer_name = saved.meta.optimizer;
-  if (optimizer_name.empty() || optimizer_name == kAdamOrAdamW) {
-    optimizer_name = "adamw";
-  }
-  ReadOptions options;
-  options.load_optimizer = !state.optimizer.empty();
-  STRATA_ASSIGN_OR_RETURN(
-      Contents contents,
-      LoadDcp(dir, state, options, optimizer_name, /*group=*/nullptr));
-  if (!options.load_optimizer) contents = saved;
+  STRATA_RETURN_IF_ERROR(
+      ReadWhole(*reader, model, step.value_or(0), state.model));
+  STRATA_RETURN_IF_ERROR(
+      ReadWhole(*reader, optimizer, step.value_or(0), state.optimizer));
   return std::make_pair(std::move(state), std::move(contents));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -28,6 +29,18 @@ using Kind = PyValue::Kind;
 constexpr char kModule[] = "torch.distributed.checkpoint.metadata.";
 constexpr char kStorageInfo[] =
     "torch.distributed.checkpoint.filesystem._StorageInfo";
+
+struct DtypeSpelling {
+  at::ScalarType dtype;
+  const char* name;
+};
+constexpr DtypeSpelling kDtypes[] = {
+    {at::kDouble, "float64"}, {at::kFloat, "float32"},
+    {at::kHalf, "float16"},   {at::kBFloat16, "bfloat16"},
+    {at::kLong, "int64"},     {at::kInt, "int32"},
+    {at::kShort, "int16"},    {at::kChar, "int8"},
+    {at::kByte, "uint8"},     {at::kBool, "bool"},
+};
 
 // Decodes one Metadata pickle; every error names the file and the key.
 class Decoder {
@@ -272,22 +285,18 @@ class Decoder {
                        " is not a strided (dense) tensor; sparse and other "
                        "layouts are not supported"));
     }
-    static const auto* const kDtypes =
-        new std::map<std::string, at::ScalarType>{
-            {"torch.float64", at::kDouble}, {"torch.float32", at::kFloat},
-            {"torch.float16", at::kHalf},   {"torch.bfloat16", at::kBFloat16},
-            {"torch.int64", at::kLong},     {"torch.int32", at::kInt},
-            {"torch.int16", at::kShort},    {"torch.int8", at::kChar},
-            {"torch.uint8", at::kByte},     {"torch.bool", at::kBool},
-        };
-    auto it = kDtypes->find(state->items[0]->text);
-    if (it == kDtypes->end()) {
+    const std::string& spelled = state->items[0]->text;
+    std::optional<at::ScalarType> dtype;
+    if (absl::StartsWith(spelled, "torch.")) {
+      dtype = DcpDtype(absl::string_view(spelled).substr(6));
+    }
+    if (!dtype.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where_, ": ", what, " has dtype ", EscapeBytes(state->items[0]->text),
+          where_, ": ", what, " has dtype ", EscapeBytes(spelled),
           ", not supported (float64/32/16, bfloat16, int64/32/16/8, uint8, "
           "bool)"));
     }
-    return it->second;
+    return *dtype;
   }
 
   absl::StatusOr<SavedTensor> DecodeTensor(const std::string& name,
@@ -361,6 +370,20 @@ class Decoder {
 };
 
 }  // namespace
+
+const char* DcpDtypeName(at::ScalarType dtype) {
+  for (const DtypeSpelling& d : kDtypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  return nullptr;
+}
+
+std::optional<at::ScalarType> DcpDtype(absl::string_view name) {
+  for (const DtypeSpelling& d : kDtypes) {
+    if (name == d.name) return d.dtype;
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<Metadata> ParseMetadata(absl::string_view pickle,
                                        const std::string& where) {

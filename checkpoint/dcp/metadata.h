@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,14 @@ inline constexpr char kStrataPrefix[] = "strata.";
 inline constexpr char kSupportedLayout[] =
     "the unversioned DCP layout of PyTorch 2.4 to 2.6 (tested: 2.6) with "
     "torch.save items";
+
+// The dtypes a DCP checkpoint may hold here, as torch spells them without
+// the "torch." prefix ("float32"): float64/32/16, bfloat16, int64/32/16/8,
+// uint8 and bool. The one table the reader and the writer share.
+// DcpDtypeName: null for any other dtype. DcpDtype: nullopt for any other
+// name.
+const char* DcpDtypeName(at::ScalarType dtype);
+std::optional<at::ScalarType> DcpDtype(absl::string_view name);
 
 // One item's bytes: `length` bytes at `offset` of `file` (a plain file name
 // in the checkpoint directory).

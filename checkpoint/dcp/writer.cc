@@ -145,38 +145,14 @@ void EncodeDataclass(PickleEncoder& e, const char* module, const char* cls,
   e.Build();
 }
 
-absl::StatusOr<const char*> DtypeGlobal(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kDouble:
-      return "float64";
-    case at::kFloat:
-      return "float32";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kLong:
-      return "int64";
-    case at::kInt:
-      return "int32";
-    case at::kShort:
-      return "int16";
-    case at::kChar:
-      return "int8";
-    case at::kByte:
-      return "uint8";
-    case at::kBool:
-      return "bool";
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dtype ", c10::toString(dtype), " has no DCP spelling here"));
-  }
-}
-
 // TensorProperties' state is a tuple (its __getstate__): dtype, layout,
 // requires_grad, memory format, pin_memory.
 absl::Status EncodeProperties(PickleEncoder& e, at::ScalarType dtype) {
-  STRATA_ASSIGN_OR_RETURN(const char* name, DtypeGlobal(dtype));
+  const char* name = DcpDtypeName(dtype);
+  if (name == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype ", c10::toString(dtype), " has no DCP spelling here"));
+  }
   e.Global(kMetadataModule, "TensorProperties");
   e.EmptyTuple();
   e.NewObj();
@@ -309,16 +285,6 @@ std::string StepKey(const std::string& param) {
   return absl::StrCat(kOptimizerStatePrefix, param, ".step");
 }
 
-c10::IValue ValueOf(const StateValue& value) {
-  if (const auto* i = std::get_if<int64_t>(&value)) return *i;
-  if (const auto* d = std::get_if<double>(&value)) return *d;
-  if (const auto* s = std::get_if<std::string>(&value)) return *s;
-  const Bytes& b = std::get<Bytes>(value);
-  at::Tensor t = at::empty({static_cast<int64_t>(b.data.size())}, at::kByte);
-  if (!b.data.empty()) std::memcpy(t.data_ptr(), b.data.data(), b.data.size());
-  return t;
-}
-
 // Rank 0's values: key, path, value.
 struct SavedValue {
   std::string key;
@@ -347,10 +313,10 @@ std::vector<SavedValue> ValuesOf(const Contents& contents, const Layout& layout,
   add("meta", "model_config", m.model_config);
   add("meta", "optimizer", m.optimizer);
   for (const auto& [key, value] : contents.param_scheduler) {
-    add("param_scheduler", key, ValueOf(value));
+    add("param_scheduler", key, ValueToIValue(value));
   }
   for (const auto& [key, value] : contents.extra) {
-    add("extra", key, ValueOf(value));
+    add("extra", key, ValueToIValue(value));
   }
   if (!layout.has_optimizer) return out;
   std::vector<TorchParameter> params;
