@@ -112,7 +112,7 @@ absl::StatusOr<std::unique_ptr<FsdpStrategy>> FsdpStrategy::Create(
 FsdpStrategy::FsdpStrategy(std::shared_ptr<models::UnitModel> model,
                            const StrategyOptions& options,
                            const OptimizerConfig& config, comm::Group* world)
-    : Strategy(std::move(model), config),
+    : Strategy(std::move(model), config, options.mixed_precision.param_dtype),
       options_(options),
       config_(config),
       world_(world) {}

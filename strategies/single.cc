@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<SingleStrategy>> SingleStrategy::Create(
 SingleStrategy::SingleStrategy(std::shared_ptr<models::UnitModel> model,
                                const OptimizerConfig& config, Parts parts,
                                const MixedPrecisionOptions& mixed_precision)
-    : Strategy(std::move(model), config),
+    : Strategy(std::move(model), config, mixed_precision.param_dtype),
       config_(config),
       mixed_precision_(mixed_precision),
       flat_(std::move(parts.flat)),

@@ -42,8 +42,8 @@ Strategy::FullModelState() {
 }
 
 Strategy::Strategy(std::shared_ptr<models::UnitModel> model,
-                   const OptimizerConfig& config)
-    : model_(std::move(model)) {
+                   const OptimizerConfig& config, at::ScalarType param_dtype)
+    : model_(std::move(model)), param_dtype_(param_dtype) {
   CHECK(model_ != nullptr);
   if (config.loss_scaling.has_value()) {
     absl::StatusOr<std::unique_ptr<optim::LossScaler>> scaler =
@@ -77,7 +77,10 @@ absl::StatusOr<double> Strategy::ForwardBackward(const at::Tensor& inputs,
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   absl::Status backward =
       StatusFromCall(absl::StrCat(name(), " forward/backward"), [&] {
-        at::Tensor loss = model().ForwardLoss(inputs, targets);
+        const bool cast =
+            inputs.is_floating_point() && inputs.scalar_type() != param_dtype_;
+        at::Tensor loss = model().ForwardLoss(
+            cast ? inputs.to(param_dtype_) : inputs, targets);
         loss_value = loss.item<double>();
         (loss * (loss_weight * scale)).backward();
       });

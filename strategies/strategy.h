@@ -84,16 +84,21 @@ class Strategy {
   // Before the first micro-batch of a step.
   virtual void ZeroGrad() = 0;
 
-  // Forward + loss + backward of one micro-batch (inputs and targets
-  // [B, T] int64). The loss is multiplied by `loss_weight` before backward:
-  // the micro-batch's share of the batch this rank processes in the step
-  // (micro-batch size / per-rank batch size; for "single" the per-rank batch
-  // is the global batch; data-parallel strategies average gradients across
-  // ranks, so equal per-rank batches give the gradient of the global mean
-  // loss). Gradients are complete after the backward of the micro-batch with
-  // last_micro_batch = true. Returns the unweighted loss. With loss scaling
-  // (OptimizerConfig::loss_scaling) backward runs on loss * loss_weight *
-  // loss_scaler()->scale().
+  // Forward + loss + backward of one micro-batch: the model's
+  // ForwardLoss(inputs, targets) (token models: inputs and targets [B, T]
+  // int64; other models what their ForwardLoss documents, e.g. models/vit.h's
+  // images and labels). Floating-point inputs are first cast to the dtype
+  // the model's parameters compute in (the param_dtype of mixed precision,
+  // else fp32; autocast casts inside the model instead); integer inputs
+  // (token ids) and the targets are passed as they are. The loss is multiplied
+  // by `loss_weight` before backward: the micro-batch's share of the batch this
+  // rank processes in the step (micro-batch size / per-rank batch size; for
+  // "single" the per-rank batch is the global batch; data-parallel strategies
+  // average gradients across ranks, so equal per-rank batches give the gradient
+  // of the global mean loss). Gradients are complete after the backward of the
+  // micro-batch with last_micro_batch = true. Returns the unweighted loss. With
+  // loss scaling (OptimizerConfig::loss_scaling) backward runs on loss *
+  // loss_weight * loss_scaler()->scale().
   //
   // Errors: InvalidArgument for a loss_weight that is not finite and > 0;
   // FailedPrecondition after the step's last micro-batch (call Step()
@@ -148,9 +153,12 @@ class Strategy {
 
  protected:
   // `config` must be valid (ValidateOptimizerConfig; CHECKed): its
-  // loss_scaling makes the loss scaler.
+  // loss_scaling makes the loss scaler. `param_dtype`: the dtype the
+  // model's parameters compute in (MixedPrecisionOptions::param_dtype),
+  // which ForwardBackward casts floating-point inputs to.
   Strategy(std::shared_ptr<models::UnitModel> model,
-           const OptimizerConfig& config);
+           const OptimizerConfig& config,
+           at::ScalarType param_dtype = at::kFloat);
 
   // The hooks ForwardBackward and Step call once their guards passed, on the
   // training thread.
@@ -190,6 +198,7 @@ class Strategy {
 
  private:
   std::shared_ptr<models::UnitModel> model_;
+  at::ScalarType param_dtype_;
   // The step's last micro-batch has run (successfully or not) and Step() has
   // not been called since.
   bool last_micro_batch_done_ = false;
