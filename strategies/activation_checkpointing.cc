@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "base/torch_compat.h"
 #include "glog/logging.h"
 
@@ -204,11 +205,17 @@ class CheckpointFunction
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<ActivationCheckpointing>>
-ActivationCheckpointing::Create(models::UnitModel& model,
-                                ActivationCheckpointingOptions options) {
-  const std::vector<models::UnitInfo>& units = model.units();
-  std::vector<bool> selected(units.size(), false);
+absl::StatusOr<std::vector<int>> SelectCheckpointedUnits(
+    const std::vector<models::UnitInfo>& units,
+    const ActivationCheckpointingOptions& options,
+    const std::string& model_name) {
+  if (options.every < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every must be >= 1 (1: every unit --checkpoint_units "
+        "selects), got ",
+        options.every));
+  }
+  std::vector<bool> candidate(units.size(), false);
   for (const std::string& entry : options.units) {
     if (entry.empty()) {
       return absl::InvalidArgumentError(
@@ -218,7 +225,7 @@ ActivationCheckpointing::Create(models::UnitModel& model,
     bool matched = false;
     for (const models::UnitInfo& unit : units) {
       if (unit.type == entry || unit.name == entry) {
-        selected[unit.index] = true;
+        candidate[unit.index] = true;
         matched = true;
       }
     }
@@ -232,10 +239,33 @@ ActivationCheckpointing::Create(models::UnitModel& model,
       }
       return absl::InvalidArgumentError(absl::StrCat(
           "--checkpoint_units: '", entry, "' matches no unit of model '",
-          model.name(), "'; its unit types are ", absl::StrJoin(types, ", "),
+          model_name, "'; its unit types are ", absl::StrJoin(types, ", "),
           " and its unit names are ", absl::StrJoin(names, ", ")));
     }
   }
+  if (options.predicate) {
+    for (const models::UnitInfo& unit : units) {
+      if (options.predicate(unit)) candidate[unit.index] = true;
+    }
+  }
+  std::vector<int> selected;
+  int seen = 0;
+  for (size_t i = 0; i < candidate.size(); ++i) {
+    if (candidate[i] && ++seen % options.every == 0) {
+      selected.push_back(static_cast<int>(i));
+    }
+  }
+  return selected;
+}
+
+absl::StatusOr<std::shared_ptr<ActivationCheckpointing>>
+ActivationCheckpointing::Create(models::UnitModel& model,
+                                ActivationCheckpointingOptions options) {
+  STRATA_ASSIGN_OR_RETURN(
+      const std::vector<int> indices,
+      SelectCheckpointedUnits(model.units(), options, model.name()));
+  std::vector<bool> selected(model.units().size(), false);
+  for (int i : indices) selected[i] = true;
   return std::shared_ptr<ActivationCheckpointing>(new ActivationCheckpointing(
       model, std::move(options), std::move(selected)));
 }
@@ -324,10 +354,8 @@ at::Tensor ActivationCheckpointing::Run(const models::UnitInfo& unit,
 }
 
 absl::Status ApplyActivationCheckpointing(
-    models::UnitModel& model, const std::vector<std::string>& units) {
-  if (units.empty()) return absl::OkStatus();
-  ActivationCheckpointingOptions options;
-  options.units = units;
+    models::UnitModel& model, ActivationCheckpointingOptions options) {
+  if (options.units.empty() && !options.predicate) return absl::OkStatus();
   absl::StatusOr<std::shared_ptr<ActivationCheckpointing>> interceptor =
       ActivationCheckpointing::Create(model, std::move(options));
   if (!interceptor.ok()) return interceptor.status();

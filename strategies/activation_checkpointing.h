@@ -62,6 +62,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,15 +78,25 @@ struct ActivationCheckpointingOptions {
   // "GPTBlock") or a unit name (UnitInfo::name, e.g. "blocks.1"). Every entry
   // must match at least one unit of the model.
   std::vector<std::string> units;
+  // PyTorch's check_fn (apply_activation_checkpointing): units for which it
+  // returns true are candidates too (null: none). Called once per unit by
+  // Create, on the calling thread.
+  std::function<bool(const models::UnitInfo&)> predicate;
+  // Selective checkpointing (torchtitan's selective_ac_option = "k"): of
+  // the candidates, in forward order, only every `every`-th is checkpointed
+  // (the every-th, 2 every-th, ...); 1: all of them. >= 1.
+  int every = 1;
   // Restore the CPU RNG state around recomputation, so dropout matches.
   bool preserve_rng_state = true;
 };
 
 class ActivationCheckpointing : public models::UnitInterceptor {
  public:
-  // Selects the units of `model` that options.units names. Errors
-  // (InvalidArgument) name the entry that is empty or matches no unit and list
-  // the model's unit types and names. `model` is borrowed: it must outlive
+  // Selects the units of `model` that options.units names or
+  // options.predicate accepts, then every options.every-th of them. Errors
+  // (InvalidArgument) name the entry that is empty or matches no unit and
+  // list the model's unit types and names, or an `every` below 1
+  // (--checkpoint_every). `model` is borrowed: it must outlive
   // the interceptor, which it normally owns once added (AddInterceptor).
   static absl::StatusOr<std::shared_ptr<ActivationCheckpointing>> Create(
       models::UnitModel& model, ActivationCheckpointingOptions options);
@@ -123,11 +134,22 @@ class ActivationCheckpointing : public models::UnitInterceptor {
   std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 };
 
-// Creates an ActivationCheckpointing for `units` and adds it to `model`
-// (innermost of the interceptors added so far). Does nothing for an empty
-// list. Call only while no forward or backward runs. Errors as Create.
+// Creates an ActivationCheckpointing for `options` and adds it to `model`
+// (innermost of the interceptors added so far): after CreateStrategy, a
+// user's predicate (PyTorch's check_fn) nests inside the strategy's
+// interceptors as it must. Does nothing when options select no unit source
+// (no units, no predicate). Call only while no forward or backward runs.
+// Errors as Create.
 absl::Status ApplyActivationCheckpointing(
-    models::UnitModel& model, const std::vector<std::string>& units);
+    models::UnitModel& model, ActivationCheckpointingOptions options);
+
+// The indices (UnitInfo::index) of the units `options` selects among
+// `units`, in forward order, as Create selects them. Errors as Create;
+// `model_name` is for messages.
+absl::StatusOr<std::vector<int>> SelectCheckpointedUnits(
+    const std::vector<models::UnitInfo>& units,
+    const ActivationCheckpointingOptions& options,
+    const std::string& model_name);
 
 }  // namespace strata::strategies
 

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "base/tracking_allocator.h"
 #include "models/config.h"
@@ -84,8 +85,10 @@ void BM_CheckpointBlocks(benchmark::State& state, const std::string& name) {
     state.SkipWithError("model build failed");
     return;
   }
-  const absl::Status applied = ApplyActivationCheckpointing(
-      **ckpt, {config->family == "gpt" ? "GPTBlock" : "LlamaBlock"});
+  ActivationCheckpointingOptions options;
+  options.units = {config->family == "gpt" ? "GPTBlock" : "LlamaBlock"};
+  const absl::Status applied =
+      ApplyActivationCheckpointing(**ckpt, std::move(options));
   if (!applied.ok()) {
     state.SkipWithError(std::string(applied.message()).c_str());
     return;

@@ -46,7 +46,9 @@ namespace strata::strategies {
 namespace {
 
 using ::strata::testing::IsOk;
+using ::strata::testing::StatusIs;
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::Params;
 
@@ -176,6 +178,78 @@ TEST_F(ActivationCheckpointingTest, ByNameCheckpointsOnlyThatUnit) {
   EXPECT_EQ(checkpointing->selected_names(),
             std::vector<std::string>({"blocks.1"}));
   ExpectCheckpointingIsBitwise("gpt-tiny", 0.1, {"blocks.1"}, 1);
+}
+
+// Units embed, blocks.0 .. blocks.5, head, as a six-block GPT registers
+// them.
+std::vector<models::UnitInfo> SixBlockUnits() {
+  std::vector<models::UnitInfo> units;
+  units.push_back({"embed", "Embedding", 0, nullptr, {}});
+  for (int i = 0; i < 6; ++i) {
+    units.push_back(
+        {"blocks." + std::to_string(i), "GPTBlock", i + 1, nullptr, {}});
+  }
+  units.push_back({"head", "Head", 7, nullptr, {}});
+  return units;
+}
+
+// SelectCheckpointedUnits over SixBlockUnits(); a failure is a test failure.
+std::vector<int> SelectSix(const ActivationCheckpointingOptions& options) {
+  auto selected = SelectCheckpointedUnits(SixBlockUnits(), options, "m");
+  EXPECT_THAT(selected, IsOk());
+  return selected.ok() ? *selected : std::vector<int>{-1};
+}
+
+// Selective checkpointing: the every-th, 2 every-th, ... of the candidates.
+TEST_F(ActivationCheckpointingTest, EveryKthSelectsTheKthCandidates) {
+  ActivationCheckpointingOptions options;
+  options.units = {"GPTBlock"};
+  options.every = 2;
+  EXPECT_THAT(SelectSix(options), ElementsAre(2, 4, 6));  // blocks.1, .3, .5
+  options.every = 3;
+  EXPECT_THAT(SelectSix(options), ElementsAre(3, 6));  // blocks.2, .5
+  options.every = 7;
+  EXPECT_THAT(SelectSix(options), ElementsAre());
+}
+
+// PyTorch's check_fn: a predicate adds candidates; `every` applies to them.
+TEST_F(ActivationCheckpointingTest, PredicateAddsCandidates) {
+  ActivationCheckpointingOptions options;
+  options.units = {"Embedding"};
+  options.predicate = [](const models::UnitInfo& unit) {
+    return unit.name == "blocks.4" || unit.type == "Head";
+  };
+  EXPECT_THAT(SelectSix(options), ElementsAre(0, 5, 7));
+  options.every = 2;
+  EXPECT_THAT(SelectSix(options), ElementsAre(5));
+}
+
+TEST_F(ActivationCheckpointingTest, EveryBelowOneIsAnError) {
+  ActivationCheckpointingOptions options;
+  options.units = {"GPTBlock"};
+  options.every = 0;
+  EXPECT_THAT(SelectCheckpointedUnits(SixBlockUnits(), options, "m").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--checkpoint_every must be >= 1")));
+}
+
+// Every other unit of gpt-tiny (embed, blocks.0, blocks.1, head: blocks.0
+// and the head) recomputed: still bitwise the run without checkpointing.
+TEST_F(ActivationCheckpointingTest, EverySecondUnitMatchesBitwise) {
+  auto model = testing::Build(TinyConfig("gpt-tiny", 0.1), 7);
+  model->train();
+  const LossAndGrads plain = ForwardBackward(*model, /*rng_seed=*/3);
+  ActivationCheckpointingOptions options;
+  options.units = {"Embedding", "GPTBlock", "Head"};
+  options.every = 2;
+  auto created = ActivationCheckpointing::Create(*model, options);
+  ASSERT_THAT(created, IsOk());
+  EXPECT_EQ((*created)->selected_names(),
+            std::vector<std::string>({"blocks.0", "head"}));
+  model->AddInterceptor(*created);
+  const LossAndGrads checkpointed = ForwardBackward(*model, /*rng_seed=*/3);
+  EXPECT_EQ((*created)->num_recomputations(), 2);
+  ExpectBitwiseEqual(checkpointed, plain, "every second unit");
 }
 
 TEST_F(ActivationCheckpointingTest, WithoutRngRestoreDropoutMasksDiffer) {

@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(
     }
     ActivationCheckpointingOptions checkpoint_options;
     checkpoint_options.units = options.checkpoint_units;
+    checkpoint_options.every = options.checkpoint_every;
     STRATA_ASSIGN_OR_RETURN(
         checkpointing,
         ActivationCheckpointing::Create(*model, std::move(checkpoint_options)));

@@ -216,6 +216,16 @@ absl::Status ValidateStrategyOptions(const StrategyOptions& options) {
                        c10::toString(dtype)));
     }
   }
+  if (options.checkpoint_every < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every must be >= 1, got ", options.checkpoint_every));
+  }
+  if (options.checkpoint_every != 1 && options.checkpoint_units.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every=", options.checkpoint_every,
+        " picks among the units --checkpoint_units selects, and it is empty; "
+        "set --checkpoint_units (e.g. GPTBlock) or drop --checkpoint_every"));
+  }
   return absl::OkStatus();
 }
 

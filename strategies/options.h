@@ -235,6 +235,10 @@ struct StrategyOptions {
   // listed are recomputed during backward instead of keeping their
   // activations; empty: none.
   std::vector<std::string> checkpoint_units;
+  // Of the units checkpoint_units selects, in forward order, only every
+  // checkpoint_every-th is checkpointed (selective activation
+  // checkpointing, torchtitan's selective_ac_option = "k"); 1: all.
+  int checkpoint_every = 1;
   FsdpOptions fsdp;  // kind kFsdp only.
 };
 

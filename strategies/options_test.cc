@@ -254,5 +254,21 @@ TEST(ResolveFsdpScheduleTest, ExplicitValuesAreKept) {
   EXPECT_EQ(s.reductions_in_flight, 3);
 }
 
+TEST(StrategyOptionsTest, CheckpointEveryNeedsCheckpointUnits) {
+  StrategyOptions options;
+  options.checkpoint_every = 2;
+  EXPECT_THAT(ValidateStrategyOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--checkpoint_every=2 picks among the units "
+                                 "--checkpoint_units selects, and it is "
+                                 "empty")));
+  options.checkpoint_units = {"GPTBlock"};
+  EXPECT_THAT(ValidateStrategyOptions(options), IsOk());
+  options.checkpoint_every = 0;
+  EXPECT_THAT(ValidateStrategyOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--checkpoint_every must be >= 1, got 0")));
+}
+
 }  // namespace
 }  // namespace strata::strategies

@@ -210,6 +210,10 @@ void VisitStrategyFlags(TrainOptions& o, Visitor&& v) {
     "Activation checkpointing: comma-separated unit types or names "
     "(e.g. GPTBlock, LlamaBlock, blocks.3) whose activations are "
     "recomputed during backward instead of kept; empty: none.");
+  v("checkpoint_every", &o.checkpoint_every,
+    "Selective activation checkpointing: of the units "
+    "--checkpoint_units selects, in forward order, only every "
+    "k-th (the k-th, 2k-th, ...) is recomputed; 1: all of them.");
   v("param_dtype", &o.param_dtype,
     "single/ddp/zero1/zero2 mixed precision: fp32, or bf16 "
     "(parameters and gradients stored in bf16, fp32 master "

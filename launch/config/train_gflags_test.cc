@@ -59,6 +59,7 @@ TEST(TrainGflagsTest, ParsedValuesReachTheirFields) {
   SetFlag("lr", "0.5");
   SetFlag("fsdp_cpu_offload", "true");
   SetFlag("checkpoint_units", "GPTBlock, blocks.3");
+  SetFlag("checkpoint_every", "2");
   SetFlag("precision", "bf16");
   SetFlag("test_kill_at", "save:3");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o, TrainOptionsFromRegisteredFlags());
@@ -69,6 +70,7 @@ TEST(TrainGflagsTest, ParsedValuesReachTheirFields) {
   EXPECT_EQ(o.lr, 0.5);
   EXPECT_TRUE(o.fsdp_cpu_offload);
   EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
+  EXPECT_EQ(o.checkpoint_every, 2);
   EXPECT_EQ(o.precision, Precision::kBf16);
   EXPECT_EQ(o.test_hooks.test_kill_at, "save:3");
 }

@@ -249,6 +249,7 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
   options.first_bucket_bytes = o.first_bucket_bytes;
   options.allow_unused_parameters = o.allow_unused_parameters;
   options.checkpoint_units = o.checkpoint_units;
+  options.checkpoint_every = o.checkpoint_every;
   strategies::MixedPrecisionOptions& mp = options.mixed_precision;
   STRATA_ASSIGN_OR_RETURN(mp.param_dtype, strategies::ParseMixedPrecisionDtype(
                                               "param_dtype", o.param_dtype));

@@ -115,6 +115,9 @@ struct TrainOptions {
   // Units (types or names) whose activations are recomputed in backward
   // (strategies/activation_checkpointing.h); empty: none.
   std::vector<std::string> checkpoint_units;
+  // Of those units, in forward order, only every checkpoint_every-th
+  // (StrategyOptions::checkpoint_every); 1: all.
+  int checkpoint_every = 1;
   // Mixed precision of single/ddp/zero1/zero2 (MixedPrecisionOptions):
   // "fp32" or "bf16" each. param_dtype bf16 stores the model's parameters
   // and gradients in bf16 with fp32 masters and optimizer state; unlike

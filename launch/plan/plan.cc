@@ -389,8 +389,17 @@ bool FsdpRootStaysGathered(const std::string& fsdp_sharding) {
   return fsdp_sharding != "full_shard" && fsdp_sharding != "hybrid_shard";
 }
 
+int64_t CheckpointedBlocks(const PlanInput& in) {
+  if (!in.activation_checkpointing) return 0;
+  return in.model.num_layers / in.checkpoint_every;
+}
+
 absl::Status ValidatePlanInput(const PlanInput& in) {
   if (absl::Status s = models::ValidateConfig(in.model); !s.ok()) return s;
+  if (in.checkpoint_every < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_every must be >= 1, got ", in.checkpoint_every));
+  }
   if (in.world_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--world_size must be >= 1, got ", in.world_size));
@@ -484,11 +493,12 @@ MemoryPlan PlanMemory(const PlanInput& in) {
   const ActivationBytes ab = ActivationBytesOf(in);
   const int64_t a = ab.l;  // Backward temporaries, in the compute dtype.
   const Shape s = ShapeOf(in);
-  const bool ac = in.activation_checkpointing;
+  const int64_t checkpointed = CheckpointedBlocks(in);
+  const bool ac = checkpointed > 0;
   const int64_t block_saved =
       BlockSavedBytes(m, s, ab, in.fused_attention, in.torch_version);
   // A checkpointed block keeps only its input (B T C, the residual dtype).
-  const int64_t block_kept = ac ? ab.r * s.btc : block_saved;
+  const int64_t block_input = ab.r * s.btc;
   const std::string block_formula = absl::StrCat(
       m.family == "gpt"
           ? "(2r + 6l) BTC + l BTF + 4r BT"
@@ -510,9 +520,16 @@ MemoryPlan PlanMemory(const PlanInput& in) {
 
   std::vector<Moment> moments;
   const PlanTerm activations = {
-      "activations", layers * block_kept + head_kept,
-      absl::StrCat("L x ", ac ? "BTC a (checkpointed input)" : block_formula,
-                   " + head (last output, norm)")};
+      "activations",
+      checkpointed * block_input + (layers - checkpointed) * block_saved +
+          head_kept,
+      absl::StrCat(
+          !ac ? absl::StrCat("L x ", block_formula)
+          : checkpointed == layers
+              ? "L x BTC r (checkpointed input)"
+              : absl::StrCat(checkpointed, " checkpointed x BTC r + ",
+                             layers - checkpointed, " x ", block_formula),
+          " + head (last output, norm)")};
   // A sharded root is gathered for the head's backward by the hook on the
   // head's output (strategies/fsdp.cc RunUnit), which runs once the logits'
   // gradient exists: the unchunked loss's backward runs before, with the
@@ -563,11 +580,16 @@ MemoryPlan PlanMemory(const PlanInput& in) {
         mo.terms.push_back(std::move(t));
       }
     }
+    // Of the blocks before this one, those checkpointed (the every-th,
+    // 2 every-th, ...) keep their input only.
+    const int64_t before = ac ? i / in.checkpoint_every : 0;
     mo.terms.push_back(
         {"activations",
-         i * block_kept + block_saved + BlockBackwardTransientBytes(s, a),
-         absl::StrCat(i, " x ", ac ? "BTC a" : "block", " + this block's ",
-                      block_formula, " + backward temporaries")});
+         before * block_input + (i - before) * block_saved + block_saved +
+             BlockBackwardTransientBytes(s, a),
+         absl::StrCat(before, " x BTC r + ", i - before, " x block",
+                      " + this block's ", block_formula,
+                      " + backward temporaries")});
     moments.push_back(mo);
   }
   const Moment* peak = &moments[0];
@@ -628,8 +650,10 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   const ActivationBytes ab = ActivationBytesOf(in);
   const KernelRates rates = DerivedKernelRates(
       hw.rates, hw.flops_per_s, hw.memory_bandwidth_bytes_per_s, ab.l);
-  const MicroBatchWork work = MicroBatchWorkOf(
-      m, in.micro_batch, t, in.fused_attention, in.activation_checkpointing);
+  const MicroBatchWork work =
+      MicroBatchWorkOf(m, in.micro_batch, t, in.fused_attention,
+                       static_cast<double>(CheckpointedBlocks(in)) /
+                           static_cast<double>(m.num_layers));
   MicroBatchWork fresh_work = work;
   fresh_work.fresh_bytes =
       FreshMatmulBytes(m, in.micro_batch, t, static_cast<int64_t>(p),

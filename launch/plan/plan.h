@@ -72,7 +72,10 @@ struct PlanInput {
   // bf16 autocast inside every unit (train --precision=bf16,
   // strategies/autocast.h) over `precision`'s parameters.
   bool autocast = false;
-  bool activation_checkpointing = false;  // Every transformer block.
+  // Activation checkpointing of the transformer blocks: every
+  // checkpoint_every-th block (train --checkpoint_every; 1: every block).
+  bool activation_checkpointing = false;
+  int checkpoint_every = 1;
   // Attention as a fused kernel (LibTorch >= 2 on CUDA,
   // models/layers.cc CausalAttention): the B H T T probabilities never
   // exist; it keeps a B H T fp32 log-sum-exp instead. false: the explicit
@@ -95,6 +98,11 @@ struct PlanInput {
 // Checks `input`; errors name the field as its strata_plan flag (--world_size
 // must be >= 1, --strategy must be one of ..., --fsdp_sharding ...).
 absl::Status ValidatePlanInput(const PlanInput& input);
+
+// The transformer blocks `input` checkpoints: none without activation
+// checkpointing, else num_layers / checkpoint_every (the every-th, 2
+// every-th, ... block, as ActivationCheckpointingOptions::every selects).
+int64_t CheckpointedBlocks(const PlanInput& input);
 
 // One line of the breakdown: bytes per rank and how they were computed.
 struct PlanTerm {

@@ -23,7 +23,11 @@ std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
       in.model.family, plan.num_parameters, in.strategy, in.world_size,
       in.micro_batch, in.seq_len > 0 ? in.seq_len : in.model.seq_len,
       absl::StrCat(in.precision, in.autocast ? ", bf16 autocast" : ""),
-      in.activation_checkpointing ? ", checkpointed blocks" : "",
+      !in.activation_checkpointing ? ""
+      : in.checkpoint_every == 1
+          ? ", checkpointed blocks"
+          : absl::StrCat(", one block in ", in.checkpoint_every,
+                         " checkpointed"),
       in.model.loss_chunk_tokens > 0
           ? absl::StrCat(", loss chunks of ", in.model.loss_chunk_tokens)
           : "");

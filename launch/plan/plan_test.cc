@@ -109,6 +109,25 @@ TEST(PlanMemoryTest, CheckpointingLowersTheActivations) {
   EXPECT_LT(Term(PlanMemory(input), "activations"), plain);
 }
 
+// gpt-small50m has 9 blocks: every 3rd checkpoints the 3rd, 6th and 9th,
+// each keeping only its input; the other 6 keep what a plain block keeps.
+TEST(PlanMemoryTest, CheckpointingEveryKthBlockKeepsTheRest) {
+  PlanInput input = Input("gpt-small50m", "ddp", 1);
+  const int64_t plain = Term(PlanMemory(input), "activations");
+  input.activation_checkpointing = true;
+  const int64_t all = Term(PlanMemory(input), "activations");
+  input.checkpoint_every = 3;
+  EXPECT_EQ(CheckpointedBlocks(input), 3);
+  // plain = 9 b + h and all = 9 i + h (b: a block's saved bytes, i: its
+  // input, h: the head's), so 3 i + 6 b + h = (3 all + 6 plain) / 9.
+  EXPECT_EQ(Term(PlanMemory(input), "activations"), (3 * all + 6 * plain) / 9);
+  input.checkpoint_every = 10;
+  EXPECT_EQ(CheckpointedBlocks(input), 0);
+  EXPECT_EQ(Term(PlanMemory(input), "activations"), plain);
+  input.checkpoint_every = 0;
+  EXPECT_FALSE(ValidatePlanInput(input).ok());
+}
+
 TEST(PlanMemoryTest, FsdpRootIsItsOwnTerm) {
   // gpt-small50m's root: the tied embedding V C, positions T C and ln_f
   // 2 C, fp32. FULL_SHARD gathers its parameters only for the embedding

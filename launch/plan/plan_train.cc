@@ -70,6 +70,7 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o,
   in.precision = o.precision == Precision::kFp16 ? "fp16" : o.param_dtype;
   in.autocast = o.precision == Precision::kBf16;
   in.activation_checkpointing = !o.checkpoint_units.empty();
+  in.checkpoint_every = o.checkpoint_every;
   in.cpu_offload = o.fsdp_cpu_offload;
   in.bucket_bytes = o.bucket_bytes;
   in.first_bucket_bytes = o.first_bucket_bytes;

@@ -19,7 +19,8 @@ namespace strata::launch {
 // micro-batch and accumulation from --global_batch / --micro_batch,
 // --strategy and its FSDP flags, --param_dtype (or fp16 with
 // --precision=fp16), --precision=bf16 as autocast over those parameters,
-// --checkpoint_units non-empty as every block checkpointed.
+// --checkpoint_units non-empty as every block checkpointed, or every
+// --checkpoint_every-th.
 // Errors name the flag (a --global_batch the world does not divide, ...).
 // The device is this machine's (ResolveDevice: FSDP's `auto` schedule as it
 // resolves here).

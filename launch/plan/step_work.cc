@@ -41,7 +41,10 @@ KernelRates DerivedKernelRates(const KernelRates& measured, double flops_per_s,
 MicroBatchWork MicroBatchWorkOf(const models::ModelConfig& m,
                                 int64_t micro_batch, int64_t seq_len,
                                 bool fused_attention,
-                                bool activation_checkpointing) {
+                                double checkpointed_fraction) {
+  CHECK(checkpointed_fraction >= 0 && checkpointed_fraction <= 1)
+      << checkpointed_fraction;
+  const double f_ac = checkpointed_fraction;
   const double t = static_cast<double>(seq_len);
   const double bt = static_cast<double>(micro_batch) * t;
   const double c = static_cast<double>(m.dim);
@@ -58,7 +61,7 @@ MicroBatchWork MicroBatchWorkOf(const models::ModelConfig& m,
     if (m.num_kv_heads < m.num_heads) copies += 2 * btc;  // GQA repeat.
   }
   // Recompute: the blocks' forward again, 2 of the 5 passes.
-  const double ac = activation_checkpointing ? 7.0 / 5 : 1.0;
+  const double ac = 1.0 + f_ac * 2.0 / 5;
   MicroBatchWork w;
   const double block_linear_flops =
       6.0 *
@@ -67,14 +70,12 @@ MicroBatchWork MicroBatchWorkOf(const models::ModelConfig& m,
       bt;
   w.linear_flops =
       6.0 * static_cast<double>(models::NumMatmulParameters(m)) * bt +
-      (activation_checkpointing ? block_linear_flops / 3 : 0);
-  w.attention_flops =
-      12.0 * layers * c * t * bt * (activation_checkpointing ? 4.0 / 3 : 1.0);
+      f_ac * block_linear_flops / 3;
+  w.attention_flops = 12.0 * layers * c * t * bt * (1.0 + f_ac / 3);
   w.layer_norm_elements = layers * norms * ac + btc;
   // GPT's MLP recomputes its GELU in backward (models/gelu_linear.h): one
   // more forward, 2 of the 5 passes.
-  const double gelu_forwards =
-      (activation_checkpointing ? 2 : 1) + (m.family == "gpt" ? 1 : 0);
+  const double gelu_forwards = 1 + f_ac + (m.family == "gpt" ? 1 : 0);
   w.gelu_elements = layers * gelu * (2 * gelu_forwards + 3) / 5;
   w.softmax_elements = layers * bhtt * ac;
   w.head_copy_elements = layers * copies * ac;

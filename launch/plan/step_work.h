@@ -103,13 +103,14 @@ double FreshMatmulBytes(const models::ModelConfig& model, int64_t micro_batch,
 //     table's gradient (V C; an untied head's gradient comes from its
 //     matmul). RMSNorm is a few elementwise ops, rated as one LayerNorm:
 //     an approximation (the measured classes are GPT's kernels).
-// With activation checkpointing the blocks' forward runs twice: their
-// matmul FLOPs gain 1/3 (forward is 1 of 3 products), their elementwise
-// classes 2/5 (forward moves 2 of the 5 passes).
+// With activation checkpointing a checkpointed block's forward runs twice:
+// its matmul FLOPs gain 1/3 (forward is 1 of 3 products), its elementwise
+// classes 2/5 (forward moves 2 of the 5 passes). `checkpointed_fraction`:
+// the fraction of the blocks checkpointed, in [0, 1].
 MicroBatchWork MicroBatchWorkOf(const models::ModelConfig& model,
                                 int64_t micro_batch, int64_t seq_len,
                                 bool fused_attention,
-                                bool activation_checkpointing);
+                                double checkpointed_fraction);
 
 // The time of `work` at `rates` (each class's work / rate; a class whose
 // rate is 0 counts 0), by class.

@@ -19,7 +19,7 @@ models::ModelConfig Model(const char* name) {
 
 TEST(MicroBatchWorkTest, GptCountsEachKernelClassOfItsForward) {
   const MicroBatchWork w =
-      MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, false, false);
+      MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, false, 0.0);
   // ln_1, ln_2 per block and ln_f; GELU over B T F per block, its forward
   // (2 of its 5 passes) once more in backward (GeluLinear); softmax over
   // B H T T per block; q, k, v and the output's head copies; two residual
@@ -42,14 +42,14 @@ TEST(MicroBatchWorkTest, GptCountsEachKernelClassOfItsForward) {
 
 TEST(MicroBatchWorkTest, FusedAttentionHasNoSoftmaxOverScores) {
   EXPECT_EQ(
-      MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, true, false).softmax_elements,
+      MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, true, 0.0).softmax_elements,
       0);
 }
 
 TEST(MicroBatchWorkTest, CheckpointingRecomputesTheBlocksForward) {
   const models::ModelConfig m = Model("gpt-tiny");
-  const MicroBatchWork plain = MicroBatchWorkOf(m, 2, 64, false, false);
-  const MicroBatchWork ac = MicroBatchWorkOf(m, 2, 64, false, true);
+  const MicroBatchWork plain = MicroBatchWorkOf(m, 2, 64, false, 0.0);
+  const MicroBatchWork ac = MicroBatchWorkOf(m, 2, 64, false, 1.0);
   // Blocks' elementwise classes x 7/5 (GELU: 3 forwards and a backward,
   // 9/5, against 7/5); the final norm, the embedding add, the loss and the
   // tables once.
@@ -65,11 +65,30 @@ TEST(MicroBatchWorkTest, CheckpointingRecomputesTheBlocksForward) {
   EXPECT_DOUBLE_EQ(ac.linear_flops, plain.linear_flops + block_flops / 3);
 }
 
+// Checkpointing a fraction of the blocks (--checkpoint_every) adds that
+// fraction of the recomputation: every class is linear in it.
+TEST(MicroBatchWorkTest, HalfTheBlocksCheckpointedAddHalfTheRecompute) {
+  const models::ModelConfig m = Model("gpt-tiny");
+  const MicroBatchWork none = MicroBatchWorkOf(m, 2, 64, false, 0.0);
+  const MicroBatchWork all = MicroBatchWorkOf(m, 2, 64, false, 1.0);
+  const MicroBatchWork half = MicroBatchWorkOf(m, 2, 64, false, 0.5);
+  EXPECT_DOUBLE_EQ(half.linear_flops,
+                   (none.linear_flops + all.linear_flops) / 2);
+  EXPECT_DOUBLE_EQ(half.attention_flops,
+                   (none.attention_flops + all.attention_flops) / 2);
+  EXPECT_DOUBLE_EQ(half.layer_norm_elements,
+                   (none.layer_norm_elements + all.layer_norm_elements) / 2);
+  EXPECT_DOUBLE_EQ(half.gelu_elements,
+                   (none.gelu_elements + all.gelu_elements) / 2);
+  EXPECT_DOUBLE_EQ(half.add_elements,
+                   (none.add_elements + all.add_elements) / 2);
+}
+
 TEST(MicroBatchWorkTest, LlamaAddsGateRotaryAndGqaCopies) {
   // llama-tiny: V 256, L 2, H 4, 2 kv heads of 16 (kv = 32), C 64, F 172.
   const models::ModelConfig m = Model("llama-tiny");
   const double bt = 128, c = 64, f = 172, kv = 32, l = 2;
-  const MicroBatchWork w = MicroBatchWorkOf(m, 2, 64, false, false);
+  const MicroBatchWork w = MicroBatchWorkOf(m, 2, 64, false, 0.0);
   EXPECT_DOUBLE_EQ(w.add_elements,
                    l * (2 * bt * c + bt * f + 4 * (bt * c + bt * kv)));
   EXPECT_DOUBLE_EQ(w.head_copy_elements, l * 6 * bt * c);
@@ -118,7 +137,7 @@ TEST(DerivedKernelRatesTest, NoBandwidthLeavesTheMemoryBoundClassesOut) {
   EXPECT_EQ(r.layer_norm_elements_per_s, 0);
   EXPECT_EQ(r.adamw_elements_per_s, 0);
   const ClassTimes t =
-      TimesOf(MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, false, false), r);
+      TimesOf(MicroBatchWorkOf(Model("gpt-tiny"), 2, 64, false, 0.0), r);
   EXPECT_EQ(t.ElementwiseS(), 0);
   EXPECT_GT(t.attention_s, 0);
 }
