@@ -27,11 +27,9 @@ namespace {
 
 using testing::Build;
 using testing::Config;
-using testing::ExpectClose;
 using testing::Kind;
-using testing::Optimizer;
 using testing::Params;
-using testing::Schedule;
+using testing::RunResult;
 
 // Tokens per micro-batch here: 12 rows / 2 ranks / 2 micro-batches * 32 =
 // 96 (single-process: 12 * 32 = 384), so chunks of 40 never divide them.
@@ -44,64 +42,19 @@ models::ModelConfig Chunked(const std::string& model_name,
   return config;
 }
 
-struct RunResult {
-  Params params;              // Rank 0's full parameters after training.
-  std::vector<double> norms;  // Rank 0's pre-clip gradient norms.
-};
-
-RunResult FullState(Strategy& strategy, std::vector<double> norms) {
-  RunResult result;
-  result.norms = std::move(norms);
-  auto full = strategy.FullModelState();
-  EXPECT_TRUE(full.ok()) << full.status();
-  if (!full.ok()) return result;
-  for (auto& [name, tensor] : *full) result.params[name] = tensor;
-  return result;
-}
-
 // Trains `config` (seed 7) single-process with `micro_batches`.
 RunResult TrainSingle(const models::ModelConfig& config, int micro_batches,
                       const StrategyOptions& options = StrategyOptions()) {
-  auto created = CreateStrategy(options, Build(config, 7), nullptr, Optimizer(),
-                                Schedule());
-  EXPECT_TRUE(created.ok()) << created.status();
-  if (!created.ok()) return {};
-  std::vector<double> norms;
-  const absl::Status status =
-      testing::Train(**created, 0, 1, micro_batches, &norms);
-  EXPECT_TRUE(status.ok()) << status;
-  return FullState(**created, std::move(norms));
+  return testing::TrainRun(
+      options, [&] { return Build(config, 7); }, 1,
+      testing::TokenLoop(micro_batches));
 }
 
 // Trains `config` with `options` on `world` ranks, 2 micro-batches each.
 RunResult TrainOnRanks(const StrategyOptions& options,
                        const models::ModelConfig& config, int world) {
-  std::vector<RunResult> results(world);
-  const absl::Status formed =
-      comm::testing::RunOnRanks(world, [&](comm::Group& group) {
-        auto created = CreateStrategy(options, Build(config, 7), &group,
-                                      Optimizer(), Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
-        std::vector<double> norms;
-        const absl::Status status =
-            testing::Train(**created, group.rank(), world, 2, &norms);
-        ASSERT_TRUE(status.ok()) << status;
-        results[group.rank()] = FullState(**created, std::move(norms));
-      });
-  EXPECT_TRUE(formed.ok()) << formed;
-  return results[0];
-}
-
-// As testing::ExpectMatchesSingle: parameters within ExpectClose's tolerance
-// and pre-clip gradient norms within 1e-5 relative.
-void ExpectMatches(const RunResult& got, const RunResult& want,
-                   const std::string& what) {
-  ExpectClose(got.params, want.params, what);
-  ASSERT_EQ(got.norms.size(), want.norms.size()) << what;
-  for (size_t s = 0; s < want.norms.size(); ++s) {
-    EXPECT_NEAR(got.norms[s], want.norms[s], 1e-5 * want.norms[s])
-        << what << " step " << s;
-  }
+  return testing::TrainRun(
+      options, [&] { return Build(config, 7); }, world, testing::TokenLoop(2));
 }
 
 std::string BlockType(const std::string& model_name) {
@@ -134,9 +87,9 @@ class ChunkedLossParityTest
 TEST_P(ChunkedLossParityTest, TwoRanksMatchChunkedSingle) {
   const auto& [kind, model_name] = GetParam();
   const models::ModelConfig config = Chunked(model_name, kChunkTokens);
-  ExpectMatches(TrainOnRanks(Options(kind, model_name), config, 2),
-                TrainSingle(config, 1),
-                absl::StrCat(kind, " ", model_name, " chunked"));
+  testing::ExpectRunMatches(TrainOnRanks(Options(kind, model_name), config, 2),
+                            TrainSingle(config, 1),
+                            absl::StrCat(kind, " ", model_name, " chunked"));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,9 +111,9 @@ INSTANTIATE_TEST_SUITE_P(
 // the reordered sums ExpectClose's tolerance is derived for.
 TEST(ChunkedLossSingleTest, ChunkedTrainsLikeUnfused) {
   for (const std::string model_name : {"gpt-tiny", "llama-tiny"}) {
-    ExpectMatches(TrainSingle(Chunked(model_name, kChunkTokens), 2),
-                  TrainSingle(Chunked(model_name, 0), 2),
-                  absl::StrCat(model_name, " chunked vs unfused"));
+    testing::ExpectRunMatches(TrainSingle(Chunked(model_name, kChunkTokens), 2),
+                              TrainSingle(Chunked(model_name, 0), 2),
+                              absl::StrCat(model_name, " chunked vs unfused"));
   }
 }
 
@@ -191,11 +144,7 @@ TEST(ChunkedLossMixedPrecisionTest, Bf16FsdpChunkedMatchesBf16SingleUnfused) {
                                        Chunked(model_name, kChunkTokens), 2);
     const RunResult want = TrainSingle(
         Chunked(model_name, 0), 1, testing::MixedKind("single", at::kFloat));
-    ASSERT_EQ(got.norms.size(), want.norms.size()) << what;
-    for (size_t s = 0; s < want.norms.size(); ++s) {
-      EXPECT_NEAR(got.norms[s], want.norms[s], want.norms[s] / 64)
-          << what << " step " << s;
-    }
+    testing::ExpectNormsNear(got.norms, want.norms, 1.0 / 64, what);
     testing::ExpectWithinBf16Noise(
         got.params, want.params,
         testing::ParametersOf(*Build(Config(model_name), 7)),

@@ -37,6 +37,7 @@ using testing::ExpectEqual;
 using testing::kSteps;
 using testing::Optimizer;
 using testing::Params;
+using testing::RunResult;
 using testing::Schedule;
 using testing::Train;
 
@@ -70,12 +71,7 @@ Params FullParams(Strategy& strategy) {
   return params;
 }
 
-using ModelFactory = std::function<std::shared_ptr<models::UnitModel>()>;
-
-struct RunResult {
-  Params params;              // Rank 0's full parameters after training.
-  std::vector<double> norms;  // Rank 0's pre-clip gradient norms.
-};
+using ModelFactory = testing::MakeModel;
 
 // Trains with `options` on `world` ranks (each rank building its model with
 // `factory`) and expects every rank to end with the same full parameters.
@@ -123,11 +119,7 @@ void ExpectMatches(
     const std::vector<double>& want_norms, const std::string& what,
     const testing::ParityOptimizer& optimizer = testing::ParityAdamW()) {
   ExpectClose(got.params, want_params, what, optimizer);
-  ASSERT_EQ(got.norms.size(), want_norms.size()) << what;
-  for (size_t s = 0; s < want_norms.size(); ++s) {
-    EXPECT_NEAR(got.norms[s], want_norms[s], 1e-5 * want_norms[s])
-        << what << " step " << s;
-  }
+  testing::ExpectNormsNear(got.norms, want_norms, 1e-5, what);
 }
 
 class FsdpParityTest : public ::testing::TestWithParam<

@@ -28,6 +28,7 @@ namespace strata::strategies {
 namespace {
 
 using testing::Params;
+using testing::RunResult;
 
 constexpr int64_t kGlobalBatch = 12;
 constexpr int kSteps = 5;
@@ -48,67 +49,43 @@ const models::LabelledImages& Data() {
   return *data;
 }
 
-struct RunResult {
-  Params params;              // Full fp32 parameters (masters) after training.
-  std::vector<double> norms;  // Pre-clip gradient norms.
-};
-
 // kSteps steps over Data(): each global batch of kGlobalBatch images dealt
 // to the ranks in order, each rank's rows split into `micro_batches`.
-absl::StatusOr<RunResult> Train(Strategy& strategy, int rank, int world,
-                                int micro_batches) {
-  const int64_t rows = kGlobalBatch / world;
-  RunResult result;
-  for (int step = 0; step < kSteps; ++step) {
-    strategy.ZeroGrad();
-    const int64_t first = step * kGlobalBatch + rank * rows;
-    int64_t start = 0;
-    for (int m = 0; m < micro_batches; ++m) {
-      const int64_t size = (rows * (m + 1)) / micro_batches - start;
-      STRATA_RETURN_IF_ERROR(
-          strategy
-              .ForwardBackward(Data().images.narrow(0, first + start, size),
-                               Data().labels.narrow(0, first + start, size),
-                               static_cast<double>(size) / rows,
-                               m + 1 == micro_batches)
-              .status());
-      start += size;
+testing::TrainLoop VitLoop(int micro_batches) {
+  return [micro_batches](Strategy& strategy, int rank, int world,
+                         std::vector<double>* norms) -> absl::Status {
+    const int64_t rows = kGlobalBatch / world;
+    for (int step = 0; step < kSteps; ++step) {
+      strategy.ZeroGrad();
+      const int64_t first = step * kGlobalBatch + rank * rows;
+      int64_t start = 0;
+      for (int m = 0; m < micro_batches; ++m) {
+        const int64_t size = (rows * (m + 1)) / micro_batches - start;
+        STRATA_RETURN_IF_ERROR(
+            strategy
+                .ForwardBackward(Data().images.narrow(0, first + start, size),
+                                 Data().labels.narrow(0, first + start, size),
+                                 static_cast<double>(size) / rows,
+                                 m + 1 == micro_batches)
+                .status());
+        start += size;
+      }
+      STRATA_ASSIGN_OR_RETURN(const StepResult stepped, strategy.Step(step));
+      norms->push_back(stepped.grad_norm);
     }
-    STRATA_ASSIGN_OR_RETURN(const StepResult stepped, strategy.Step(step));
-    result.norms.push_back(stepped.grad_norm);
-  }
-  STRATA_ASSIGN_OR_RETURN(auto full, strategy.FullModelState());
-  for (auto& [name, tensor] : full) result.params[name] = tensor;
-  return result;
+    return absl::OkStatus();
+  };
 }
 
 RunResult TrainSingle(const StrategyOptions& options) {
   StrategyOptions single = options;
   single.kind = StrategyKind::kSingle;
-  auto created = CreateStrategy(single, MakeVit(), nullptr,
-                                testing::Optimizer(), testing::Schedule());
-  EXPECT_TRUE(created.ok()) << created.status();
-  if (!created.ok()) return {};
-  auto result = Train(**created, 0, 1, 1);
-  EXPECT_TRUE(result.ok()) << result.status();
-  return result.ok() ? *result : RunResult();
+  return testing::TrainRun(single, MakeVit, 1, VitLoop(1));
 }
 
 // Rank 0's result of training with `options` on two ranks.
 RunResult TrainOnTwoRanks(const StrategyOptions& options, int micro_batches) {
-  std::vector<RunResult> results(2);
-  const absl::Status formed =
-      comm::testing::RunOnRanks(2, [&](comm::Group& group) {
-        auto created =
-            CreateStrategy(options, MakeVit(), &group, testing::Optimizer(),
-                           testing::Schedule());
-        ASSERT_TRUE(created.ok()) << created.status();
-        auto result = Train(**created, group.rank(), 2, micro_batches);
-        ASSERT_TRUE(result.ok()) << result.status();
-        results[group.rank()] = *std::move(result);
-      });
-  EXPECT_TRUE(formed.ok()) << formed;
-  return results[0];
+  return testing::TrainRun(options, MakeVit, 2, VitLoop(micro_batches));
 }
 
 class VitParityTest : public ::testing::TestWithParam<std::string> {};
@@ -124,12 +101,7 @@ TEST_P(VitParityTest, TwoRanksMatchSingleInFp32) {
         absl::StrCat(GetParam(), " vit micro-batches ", micro_batches);
     const RunResult got =
         TrainOnTwoRanks(testing::Kind(GetParam()), micro_batches);
-    testing::ExpectClose(got.params, want.params, what);
-    ASSERT_EQ(got.norms.size(), want.norms.size()) << what;
-    for (size_t s = 0; s < want.norms.size(); ++s) {
-      EXPECT_NEAR(got.norms[s], want.norms[s], 1e-5 * want.norms[s])
-          << what << " step " << s;
-    }
+    testing::ExpectRunMatches(got, want, what);
   }
 }
 
@@ -153,11 +125,7 @@ TEST_P(VitBf16ParityTest, TwoRanksMatchBf16Single) {
   const std::string what = absl::StrCat(GetParam(), " bf16 vit");
   testing::ExpectWithinBf16Noise(got.params, want.params, initial,
                                  testing::kBf16MeanRatio, what);
-  ASSERT_EQ(got.norms.size(), want.norms.size()) << what;
-  for (size_t s = 0; s < want.norms.size(); ++s) {
-    EXPECT_NEAR(got.norms[s], want.norms[s], want.norms[s] / 64)
-        << what << " step " << s;
-  }
+  testing::ExpectNormsNear(got.norms, want.norms, 1.0 / 64, what);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, VitBf16ParityTest,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "launch/plan/plan.h"
 
 namespace strata::launch {
@@ -12,6 +13,16 @@ namespace {
 
 std::string MiB(int64_t bytes) {
   return absl::StrFormat("%.2f", bytes / 1048576.0);
+}
+
+// `every_block` (", checkpointed blocks" in the plan, ", checkpointed" in
+// the ranking) or ", one block in k checkpointed" when activation
+// checkpointing is on (k = in.checkpoint_every), else "".
+std::string CheckpointingLabel(const PlanInput& in,
+                               absl::string_view every_block) {
+  if (!in.activation_checkpointing) return "";
+  if (in.checkpoint_every == 1) return std::string(every_block);
+  return absl::StrCat(", one block in ", in.checkpoint_every, " checkpointed");
 }
 
 }  // namespace
@@ -23,11 +34,7 @@ std::string FormatMemoryPlan(const PlanInput& in, const MemoryPlan& plan) {
       in.model.family, plan.num_parameters, in.strategy, in.world_size,
       in.micro_batch, in.seq_len > 0 ? in.seq_len : in.model.seq_len,
       absl::StrCat(in.precision, in.autocast ? ", bf16 autocast" : ""),
-      !in.activation_checkpointing ? ""
-      : in.checkpoint_every == 1
-          ? ", checkpointed blocks"
-          : absl::StrCat(", one block in ", in.checkpoint_every,
-                         " checkpointed"),
+      CheckpointingLabel(in, ", checkpointed blocks"),
       in.model.loss_chunk_tokens > 0
           ? absl::StrCat(", loss chunks of ", in.model.loss_chunk_tokens)
           : "");
@@ -67,7 +74,7 @@ std::vector<RankedPlan> RankConfigurations(const PlanInput& base,
         if (r.memory.peak_bytes > memory_per_rank_bytes) continue;
         r.time = PlanStepTime(r.input, hardware);
         r.label = absl::StrCat(strategy, sharding.empty() ? "" : " ", sharding,
-                               ac ? ", checkpointed" : "",
+                               CheckpointingLabel(r.input, ", checkpointed"),
                                chunk > 0 ? ", loss chunks 1024" : "");
         fits.push_back(std::move(r));
       }

@@ -305,6 +305,20 @@ TEST(RankConfigurationsTest, KeepsWhatFitsFastestFirst) {
   EXPECT_TRUE(has_ddp);
 }
 
+TEST(RankConfigurationsTest, LabelsSayWhichBlocksAreCheckpointed) {
+  // With --checkpoint_every=2 the checkpointed configurations recompute every
+  // second block, and their labels say so.
+  PlanInput base = Input("gpt-tiny", "ddp", 2);
+  base.checkpoint_every = 2;
+  bool has_every_second = false;
+  for (const RankedPlan& r :
+       RankConfigurations(base, int64_t{1} << 40, MakeHardware(1e9, 1e9))) {
+    EXPECT_EQ(r.label.find(", checkpointed"), std::string::npos) << r.label;
+    has_every_second |= r.label == "ddp, one block in 2 checkpointed";
+  }
+  EXPECT_TRUE(has_every_second);
+}
+
 TEST(RankConfigurationsTest, NothingFitsInOneByte) {
   EXPECT_TRUE(
       RankConfigurations(Input("gpt-tiny", "ddp", 2), 1, MakeHardware(1e9, 1e9))

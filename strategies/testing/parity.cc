@@ -228,15 +228,7 @@ void ExpectMatchesSingle(const std::string& model_name,
                 absl::Status status = Train(**created, group.rank(), world,
                                             micro_batches, &norms);
                 ASSERT_TRUE(status.ok()) << status;
-                // The pre-clip norm catches a gradient scaled by a
-                // missing (or doubled) average, which AdamW's update
-                // would hide.
-                ASSERT_EQ(norms.size(), expected_norms.size());
-                for (size_t s = 0; s < norms.size(); ++s) {
-                  EXPECT_NEAR(norms[s], expected_norms[s],
-                              1e-5 * expected_norms[s])
-                      << what << " step " << s;
-                }
+                ExpectNormsNear(norms, expected_norms, 1e-5, what);
                 ExpectClose(Snapshot(**created), expected,
                             absl::StrCat(what, " rank ", group.rank()),
                             optimizer);
@@ -245,6 +237,67 @@ void ExpectMatchesSingle(const std::string& model_name,
           << what;
     }
   }
+}
+
+void ExpectNormsNear(const std::vector<double>& actual,
+                     const std::vector<double>& expected, double relative,
+                     const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t s = 0; s < expected.size(); ++s) {
+    EXPECT_NEAR(actual[s], expected[s], relative * expected[s])
+        << what << " step " << s;
+  }
+}
+
+TrainLoop TokenLoop(int micro_batches) {
+  return [micro_batches](Strategy& strategy, int rank, int world,
+                         std::vector<double>* norms) {
+    return Train(strategy, rank, world, micro_batches, norms);
+  };
+}
+
+namespace {
+
+// Trains a strategy made with `options` as rank `rank` of `world` (`group`
+// null when world is 1) and returns its RunResult.
+RunResult TrainOneRank(const StrategyOptions& options,
+                       const MakeModel& make_model, comm::Group* group,
+                       int world, const TrainLoop& train) {
+  auto created =
+      CreateStrategy(options, make_model(), group, Optimizer(), Schedule());
+  EXPECT_TRUE(created.ok()) << created.status();
+  if (!created.ok()) return {};
+  RunResult result;
+  const absl::Status trained =
+      train(**created, group ? group->rank() : 0, world, &result.norms);
+  EXPECT_TRUE(trained.ok()) << trained;
+  if (!trained.ok()) return {};
+  auto full = (*created)->FullModelState();
+  EXPECT_TRUE(full.ok()) << full.status();
+  if (!full.ok()) return {};
+  for (auto& [name, tensor] : *full) result.params[name] = tensor;
+  return result;
+}
+
+}  // namespace
+
+RunResult TrainRun(const StrategyOptions& options, const MakeModel& make_model,
+                   int world, const TrainLoop& train) {
+  if (world == 1) return TrainOneRank(options, make_model, nullptr, 1, train);
+  std::vector<RunResult> results(world);
+  const absl::Status formed =
+      comm::testing::RunOnRanks(world, [&](comm::Group& group) {
+        results[group.rank()] =
+            TrainOneRank(options, make_model, &group, world, train);
+      });
+  EXPECT_TRUE(formed.ok()) << formed;
+  return results[0];
+}
+
+void ExpectRunMatches(const RunResult& actual, const RunResult& expected,
+                      const std::string& what) {
+  ExpectClose(actual.params, expected.params, what);
+  ExpectNormsNear(actual.norms, expected.norms, 1e-5, what);
 }
 
 StrategyOptions MixedKind(const std::string& kind, at::ScalarType reduce_dtype,
@@ -405,11 +458,7 @@ void ExpectMixedMatchesSingle(
               })
               .ok())
           << what;
-      ASSERT_EQ(norms.size(), expected_norms.size()) << what;
-      for (size_t s = 0; s < norms.size(); ++s) {
-        EXPECT_NEAR(norms[s], expected_norms[s], expected_norms[s] / 64)
-            << what << " step " << s;
-      }
+      ExpectNormsNear(norms, expected_norms, 1.0 / 64, what);
       const Params masters = Assemble(runs);
       ExpectWithinBf16Noise(masters, expected, initial, kBf16MeanRatio, what);
       for (int rank = 0; rank < world; ++rank) {

@@ -166,6 +166,43 @@ void ExpectMatchesSingle(const std::string& model_name,
                          const std::string& what_prefix, double dropout = 0.0,
                          const ParityOptimizer& optimizer = ParityAdamW());
 
+// Expects `actual` to hold one pre-clip gradient norm per step of
+// `expected`, each within `relative` of it. The norms catch a gradient scaled
+// as a whole (a missing or doubled average), which AdamW's update would hide.
+void ExpectNormsNear(const std::vector<double>& actual,
+                     const std::vector<double>& expected, double relative,
+                     const std::string& what);
+
+// --- Runs of any model with its own training loop.
+
+// What a run leaves: rank 0's full parameters (Strategy::FullModelState) and
+// its pre-clip gradient norms, one per step.
+struct RunResult {
+  Params params;
+  std::vector<double> norms;
+};
+// A fresh model with the run's initial weights; called once per rank.
+using MakeModel = std::function<std::shared_ptr<models::UnitModel>()>;
+// One rank's training loop: trains `strategy` as rank `rank` of `world` and
+// appends each step's pre-clip gradient norm to `norms`.
+using TrainLoop = std::function<absl::Status(
+    Strategy& strategy, int rank, int world, std::vector<double>* norms)>;
+// Train(strategy, rank, world, micro_batches, norms) on the token corpus.
+TrainLoop TokenLoop(int micro_batches);
+
+// Creates a strategy with `options` (Optimizer(), Schedule()) over
+// make_model() on each of `world` ranks (world 1: single-process, no group),
+// runs `train` on it and returns rank 0's RunResult. Any failure is a test
+// failure (the result is then empty).
+RunResult TrainRun(const StrategyOptions& options, const MakeModel& make_model,
+                   int world, const TrainLoop& train);
+
+// ExpectClose on the parameters and ExpectNormsNear within 1e-5 relative
+// (the norms' rounding is ~1e-7): a data-parallel run against single-process
+// training in fp32.
+void ExpectRunMatches(const RunResult& actual, const RunResult& expected,
+                      const std::string& what);
+
 // --- Mixed precision and frozen parameters.
 
 // Options for strategy `kind` with bf16 parameters and gradients reduced in
