@@ -128,34 +128,34 @@ void VisitOptimizationFlags(TrainOptions& o, Visitor&& v) {
   v("micro_batch", &o.micro_batch,
     "Sequences per forward/backward (gradient accumulation); 0: "
     "--global_batch.");
-  v("lr", &o.lr, "Peak learning rate.");
-  v("lr_schedule", &o.lr_schedule,
+  v("lr", &o.schedule.base_lr, "Peak learning rate.");
+  v("lr_schedule", &o.schedule.kind,
     "constant, cosine, linear or step (after linear warm-up); or "
     "DeepSpeed's warmup_lr, warmup_decay_lr, warmup_cosine_lr (WarmupLR, "
     "WarmupDecayLR, WarmupCosineLR, exactly: see optim/lr_schedule.h).");
-  v("warmup_steps", &o.warmup_steps, "Linear warm-up steps.");
-  v("lr_step_size", &o.lr_step_size,
+  v("warmup_steps", &o.schedule.warmup_steps, "Linear warm-up steps.");
+  v("lr_step_size", &o.schedule.step_size,
     "--lr_schedule=step: multiply the learning rate by --lr_gamma "
     "every this many steps after warm-up (required, > 0).");
-  v("lr_gamma", &o.lr_gamma,
+  v("lr_gamma", &o.schedule.gamma,
     "--lr_schedule=step: the factor applied every --lr_step_size "
     "steps (> 0).");
-  v("min_lr", &o.min_lr,
+  v("min_lr", &o.schedule.min_lr,
     "Final learning rate of the cosine/linear schedules; where "
     "warmup_lr and warmup_decay_lr start (and warmup_decay_lr "
     "ends): DeepSpeed's warmup_min_lr.");
-  v("lr_total_steps", &o.lr_total_steps,
+  v("lr_total_steps", &o.schedule.total_steps,
     "cosine, linear, warmup_decay_lr, warmup_cosine_lr: the step at "
     "which the decay ends (DeepSpeed's total_num_steps); 0: "
     "--steps.");
-  v("lr_warmup_type", &o.lr_warmup_type,
+  v("lr_warmup_type", &o.schedule.warmup_type,
     "warmup_lr, warmup_decay_lr, warmup_cosine_lr: the warm-up "
     "curve, log or linear (DeepSpeed's warmup_type); empty: log "
     "for those, linear (the only one) for the others.");
-  v("lr_warmup_min_ratio", &o.lr_warmup_min_ratio,
+  v("lr_warmup_min_ratio", &o.schedule.warmup_min_ratio,
     "--lr_schedule=warmup_cosine_lr: the warm-up starts at this "
     "fraction of --lr (DeepSpeed's warmup_min_ratio).");
-  v("lr_cos_min_ratio", &o.lr_cos_min_ratio,
+  v("lr_cos_min_ratio", &o.schedule.min_ratio,
     "--lr_schedule=warmup_cosine_lr: the cosine ends at this "
     "fraction of --lr (DeepSpeed's cos_min_ratio).");
   v("optimizer", &o.optimizer.kind,

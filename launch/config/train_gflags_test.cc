@@ -44,7 +44,7 @@ TEST(TrainGflagsTest, UntouchedFlagsReadBackAsTheFlagDefaults) {
   const TrainOptions defaults;
   EXPECT_EQ(o.model, defaults.model);
   EXPECT_EQ(o.steps, defaults.steps);
-  EXPECT_EQ(o.lr, defaults.lr);
+  EXPECT_EQ(o.schedule.base_lr, defaults.schedule.base_lr);
   EXPECT_EQ(o.seed, defaults.seed);
   EXPECT_EQ(o.strategy, defaults.strategy);
   EXPECT_TRUE(o.output_dir.empty());  // Resolved by the binary.
@@ -67,7 +67,7 @@ TEST(TrainGflagsTest, ParsedValuesReachTheirFields) {
   EXPECT_EQ(o.global_batch, 12);
   EXPECT_EQ(o.checkpoint.keep_last, 3);
   EXPECT_EQ(o.seed, 18446744073709551615u);
-  EXPECT_EQ(o.lr, 0.5);
+  EXPECT_EQ(o.schedule.base_lr, 0.5);
   EXPECT_TRUE(o.fsdp_cpu_offload);
   EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
   EXPECT_EQ(o.checkpoint_every, 2);

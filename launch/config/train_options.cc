@@ -177,20 +177,15 @@ absl::Status ValidateOptimizerFlags(const TrainOptions& o) {
 
 // The learning-rate schedule of a run (optim/lr_schedule.h).
 optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& o) {
-  optim::LrScheduleOptions schedule;
-  schedule.kind = o.lr_schedule;
-  schedule.base_lr = o.lr;
-  schedule.warmup_steps = o.warmup_steps;
-  schedule.total_steps = o.lr_total_steps > 0 ? o.lr_total_steps : o.steps;
-  schedule.min_lr = o.min_lr;
-  schedule.step_size = o.lr_step_size;
-  schedule.gamma = o.lr_gamma;
-  schedule.warmup_type = !o.lr_warmup_type.empty() ? o.lr_warmup_type
-                         : optim::IsDeepSpeedSchedule(o.lr_schedule) ? "log"
-                                                                     : "linear";
-  if (o.lr_schedule == optim::LrScheduleKind::kWarmupCosineLr) {
-    schedule.warmup_min_ratio = o.lr_warmup_min_ratio;
-    schedule.min_ratio = o.lr_cos_min_ratio;
+  optim::LrScheduleOptions schedule = o.schedule;
+  if (schedule.total_steps == 0) schedule.total_steps = o.steps;
+  if (schedule.warmup_type.empty()) {
+    schedule.warmup_type =
+        optim::IsDeepSpeedSchedule(schedule.kind) ? "log" : "linear";
+  }
+  if (schedule.kind != optim::LrScheduleKind::kWarmupCosineLr) {
+    schedule.warmup_min_ratio = 0.0;
+    schedule.min_ratio = 0.0;
   }
   return schedule;
 }
@@ -202,31 +197,32 @@ namespace {
 // schedule reads it.
 absl::Status ValidateScheduleFlags(const TrainOptions& o) {
   const TrainOptions defaults;
-  const std::string kind(optim::LrScheduleKindName(o.lr_schedule));
-  if (o.lr_total_steps < 0) {
-    return FlagError(
-        "lr_total_steps",
-        absl::StrCat("must be >= 0 (0 = --steps), got ", o.lr_total_steps));
+  const std::string kind(optim::LrScheduleKindName(o.schedule.kind));
+  if (o.schedule.total_steps < 0) {
+    return FlagError("lr_total_steps",
+                     absl::StrCat("must be >= 0 (0 = --steps), got ",
+                                  o.schedule.total_steps));
   }
-  if (!o.lr_warmup_type.empty() && o.lr_warmup_type != "linear" &&
-      o.lr_warmup_type != "log") {
-    return FlagError(
-        "lr_warmup_type",
-        absl::StrCat("must be log or linear, got '", o.lr_warmup_type, "'"));
+  if (!o.schedule.warmup_type.empty() && o.schedule.warmup_type != "linear" &&
+      o.schedule.warmup_type != "log") {
+    return FlagError("lr_warmup_type",
+                     absl::StrCat("must be log or linear, got '",
+                                  o.schedule.warmup_type, "'"));
   }
-  if (o.lr_warmup_type == "log" && !optim::IsDeepSpeedSchedule(o.lr_schedule)) {
+  if (o.schedule.warmup_type == "log" &&
+      !optim::IsDeepSpeedSchedule(o.schedule.kind)) {
     return FlagError("lr_warmup_type",
                      absl::StrCat("log is for --lr_schedule=warmup_lr, "
                                   "warmup_decay_lr or warmup_cosine_lr; ",
                                   kind, " warms up linearly"));
   }
-  if (o.lr_schedule != optim::LrScheduleKind::kWarmupCosineLr) {
+  if (o.schedule.kind != optim::LrScheduleKind::kWarmupCosineLr) {
     for (auto [flag, value, fallback] :
-         {std::tuple<const char*, double, double>{"lr_warmup_min_ratio",
-                                                  o.lr_warmup_min_ratio,
-                                                  defaults.lr_warmup_min_ratio},
-          {"lr_cos_min_ratio", o.lr_cos_min_ratio,
-           defaults.lr_cos_min_ratio}}) {
+         {std::tuple<const char*, double, double>{
+              "lr_warmup_min_ratio", o.schedule.warmup_min_ratio,
+              defaults.schedule.warmup_min_ratio},
+          {"lr_cos_min_ratio", o.schedule.min_ratio,
+           defaults.schedule.min_ratio}}) {
       if (value != fallback) {
         return FlagError(flag, absl::StrCat("is read by --lr_schedule="
                                             "warmup_cosine_lr only, not ",
@@ -397,8 +393,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
                      "is required with --data=text and read only with it "
                      "(a tokenizer.json, encoder.json, *.tiktoken or *.model)");
   }
-  if (!(o.lr > 0))
-    return FlagError("lr", absl::StrCat("must be > 0, got ", o.lr));
+  if (!(o.schedule.base_lr > 0))
+    return FlagError("lr",
+                     absl::StrCat("must be > 0, got ", o.schedule.base_lr));
   if (o.optimizer.weight_decay < 0)
     return FlagError("weight_decay", "must be >= 0");
   if (o.optimizer.grad_clip < 0)
@@ -438,27 +435,27 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.output_dir.empty()) return FlagError("output_dir", "must not be empty");
   // DeepSpeed's schedules may warm up for longer than the run, as DeepSpeed
   // allows.
-  if (o.warmup_steps < 0 ||
-      (o.warmup_steps >= o.steps &&
-       o.lr_schedule != optim::LrScheduleKind::kConstant &&
-       !optim::IsDeepSpeedSchedule(o.lr_schedule))) {
+  if (o.schedule.warmup_steps < 0 ||
+      (o.schedule.warmup_steps >= o.steps &&
+       o.schedule.kind != optim::LrScheduleKind::kConstant &&
+       !optim::IsDeepSpeedSchedule(o.schedule.kind))) {
     return FlagError(
         "warmup_steps",
         absl::StrFormat("must be in [0, --steps=%d) for "
                         "--lr_schedule=%s, got %d",
-                        o.steps, optim::LrScheduleKindName(o.lr_schedule),
-                        o.warmup_steps));
+                        o.steps, optim::LrScheduleKindName(o.schedule.kind),
+                        o.schedule.warmup_steps));
   }
-  if (o.lr_schedule == optim::LrScheduleKind::kStep) {
-    if (o.lr_step_size <= 0) {
+  if (o.schedule.kind == optim::LrScheduleKind::kStep) {
+    if (o.schedule.step_size <= 0) {
       return FlagError("lr_step_size",
                        absl::StrCat("must be > 0 with --lr_schedule=step, got ",
-                                    o.lr_step_size));
+                                    o.schedule.step_size));
     }
-    if (!(std::isfinite(o.lr_gamma) && o.lr_gamma > 0)) {
+    if (!(std::isfinite(o.schedule.gamma) && o.schedule.gamma > 0)) {
       return FlagError("lr_gamma",
                        absl::StrCat("must be > 0 with --lr_schedule=step, got ",
-                                    o.lr_gamma));
+                                    o.schedule.gamma));
     }
   }
   STRATA_RETURN_IF_ERROR(ValidateScheduleFlags(o));

@@ -46,6 +46,24 @@ inline strategies::OptimizerConfig TrainOptimizerDefaults() {
   return config;
 }
 
+// `train`'s LR-schedule defaults: cosine from 3e-3 to 3e-4 after 50 warm-up
+// steps, over the whole run (total_steps 0: --steps); warmup_type "" (log
+// for DeepSpeed's kinds, as DeepSpeed's default, linear for the others); for
+// warmup_cosine_lr, DeepSpeed's defaults warmup_min_ratio 0 and cos_min_ratio
+// 1e-4.
+inline optim::LrScheduleOptions TrainLrScheduleDefaults() {
+  optim::LrScheduleOptions schedule;
+  schedule.kind = optim::LrScheduleKind::kCosine;
+  schedule.base_lr = 3e-3;
+  schedule.warmup_steps = 50;
+  schedule.min_lr = 3e-4;
+  schedule.total_steps = 0;
+  schedule.warmup_type = "";
+  schedule.warmup_min_ratio = 0.0;
+  schedule.min_ratio = 1e-4;
+  return schedule;
+}
+
 // Every field but local_rank and restart_count is a flag of the `train`
 // binary, most with the same name, declared once in the flag table
 // (launch/config/train_flag_table.h); error messages name fields as flags
@@ -78,28 +96,15 @@ struct TrainOptions {
   int64_t steps = 1000;
   int64_t global_batch = 32;  // Sequences per optimizer step.
   int64_t micro_batch = 0;    // Sequences per forward; 0: global_batch.
-  // Learning-rate schedule.
-  double lr = 3e-3;
-  optim::LrScheduleKind lr_schedule = optim::LrScheduleKind::kCosine;
-  int64_t warmup_steps = 50;
-  double min_lr = 3e-4;
-  // --lr_schedule=step: multiply the lr by lr_gamma every lr_step_size steps
-  // after warm-up (torch.optim.lr_scheduler.StepLR).
-  int64_t lr_step_size = 0;
-  double lr_gamma = 0.1;
-  // cosine, linear, warmup_decay_lr, warmup_cosine_lr: the step at which the
-  // decay ends (DeepSpeed's total_num_steps); 0: --steps.
-  int64_t lr_total_steps = 0;
-  // DeepSpeed's schedules (warmup_lr, warmup_decay_lr, warmup_cosine_lr):
-  // the warm-up curve, "log" or "linear"; "": the kind's own (log for
-  // DeepSpeed's, as DeepSpeed's default; linear, the only one, for the
-  // others).
-  std::string lr_warmup_type;
-  // warmup_cosine_lr: the warm-up starts at lr_warmup_min_ratio * --lr and
-  // the cosine ends at lr_cos_min_ratio * --lr (DeepSpeed's
-  // warmup_min_ratio and cos_min_ratio, with DeepSpeed's defaults).
-  double lr_warmup_min_ratio = 0.0;
-  double lr_cos_min_ratio = 1e-4;
+  // The learning-rate schedule (optim::LrScheduleOptions, train's defaults:
+  // TrainLrScheduleDefaults): --lr (base_lr), --lr_schedule (kind),
+  // --warmup_steps, --min_lr, --lr_step_size and --lr_gamma (step), and
+  // DeepSpeed's --lr_total_steps (total_steps), --lr_warmup_type
+  // (warmup_type), --lr_warmup_min_ratio and --lr_cos_min_ratio
+  // (warmup_min_ratio, min_ratio). Two fields hold a "the run's own" value
+  // LrScheduleOptionsOf resolves: total_steps 0 is --steps, warmup_type ""
+  // the kind's own curve.
+  optim::LrScheduleOptions schedule = TrainLrScheduleDefaults();
   // The optimizer (strategies::OptimizerConfig): --optimizer (kind: adamw,
   // adam or sgd), --weight_decay (decoupled for adamw, L2 for adam and sgd),
   // --beta1, --beta2, --eps (adamw, adam), --momentum, --dampening,
@@ -238,7 +243,9 @@ absl::Status ValidateTrainOptions(const TrainOptions& options);
 // The translations of valid options (ValidateTrainOptions passed).
 // --optimizer and its flags; with --precision=fp16 the loss scaling.
 strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& options);
-// --lr_schedule and its flags.
+// The schedule the run uses: `schedule` with total_steps 0 resolved to
+// --steps and warmup_type "" to the kind's own; the warmup_cosine_lr ratios
+// kept for that kind only (0 for the others, as their saved state records).
 optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& options);
 // --strategy, buckets, --checkpoint_units, the dtype flags (fp16 with
 // --precision=fp16) and the --fsdp_* flags; parse errors name the flag.

@@ -18,6 +18,7 @@
 #include "base/testing/temp_dir.h"
 #include "models/config.h"
 #include "models/hf_config.h"
+#include "optim/lr_schedule.h"
 #include "strategies/mixed_precision.h"
 #include "strategies/options.h"
 
@@ -31,6 +32,50 @@ using ::testing::HasSubstr;
 // The optimizer flags (ValidateTrainOptions): an option of another
 // optimizer than --optimizer's is an error naming both flags; each value is
 // checked with its flag named.
+TEST(LrScheduleOptionsOfTest, ZeroTotalStepsIsTheRunsSteps) {
+  TrainOptions o;
+  o.steps = 700;
+  EXPECT_EQ(LrScheduleOptionsOf(o).total_steps, 700);
+  o.schedule.total_steps = 300;
+  EXPECT_EQ(LrScheduleOptionsOf(o).total_steps, 300);
+}
+
+TEST(LrScheduleOptionsOfTest, EmptyWarmupTypeIsTheKindsOwn) {
+  TrainOptions o;
+  EXPECT_EQ(LrScheduleOptionsOf(o).warmup_type, "linear");
+  o.schedule.kind = optim::LrScheduleKind::kWarmupLr;
+  EXPECT_EQ(LrScheduleOptionsOf(o).warmup_type, "log");
+  o.schedule.warmup_type = "linear";
+  EXPECT_EQ(LrScheduleOptionsOf(o).warmup_type, "linear");
+}
+
+TEST(LrScheduleOptionsOfTest, RatiosAreKeptForWarmupCosineOnly) {
+  TrainOptions o;
+  o.schedule.warmup_min_ratio = 0.1;
+  EXPECT_EQ(LrScheduleOptionsOf(o).warmup_min_ratio, 0.0);
+  EXPECT_EQ(LrScheduleOptionsOf(o).min_ratio, 0.0);
+  o.schedule.kind = optim::LrScheduleKind::kWarmupCosineLr;
+  EXPECT_EQ(LrScheduleOptionsOf(o).warmup_min_ratio, 0.1);
+  EXPECT_EQ(LrScheduleOptionsOf(o).min_ratio, 1e-4);  // DeepSpeed's default.
+}
+
+TEST(LrScheduleOptionsOfTest, TheOtherFieldsAreTheFlags) {
+  TrainOptions o;
+  o.schedule.kind = optim::LrScheduleKind::kStep;
+  o.schedule.base_lr = 0.5;
+  o.schedule.warmup_steps = 3;
+  o.schedule.min_lr = 0.01;
+  o.schedule.step_size = 7;
+  o.schedule.gamma = 0.25;
+  const optim::LrScheduleOptions s = LrScheduleOptionsOf(o);
+  EXPECT_EQ(s.kind, optim::LrScheduleKind::kStep);
+  EXPECT_EQ(s.base_lr, 0.5);
+  EXPECT_EQ(s.warmup_steps, 3);
+  EXPECT_EQ(s.min_lr, 0.01);
+  EXPECT_EQ(s.step_size, 7);
+  EXPECT_EQ(s.gamma, 0.25);
+}
+
 TEST(OptimizerFlagsTest, DefaultsPassForEveryOptimizer) {
   for (strategies::OptimizerKind kind :
        {strategies::OptimizerKind::kAdamW, strategies::OptimizerKind::kAdam,

@@ -532,7 +532,7 @@ absl::Status Mapper::MapOptimizer() {
       c_.scheduler.present &&
       (c_.scheduler.type == "WarmupLR" || c_.scheduler.type == "WarmupDecayLR");
   if (!scheduled) {
-    Set("lr", &o_.lr, opt.lr, p + "lr");
+    Set("lr", &o_.schedule.base_lr, opt.lr, p + "lr");
   } else {
     NoEffect(p + "lr", Text(opt.lr),
              absl::StrCat("scheduler ", c_.scheduler.type,
@@ -582,23 +582,23 @@ absl::Status Mapper::MapScheduler() {
       s.type == "WarmupLR"        ? optim::LrScheduleKind::kWarmupLr
       : s.type == "WarmupDecayLR" ? optim::LrScheduleKind::kWarmupDecayLr
                                   : optim::LrScheduleKind::kWarmupCosineLr;
-  Set("lr_schedule", &o_.lr_schedule, kind, "scheduler.type",
+  Set("lr_schedule", &o_.schedule.kind, kind, "scheduler.type",
       absl::StrCat("\"", s.type, "\""));
-  Set("warmup_steps", &o_.warmup_steps, s.warmup_num_steps,
+  Set("warmup_steps", &o_.schedule.warmup_steps, s.warmup_num_steps,
       p + "warmup_num_steps");
-  Set("lr_warmup_type", &o_.lr_warmup_type, s.warmup_type, p + "warmup_type",
-      absl::StrCat("\"", s.warmup_type, "\""));
+  Set("lr_warmup_type", &o_.schedule.warmup_type, s.warmup_type,
+      p + "warmup_type", absl::StrCat("\"", s.warmup_type, "\""));
   if (kind != optim::LrScheduleKind::kWarmupCosineLr) {
-    Set("lr", &o_.lr, s.warmup_max_lr, p + "warmup_max_lr");
-    Set("min_lr", &o_.min_lr, s.warmup_min_lr, p + "warmup_min_lr");
+    Set("lr", &o_.schedule.base_lr, s.warmup_max_lr, p + "warmup_max_lr");
+    Set("min_lr", &o_.schedule.min_lr, s.warmup_min_lr, p + "warmup_min_lr");
   } else {
-    Set("lr_warmup_min_ratio", &o_.lr_warmup_min_ratio, s.warmup_min_ratio,
-        p + "warmup_min_ratio");
-    Set("lr_cos_min_ratio", &o_.lr_cos_min_ratio, s.cos_min_ratio,
+    Set("lr_warmup_min_ratio", &o_.schedule.warmup_min_ratio,
+        s.warmup_min_ratio, p + "warmup_min_ratio");
+    Set("lr_cos_min_ratio", &o_.schedule.min_ratio, s.cos_min_ratio,
         p + "cos_min_ratio");
   }
   if (kind != optim::LrScheduleKind::kWarmupLr) {
-    Set("lr_total_steps", &o_.lr_total_steps, *s.total_num_steps,
+    Set("lr_total_steps", &o_.schedule.total_steps, *s.total_num_steps,
         p + "total_num_steps");
   }
   return absl::OkStatus();

@@ -346,7 +346,7 @@ TEST(ApplyDeepSpeedConfigTest, OptimizerParametersAndTheirDefaults) {
   const Applied a =
       Apply(R"({"optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.lr, 3e-4);
+  EXPECT_EQ(a.options.schedule.base_lr, 3e-4);
   EXPECT_EQ(a.options.optimizer.adamw.beta1,
             0.9);  // FusedAdam's defaults, not Strata's
   EXPECT_EQ(a.options.optimizer.adamw.beta2, 0.999);  // --beta2=0.95.
@@ -368,7 +368,7 @@ TEST(ApplyDeepSpeedConfigTest, SgdTakesItsMomentumParameters) {
       "weight_decay": 1e-4}}})");
   ASSERT_THAT(a.status, IsOk());
   EXPECT_EQ(a.options.optimizer.kind, strategies::OptimizerKind::kSgd);
-  EXPECT_EQ(a.options.lr, 0.1);
+  EXPECT_EQ(a.options.schedule.base_lr, 0.1);
   EXPECT_EQ(a.options.optimizer.sgd.momentum, 0.9);
   EXPECT_TRUE(a.options.optimizer.sgd.nesterov);
   EXPECT_EQ(a.options.optimizer.weight_decay, 1e-4);
@@ -380,11 +380,11 @@ TEST(ApplyDeepSpeedConfigTest, WarmupLrSetsEveryStepsLr) {
       "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 1e-5,
                     "warmup_max_lr": 1e-3, "warmup_num_steps": 20}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.lr_schedule, optim::LrScheduleKind::kWarmupLr);
-  EXPECT_EQ(a.options.lr, 1e-3);
-  EXPECT_EQ(a.options.min_lr, 1e-5);
-  EXPECT_EQ(a.options.warmup_steps, 20);
-  EXPECT_EQ(a.options.lr_warmup_type, "log");
+  EXPECT_EQ(a.options.schedule.kind, optim::LrScheduleKind::kWarmupLr);
+  EXPECT_EQ(a.options.schedule.base_lr, 1e-3);
+  EXPECT_EQ(a.options.schedule.min_lr, 1e-5);
+  EXPECT_EQ(a.options.schedule.warmup_steps, 20);
+  EXPECT_EQ(a.options.schedule.warmup_type, "log");
   EXPECT_TRUE(Logged(a,
                      "optimizer.params.lr=0.0005 from ds.json has no "
                      "effect: scheduler WarmupLR sets every step's lr"));
@@ -399,12 +399,12 @@ TEST(ApplyDeepSpeedConfigTest, WarmupCosineLrScalesTheOptimizersLr) {
           "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01,
           "warmup_type": "linear"}}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
-  EXPECT_EQ(a.options.lr, 5e-4);
-  EXPECT_EQ(a.options.lr_total_steps, 100);
-  EXPECT_EQ(a.options.lr_warmup_min_ratio, 0.1);
-  EXPECT_EQ(a.options.lr_cos_min_ratio, 0.01);
-  EXPECT_EQ(a.options.lr_warmup_type, "linear");
+  EXPECT_EQ(a.options.schedule.kind, optim::LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(a.options.schedule.base_lr, 5e-4);
+  EXPECT_EQ(a.options.schedule.total_steps, 100);
+  EXPECT_EQ(a.options.schedule.warmup_min_ratio, 0.1);
+  EXPECT_EQ(a.options.schedule.min_ratio, 0.01);
+  EXPECT_EQ(a.options.schedule.warmup_type, "linear");
   EXPECT_THAT(ValidateTrainOptions(a.options), IsOk());
 }
 
@@ -436,14 +436,14 @@ TEST(ApplyDeepSpeedConfigTest, RunKeysAndDeepSpeedsDefaults) {
 
 TEST(ApplyDeepSpeedConfigTest, ExplicitFlagsWinAndEachOverrideIsLogged) {
   TrainOptions flags;
-  flags.lr = 0.001;
+  flags.schedule.base_lr = 0.001;
   flags.optimizer.grad_clip = 2.0;
   const Applied a = Apply(
       R"({"optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
           "gradient_clipping": 1.0})",
       1, flags, {"lr", "grad_clip"});
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.lr, 0.001);
+  EXPECT_EQ(a.options.schedule.base_lr, 0.001);
   EXPECT_EQ(a.options.optimizer.grad_clip, 2.0);
   EXPECT_THAT(a.log, Contains("--lr=0.001 overrides optimizer.params.lr=0.0003 "
                               "from ds.json"));

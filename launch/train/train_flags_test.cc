@@ -49,7 +49,7 @@ TEST(TrainOptionsFromFlagsTest, DefaultFlagsGiveDefaultOptions) {
   const TrainOptions defaults;
   EXPECT_EQ(o.model, defaults.model);
   EXPECT_EQ(o.data, DataKind::kMarkov);
-  EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kCosine);
+  EXPECT_EQ(o.schedule.kind, optim::LrScheduleKind::kCosine);
   EXPECT_EQ(o.checkpoint.format, checkpoint::Format::kSharded);
   EXPECT_EQ(o.precision, Precision::kFp32);
   EXPECT_EQ(o.steps, defaults.steps);
@@ -108,7 +108,7 @@ TEST(TrainOptionsFromFlagsTest, ParsesTheEnumeratedFlags) {
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.data, DataKind::kUint16);
-  EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kStep);
+  EXPECT_EQ(o.schedule.kind, optim::LrScheduleKind::kStep);
   EXPECT_EQ(o.checkpoint.format, checkpoint::Format::kFull);
   EXPECT_EQ(o.precision, Precision::kBf16);
 }
@@ -379,11 +379,11 @@ TEST(TrainOptionsFromFlagsTest, ReadsTheScheduleAndBreakdownFlags) {
   SetFlag("wall_clock_breakdown", "true");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
-  EXPECT_EQ(o.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
-  EXPECT_EQ(o.lr_total_steps, 500);
-  EXPECT_EQ(o.lr_warmup_type, "linear");
-  EXPECT_EQ(o.lr_warmup_min_ratio, 0.1);
-  EXPECT_EQ(o.lr_cos_min_ratio, 0.01);
+  EXPECT_EQ(o.schedule.kind, optim::LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(o.schedule.total_steps, 500);
+  EXPECT_EQ(o.schedule.warmup_type, "linear");
+  EXPECT_EQ(o.schedule.warmup_min_ratio, 0.1);
+  EXPECT_EQ(o.schedule.min_ratio, 0.01);
   EXPECT_TRUE(o.wall_clock_breakdown);
 }
 
@@ -421,16 +421,16 @@ TEST(ConfigsTest, EveryDeepSpeedConfigLoadsIntoValidOptions) {
   EXPECT_EQ(fp16.optimizer.kind, strategies::OptimizerKind::kAdam);
   EXPECT_EQ(fp16.loss_scale, 0);
   EXPECT_EQ(fp16.loss_scale_initial_power, 16);
-  EXPECT_EQ(fp16.lr_schedule, optim::LrScheduleKind::kWarmupLr);
+  EXPECT_EQ(fp16.schedule.kind, optim::LrScheduleKind::kWarmupLr);
   const TrainOptions& zero2 = loaded["gpt_tiny_zero2_bf16.json"];
   EXPECT_EQ(zero2.strategy, strategies::StrategyKind::kZero2);
   EXPECT_EQ(zero2.param_dtype, "bf16");
-  EXPECT_EQ(zero2.lr_schedule, optim::LrScheduleKind::kWarmupCosineLr);
+  EXPECT_EQ(zero2.schedule.kind, optim::LrScheduleKind::kWarmupCosineLr);
   const TrainOptions& zero3 = loaded["gpt_tiny_zero3_offload.json"];
   EXPECT_EQ(zero3.strategy, strategies::StrategyKind::kFsdp);
   EXPECT_TRUE(zero3.fsdp_cpu_offload);
   EXPECT_THAT(zero3.checkpoint_units, ElementsAre("GPTBlock"));
-  EXPECT_EQ(zero3.lr_schedule, optim::LrScheduleKind::kWarmupDecayLr);
+  EXPECT_EQ(zero3.schedule.kind, optim::LrScheduleKind::kWarmupDecayLr);
 }
 
 // Every experiment under launch/train/configs/ loads as train_main loads it
@@ -466,7 +466,7 @@ TEST(ConfigsTest, EveryFlagfileLoadsIntoValidOptions) {
   // Values from each file (and, for gpt_tiny_bf16, its nested default).
   EXPECT_EQ(loaded["default.flags"].model, "gpt-tiny");
   EXPECT_EQ(loaded["default.flags"].steps, 1000);
-  EXPECT_EQ(loaded["default.flags"].lr, 3e-3);
+  EXPECT_EQ(loaded["default.flags"].schedule.base_lr, 3e-3);
   EXPECT_EQ(loaded["gpt_small50m_markov.flags"].model, "gpt-small50m");
   EXPECT_EQ(loaded["gpt_small50m_markov.flags"].vocab_size, 8192);
   EXPECT_EQ(loaded["gpt_small50m_markov.flags"].micro_batch, 4);

@@ -50,7 +50,7 @@ std::vector<std::string> ReadLines(const std::string& path) {
 TrainOptions SmallRun(const std::string& output_name, int64_t steps) {
   TrainOptions options;
   options.steps = steps;
-  options.warmup_steps = 1;
+  options.schedule.warmup_steps = 1;
   options.log_interval = steps;
   options.seq_len = 32;
   options.markov_tokens = 20000;
@@ -108,7 +108,7 @@ TEST(TrainTest, ShortDefaultExperimentApproachesTheEntropyFloor) {
 
 TEST(TrainTest, WritesOneMetricsRecordPerLogInterval) {
   TrainOptions options = SmallRun("metrics", 6);
-  options.warmup_steps = 2;
+  options.schedule.warmup_steps = 2;
   options.log_interval = 2;
   options.global_batch = 4;
   auto result = Train(options);
@@ -235,8 +235,8 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
   // elements by ~lr = 1e-4 per step.
   TrainOptions options = SmallRun("fsdp_vs_single_single", 4);
   options.global_batch = 8;
-  options.lr = 1e-4;
-  options.min_lr = 1e-5;
+  options.schedule.base_lr = 1e-4;
+  options.schedule.min_lr = 1e-5;
   auto single = Train(options);
   ASSERT_THAT(single, IsOk());
   options.strategy = strategies::StrategyKind::kFsdp;
@@ -307,25 +307,25 @@ TEST(TrainTest, BadOptionsNameTheFlag) {
 
 TEST(TrainTest, ScheduleFlagsAreCheckedWhereTheirScheduleReadsThem) {
   TrainOptions o;
-  o.lr_cos_min_ratio = 0.5;
+  o.schedule.min_ratio = 0.5;
   EXPECT_THAT(ErrorOf(o),
               HasSubstr("--lr_cos_min_ratio: is read by "
                         "--lr_schedule=warmup_cosine_lr only, not cosine"));
   o = TrainOptions();
-  o.lr_warmup_type = "log";
+  o.schedule.warmup_type = "log";
   EXPECT_THAT(ErrorOf(o),
               HasSubstr("--lr_warmup_type: log is for --lr_schedule="
                         "warmup_lr, warmup_decay_lr or warmup_cosine_lr"));
   o = TrainOptions();
-  o.lr_total_steps = -1;
+  o.schedule.total_steps = -1;
   EXPECT_THAT(ErrorOf(o), HasSubstr("--lr_total_steps: must be >= 0"));
 }
 
 TEST(TrainTest, DeepSpeedSchedulesMayWarmUpLongerThanTheRun) {
   TrainOptions o;
   o.steps = 10;
-  o.warmup_steps = 1000;  // DeepSpeed's default warmup_num_steps.
-  o.lr_schedule = optim::LrScheduleKind::kWarmupLr;
+  o.schedule.warmup_steps = 1000;  // DeepSpeed's default warmup_num_steps.
+  o.schedule.kind = optim::LrScheduleKind::kWarmupLr;
   EXPECT_THAT(ValidateTrainOptions(o), IsOk());
 }
 
