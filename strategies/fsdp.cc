@@ -255,6 +255,25 @@ absl::StatusOr<int64_t> FsdpStrategy::PlanUnits() {
       FsdpPlan plan,
       PlanFlatUnits(PlanInputOf(model(), std::move(wrapped), shard_size_)));
   const bool rank0 = world_ == nullptr || world_->rank() == 0;
+  if (plan.units.size() == 1 && plan.units[0].root) {
+    // Nothing wrapped: the whole model is the root, which stays gathered
+    // (gathered once, not around every unit), as DeepSpeed keeps parameters
+    // below stage3_param_persistence_threshold whole on every rank.
+    root_sharded_ = false;
+    std::vector<std::string> units;
+    for (const models::UnitInfo& unit : model().units()) {
+      units.push_back(absl::StrCat(unit.name, " (", unit.type, ", ",
+                                   UnitNumParameters(model(), unit),
+                                   " parameters)"));
+    }
+    LOG_IF(WARNING, rank0)
+        << "fsdp: the wrap policy (--fsdp_wrap_unit_types, "
+           "--fsdp_wrap_min_params or a predicate) wraps no unit, so every "
+           "parameter is in the root, kept whole on every rank (gradients "
+           "reduce-scattered, masters and optimizer state sharded, as ZeRO-2); "
+           "the units are: "
+        << absl::StrJoin(units, "; ");
+  }
   if (!plan.moved_to_root.empty()) {
     LOG_IF(INFO, rank0)
         << "fsdp: parameters shared between units (tied weights) go to the "

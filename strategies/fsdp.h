@@ -25,7 +25,10 @@
 // the embed's backward (until the end of backward). The root's full gradients
 // are allocated by the first backward that reads it and reduce-scattered once,
 // after the whole backward. With SHARD_GRAD_OP and NO_SHARD the root stays
-// gathered (re-gathered after every optimizer step).
+// gathered (re-gathered after every optimizer step), and so it does when the
+// wrap policy wraps no unit (the whole model is the root, kept whole on every
+// rank as DeepSpeed keeps parameters below stage3_param_persistence_threshold,
+// rather than gathered around every unit).
 //
 // State. Every rank keeps, for each flat parameter, its fp32 master shard
 // (all shards are views of one buffer, so one fused optimizer updates them)

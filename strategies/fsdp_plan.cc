@@ -77,7 +77,7 @@ absl::StatusOr<FsdpPlan> PlanFlatUnits(const PlanInput& input) {
     plan.flat_of_model_unit[index] = static_cast<int>(wrapped.size());
     wrapped.push_back(std::move(unit));
   }
-  if (wrapped.empty()) {
+  if (wrapped.empty() && !input.wrapped.empty()) {
     return absl::InvalidArgumentError(
         "fsdp: every parameter of the wrapped units is shared with another "
         "unit (tied weights), so nothing would be sharded; wrap other units "

@@ -603,9 +603,6 @@ TEST(FsdpTest, InvalidOptionsFailBeforeTraining) {
   StrategyOptions dtype = Fsdp(ShardingStrategy::kFullShard);
   dtype.mixed_precision.param_dtype = at::kDouble;
   cases.push_back({dtype, 1, "--param_dtype must be fp32, bf16 or fp16"});
-  StrategyOptions nothing = Fsdp(ShardingStrategy::kFullShard, {});
-  nothing.fsdp.wrap_policy.min_num_params = 10'000'000;
-  cases.push_back({nothing, 2, "wraps no unit of the model"});
   for (const Case& c : cases) {
     ASSERT_TRUE(RunOnRanks(c.world, [&](Group& group) {
                   auto created =
@@ -616,6 +613,35 @@ TEST(FsdpTest, InvalidOptionsFailBeforeTraining) {
                             std::string::npos)
                       << created.status();
                 }).ok());
+  }
+}
+
+// A wrap policy that wraps no unit (every unit below min_num_params, as
+// DeepSpeed's stage3_param_persistence_threshold on gpt-tiny): the whole
+// model is the root, kept gathered on every rank (gathered once at creation
+// and once after each step), its gradients reduce-scattered and its masters
+// sharded; it trains as single-process training does, within the
+// data-parallel tolerance of testing::ExpectClose.
+TEST(FsdpTest, PolicyWrappingNothingKeepsTheModelInTheRoot) {
+  std::vector<double> want_norms;
+  const Params want = testing::TrainSingle("gpt-tiny", &want_norms);
+  for (ShardingStrategy sharding :
+       {ShardingStrategy::kFullShard, ShardingStrategy::kShardGradOp}) {
+    StrategyOptions nothing = Fsdp(sharding, {});
+    nothing.fsdp.wrap_policy.min_num_params = 10'000'000;
+    const std::string what =
+        absl::StrCat(ShardingStrategyName(sharding), " wrapping nothing");
+    ExpectMatches(
+        TrainOnRanks(nothing, 2, 2, Named("gpt-tiny"), 1.0,
+                     [&](FsdpStrategy& fsdp, int rank) {
+                       const auto units = fsdp.flat_units();
+                       ASSERT_EQ(units.size(), 1u) << what;
+                       EXPECT_TRUE(units[0].root) << what;
+                       EXPECT_EQ(fsdp.counters().all_gathers, 0) << what;
+                       EXPECT_EQ(fsdp.counters().root_all_gathers, 1 + kSteps)
+                           << what;
+                     }),
+        want, want_norms, what);
   }
 }
 

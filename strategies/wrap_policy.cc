@@ -57,12 +57,9 @@ absl::StatusOr<std::vector<int>> SelectWrappedUnits(
                                     policy.unit_types.end());
   const Sizes sizes = ParameterSizes(model);
   std::vector<int> wrapped;
-  std::vector<std::string> described;
   for (size_t i = 0; i < model.units().size(); ++i) {
     const models::UnitInfo& unit = model.units()[i];
     const int64_t numel = NumParameters(sizes, unit);
-    described.push_back(
-        absl::StrCat(unit.name, " (", unit.type, ", ", numel, " parameters)"));
     bool wrap = !any_criterion;
     if (types.count(unit.type) > 0) wrap = true;
     if (policy.min_num_params > 0 && numel >= policy.min_num_params) {
@@ -70,13 +67,6 @@ absl::StatusOr<std::vector<int>> SelectWrappedUnits(
     }
     if (policy.predicate != nullptr && policy.predicate(unit)) wrap = true;
     if (wrap) wrapped.push_back(static_cast<int>(i));
-  }
-  if (wrapped.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the FSDP wrap policy (--fsdp_wrap_unit_types, --fsdp_wrap_min_params "
-        "or a predicate) wraps no unit of the model, so nothing would be "
-        "sharded; the units are: ",
-        absl::StrJoin(described, "; ")));
   }
   return wrapped;
 }

@@ -23,10 +23,11 @@ int64_t UnitNumParameters(const models::UnitModel& model,
 
 // Indices (into model.units(), increasing) of the units `policy` wraps: a
 // unit is wrapped when any criterion that is set accepts it; with no
-// criterion set, every unit is. Errors (InvalidArgument, naming the flag
-// the trainer sets): a unit type that no unit has (listing the model's
-// types), min_num_params < 0, or a policy that wraps no unit at all (listing
-// the units with their types and sizes).
+// criterion set, every unit is. A policy may wrap no unit (every unit below
+// min_num_params, as DeepSpeed's stage3_param_persistence_threshold on a
+// small model): FSDP then keeps the whole model in its root (fsdp.h).
+// Errors (InvalidArgument, naming the flag the trainer sets): a unit type
+// that no unit has (listing the model's types), min_num_params < 0.
 absl::StatusOr<std::vector<int>> SelectWrappedUnits(
     const models::UnitModel& model, const WrapPolicy& policy);
 

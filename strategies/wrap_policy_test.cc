@@ -73,15 +73,12 @@ TEST(WrapPolicyTest, UnknownTypeNamesTheFlagAndTheModelsTypes) {
   EXPECT_NE(wrapped.status().message().find("GPTBlock"), std::string::npos);
 }
 
-TEST(WrapPolicyTest, PolicyMatchingNothingFails) {
+TEST(WrapPolicyTest, PolicyMatchingNothingWrapsNothing) {
   WrapPolicy policy;
   policy.min_num_params = 1'000'000;
   auto wrapped = SelectWrappedUnits(*GptTiny(), policy);
-  ASSERT_FALSE(wrapped.ok());
-  EXPECT_NE(wrapped.status().message().find("wraps no unit"),
-            std::string::npos);
-  EXPECT_NE(wrapped.status().message().find("blocks.0 (GPTBlock, 49984"),
-            std::string::npos);
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  EXPECT_TRUE(wrapped->empty());
 }
 
 TEST(WrapPolicyTest, NegativeMinParamsFails) {

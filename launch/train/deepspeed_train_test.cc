@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,27 @@ TEST(DeepSpeedTrainTest, WallClockBreakdownAddsPhaseTimes) {
     EXPECT_GE(wait[i], 0.0) << i;
     EXPECT_LE(wait[i], forward[i] + step[i]) << i;
   }
+}
+
+// ZeRO-3 with DeepSpeed's default stage3_param_persistence_threshold (1e5)
+// on gpt-tiny, whose units are all smaller (the largest, a block, has 49,984
+// parameters): DeepSpeed keeps such parameters whole on every rank, and so
+// does Strata (FSDP's policy wraps no unit; the model stays in its root).
+TEST(DeepSpeedTrainTest, ZeroThreeDefaultThresholdKeepsSmallUnitsWhole) {
+  const std::string out = TempDir("zero3_default_threshold");
+  const std::string json = TempDir("zero3_default_threshold.json");
+  std::ofstream(json) << R"({
+    "train_micro_batch_size_per_gpu": 4,
+    "zero_optimization": {"stage": 3},
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}
+  })";
+  const RunResult run =
+      Train(out, {"--deepspeed_config=" + json, "--warmup_steps=1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--fsdp_wrap_min_params=100000"));
+  EXPECT_THAT(run.err, HasSubstr("wraps no unit, so every parameter is in "
+                                 "the root, kept whole on every rank"));
+  EXPECT_EQ(Metrics(out)[0].size(), 4u);
 }
 
 // DeepSpeed's batch rule at the world the binary runs in: the ZeRO-2
