@@ -94,7 +94,7 @@ absl::StatusOr<std::vector<int>> MatchRuns(
     const std::string& where, const std::vector<ShardedTensor>& live,
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
-    bool revise) {
+    bool revise, KeyReport* report) {
   std::vector<std::pair<std::regex, std::string>> rules;
   if (revise) {
     for (const auto& [pattern, replacement] : options.revise_keys) {
@@ -116,6 +116,19 @@ absl::StatusOr<std::vector<int>> MatchRuns(
   }
   std::set<std::string> live_names;
   for (const auto& run : live) live_names.insert(run.name);
+  if (report != nullptr) {
+    *report = KeyReport();
+    for (const std::string& name : all_live_names) {
+      if (by_name.count(name) == 0) {
+        report->missing.push_back(name);
+      } else {
+        ++report->loaded;
+      }
+    }
+    for (const auto& [name, index] : by_name) {
+      if (all_live_names.count(name) == 0) report->unexpected.push_back(name);
+    }
+  }
   if (options.strict) {
     std::vector<std::string> missing, unexpected;
     for (const std::string& name : live_names) {

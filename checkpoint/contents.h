@@ -86,6 +86,16 @@ struct TensorState {
   std::vector<ShardedTensor> optimizer;
 };
 
+// How a model section's keys matched (PyTorch's load_state_dict result):
+// the model's tensors the checkpoint lacks (a non-strict load keeps their
+// values) and the checkpoint's (revised) keys the model lacks (ignored), in
+// name order, across every rank; `loaded` counts the model's tensors found.
+struct KeyReport {
+  int64_t loaded = 0;
+  std::vector<std::string> missing;
+  std::vector<std::string> unexpected;
+};
+
 struct ReadOptions {
   // Every live tensor must be in the checkpoint and every checkpoint tensor
   // live (per section loaded); otherwise an error lists the missing and
@@ -98,6 +108,10 @@ struct ReadOptions {
   // Load the optimizer section (an error if the checkpoint has none and
   // `strict`).
   bool load_optimizer = true;
+  // Borrowed, may be null: receives the model section's KeyReport once the
+  // keys have matched (set on every rank, the same on all, by the full,
+  // sharded and DCP loaders; the local format matches layouts exactly).
+  KeyReport* model_keys = nullptr;
 };
 
 // A checkpoint tensor's description, for matching.
@@ -114,12 +128,13 @@ struct TensorInfo {
 // hold no run of some tensors): a saved key is unexpected only if no rank
 // holds it. Errors name `where` (the checkpoint path and section): strict
 // missing / unexpected keys (all listed), a key whose shapes differ (the key
-// and both shapes), a revise_keys regex that does not compile.
+// and both shapes), a revise_keys regex that does not compile. `report`
+// (may be null) receives how the keys matched.
 absl::StatusOr<std::vector<int>> MatchRuns(
     const std::string& where, const std::vector<ShardedTensor>& live,
     const std::set<std::string>& all_live_names,
     const std::vector<TensorInfo>& saved, const ReadOptions& options,
-    bool revise);
+    bool revise, KeyReport* report = nullptr);
 
 // A Value as a PyTorch file holds it (the full format's extras, DCP's
 // strata.* items): an int, a float, a str, and Bytes as a 1-D uint8

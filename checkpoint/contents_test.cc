@@ -116,6 +116,38 @@ TEST(MatchRunsTest, ShapeMismatchNamesTheKeyAndBothShapes) {
                        "[2, 3] in the model"));
 }
 
+TEST(MatchRunsTest, ReportListsMissingAndUnexpectedKeysOfEveryRank) {
+  // This rank holds "a" and "b"; another rank holds "d". The checkpoint's
+  // "module.b" is revised to "b"; "c" and "e" are nobody's.
+  const auto live = Live({{"a", {2}}, {"b", {3}}});
+  ReadOptions options;
+  options.strict = false;
+  options.revise_keys = {{"^module\\.", ""}};
+  KeyReport report;
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<int> match,
+      MatchRuns("ckpt", live, {"a", "b", "d"},
+                Saved({{"module.b", {3}}, {"e", {1}}, {"c", {1}}, {"d", {1}}}),
+                options, /*revise=*/true, &report));
+  EXPECT_THAT(match, ElementsAre(-1, 0));
+  EXPECT_EQ(report.loaded, 2);  // b, and d on the other rank.
+  EXPECT_THAT(report.missing, ElementsAre("a"));
+  EXPECT_THAT(report.unexpected, ElementsAre("c", "e"));
+}
+
+TEST(MatchRunsTest, ReportOfAStrictMatchHasNoMissingOrUnexpectedKey) {
+  const auto live = Live({{"a", {2}}, {"b", {3}}});
+  KeyReport report;
+  report.missing = {"stale"};
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<int> match,
+      MatchRuns("ckpt", live, Names(live), Saved({{"b", {3}}, {"a", {2}}}),
+                ReadOptions(), /*revise=*/true, &report));
+  EXPECT_EQ(report.loaded, 2);
+  EXPECT_TRUE(report.missing.empty());
+  EXPECT_TRUE(report.unexpected.empty());
+}
+
 TEST(MatchRunsTest, NonStrictKeepsMissingAndIgnoresUnexpected) {
   const auto live = Live({{"a", {2}}, {"b", {3}}});
   ReadOptions options;

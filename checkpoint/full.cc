@@ -591,7 +591,8 @@ absl::StatusOr<Contents> LoadFull(const std::string& path,
     STRATA_ASSIGN_OR_RETURN(
         std::vector<int> match,
         MatchRuns(absl::StrCat("checkpoint '", path, "' (model)"), live.model,
-                  model_names, infos, options, /*revise=*/true));
+                  model_names, infos, options, /*revise=*/true,
+                  options.model_keys));
     STRATA_RETURN_IF_ERROR(Stage(path, *opened.file, live.model, model, match,
                                  checksums, model_staged));
     Contents contents = ContentsFromRoot(root);

@@ -356,7 +356,8 @@ absl::StatusOr<Contents> LoadSharded(const std::string& dir,
     STRATA_ASSIGN_OR_RETURN(
         std::vector<int> model_match,
         MatchRuns(absl::StrCat("checkpoint '", dir, "' (model)"), live.model,
-                  model_names, Infos(md.model()), options, /*revise=*/true));
+                  model_names, Infos(md.model()), options, /*revise=*/true,
+                  options.model_keys));
     STRATA_RETURN_IF_ERROR(PlanSection(dir, md, md.model(), live.model,
                                        model_match, model_staged, tasks));
     if (options.load_optimizer) {

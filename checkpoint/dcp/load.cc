@@ -274,7 +274,7 @@ absl::StatusOr<Contents> LoadDcp(const std::string& dir,
     STRATA_ASSIGN_OR_RETURN(
         const std::vector<int> model_match,
         MatchRuns(model.where, live.model, model_names, model.infos, options,
-                  /*revise=*/false));
+                  /*revise=*/false, options.model_keys));
     STRATA_RETURN_IF_ERROR(
         Stage(*reader, model, live.model, model_match, 0, model_staged));
     if (!options.load_optimizer) return Contents();

@@ -237,6 +237,7 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
   read.strict = options.strict;
   read.revise_keys = options.revise_keys;
   read.load_optimizer = options.load_optimizer;
+  read.model_keys = options.model_keys;
   std::error_code ec;
   absl::StatusOr<Contents> contents;
   if (dcp::IsDcpCheckpoint(path)) {

@@ -91,6 +91,8 @@ struct LoadOptions {
   // (regex, replacement) applied to the checkpoint's model keys.
   std::vector<std::pair<std::string, std::string>> revise_keys;
   bool load_optimizer = true;
+  // Borrowed, may be null: how the model's keys matched (ReadOptions).
+  KeyReport* model_keys = nullptr;
 };
 
 // The state SaveCheckpoint writes: the strategy's model (and optimizer)

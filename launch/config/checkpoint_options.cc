@@ -1,6 +1,9 @@
 #include "launch/config/checkpoint_options.h"
 
+#include <regex>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace strata::launch {
 
@@ -20,11 +23,48 @@ absl::Status ValidateTrainingCheckpointOptions(
         " are exclusive: --resume continues a run (weights, optimizer, "
         "step), --load_weights starts a fresh one from weights"));
   }
+  if (o.load_weights.empty() &&
+      (!o.load_weights_strict || !o.load_weights_revise_keys.empty())) {
+    return absl::InvalidArgumentError(
+        "--load_weights_strict and --load_weights_revise_keys apply to "
+        "--load_weights, which is not set (--resume loads strictly: it "
+        "continues the same model)");
+  }
+  if (absl::StatusOr<std::vector<std::pair<std::string, std::string>>> rules =
+          ParseReviseKeys(o.load_weights_revise_keys);
+      !rules.ok()) {
+    return rules.status();
+  }
   if ((o.save_every > 0 || o.resume == "auto") && o.dir.empty()) {
     return absl::InvalidArgumentError(
         "checkpoints need a directory (--output_dir)");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+ParseReviseKeys(const std::string& rules) {
+  std::vector<std::pair<std::string, std::string>> parsed;
+  if (rules.empty()) return parsed;
+  for (absl::string_view rule : absl::StrSplit(rules, ';')) {
+    const size_t eq = rule.rfind('=');
+    if (eq == absl::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--load_weights_revise_keys: rule '", rule,
+          "' is not REGEX=REPLACEMENT (rules are separated by ';', e.g. "
+          "'^module\\.=')"));
+    }
+    std::string regex(rule.substr(0, eq));
+    try {
+      std::regex compiled(regex);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--load_weights_revise_keys: '", regex,
+                       "' is not a valid regex: ", e.what()));
+    }
+    parsed.emplace_back(std::move(regex), std::string(rule.substr(eq + 1)));
+  }
+  return parsed;
 }
 
 }  // namespace strata::launch

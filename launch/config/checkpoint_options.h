@@ -8,8 +8,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "checkpoint/format.h"
 #include "optim/lr_schedule.h"
 
@@ -35,6 +38,16 @@ struct TrainingCheckpointOptions {
   // "" (none) or a checkpoint (full, sharded, PyTorch, Hugging Face
   // safetensors) whose model weights start the run; exclusive with `resume`.
   std::string load_weights;
+  // --load_weights_strict: every model tensor in the checkpoint and every
+  // checkpoint tensor in the model (else an error listing the keys); false:
+  // missing tensors keep their initial values and unexpected ones are
+  // ignored, both listed in a warning (mmengine's load_checkpoint(strict)).
+  bool load_weights_strict = true;
+  // --load_weights_revise_keys: "REGEX=REPLACEMENT" rules separated by ';',
+  // applied in order to the checkpoint's model keys before matching
+  // (mmengine's revise_keys, e.g. "^module\.=" strips DDP's prefix); each
+  // rule splits at its last '=', so a replacement holds no '=' or ';'.
+  std::string load_weights_revise_keys;
   // Recorded in meta: the seed, and the model's config as
   // models::ModelConfigRecord gives it (a registered name or config.json
   // text).
@@ -47,9 +60,16 @@ struct TrainingCheckpointOptions {
 };
 
 // Checks the options; errors name the flags (--save_every, --keep_last,
-// --resume, --load_weights).
+// --resume, --load_weights, --load_weights_strict,
+// --load_weights_revise_keys).
 absl::Status ValidateTrainingCheckpointOptions(
     const TrainingCheckpointOptions& options);
+
+// The (regex, replacement) rules of --load_weights_revise_keys, in order;
+// empty for "". Errors name the flag and the rule: a rule without '=', an
+// empty regex, a regex that does not compile.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+ParseReviseKeys(const std::string& rules);
 
 }  // namespace strata::launch
 

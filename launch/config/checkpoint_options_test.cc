@@ -70,5 +70,44 @@ TEST(CheckpointOptionsTest, ResumeAutoNeedsADirectory) {
   EXPECT_TRUE(ValidateTrainingCheckpointOptions(o).ok());
 }
 
+TEST(CheckpointOptionsTest, LoadWeightsMatchingFlagsNeedLoadWeights) {
+  TrainingCheckpointOptions o;
+  o.load_weights_strict = false;
+  EXPECT_THAT(ErrorOf(o), HasSubstr("apply to --load_weights, which is not "
+                                    "set"));
+  o = TrainingCheckpointOptions();
+  o.load_weights_revise_keys = "^module\\.=";
+  EXPECT_THAT(ErrorOf(o), HasSubstr("--load_weights_revise_keys"));
+  o.load_weights = "w.pt";
+  EXPECT_TRUE(ValidateTrainingCheckpointOptions(o).ok());
+}
+
+TEST(ParseReviseKeysTest, RulesSplitAtSemicolonsAndTheirLastEquals) {
+  auto rules = ParseReviseKeys("^module\\.=;^(?=x)backbone=encoder");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_EQ(rules->size(), 2u);
+  EXPECT_EQ((*rules)[0].first, "^module\\.");
+  EXPECT_EQ((*rules)[0].second, "");
+  EXPECT_EQ((*rules)[1].first, "^(?=x)backbone");
+  EXPECT_EQ((*rules)[1].second, "encoder");
+  EXPECT_TRUE(ParseReviseKeys("")->empty());
+}
+
+TEST(ParseReviseKeysTest, RuleWithoutEqualsIsNamed) {
+  const auto rules = ParseReviseKeys("^module\\.=;prefix");
+  ASSERT_FALSE(rules.ok());
+  EXPECT_THAT(rules.status().message(),
+              HasSubstr("--load_weights_revise_keys: rule 'prefix' is not "
+                        "REGEX=REPLACEMENT"));
+}
+
+TEST(ParseReviseKeysTest, InvalidRegexIsNamed) {
+  TrainingCheckpointOptions o;
+  o.load_weights = "w.pt";
+  o.load_weights_revise_keys = "(=x";
+  EXPECT_THAT(ErrorOf(o), HasSubstr("--load_weights_revise_keys: '(' is not "
+                                    "a valid regex"));
+}
+
 }  // namespace
 }  // namespace strata::launch

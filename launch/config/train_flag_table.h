@@ -322,9 +322,18 @@ void VisitCheckpointFlags(TrainOptions& o, Visitor&& v) {
     "with \"state_dict\", or of a bare state dict), or Hugging "
     "Face GPT-2 / Llama safetensors (a .safetensors file or a "
     "model directory, single or sharded; converted for --model). "
-    "Strict: "
-    "missing, unexpected or mis-shaped keys are an error. "
-    "Exclusive with --resume.");
+    "Strict unless --load_weights_strict=false: missing, unexpected "
+    "or mis-shaped keys are an error. Exclusive with --resume.");
+  v("load_weights_strict", &o.checkpoint.load_weights_strict,
+    "--load_weights: false loads what matches, keeps the model's "
+    "other tensors at their initial values and ignores the "
+    "checkpoint's others, listing both in a warning (mmengine's "
+    "strict=False). Mis-shaped keys stay an error.");
+  v("load_weights_revise_keys", &o.checkpoint.load_weights_revise_keys,
+    "--load_weights: REGEX=REPLACEMENT rules separated by ';', applied "
+    "in order to the checkpoint's model keys before matching "
+    "(mmengine's revise_keys), e.g. '^module\\.=' strips DDP's "
+    "prefix. Strata, PyTorch and sharded checkpoints.");
 }
 
 // The run: --seed, --precision and loss scaling, --device, --threads.

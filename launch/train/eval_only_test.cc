@@ -192,5 +192,43 @@ TEST(EvalOnlyTest, RefusedWithoutWeights) {
                                "eval data, only with --eval_only)"));
 }
 
+// --load_weights_revise_keys renames the checkpoint's keys before they
+// match: blocks.1 renamed to blocks.7 leaves blocks.1's tensors missing and
+// blocks.7's unexpected, so the strict default refuses the load naming
+// both, and --load_weights_strict=false loads the rest, keeps blocks.1 at
+// its initial values (a different model, so another loss) and lists both.
+TEST(EvalOnlyTest, NonStrictLoadListsMissingAndUnexpectedKeys) {
+  const std::string rename =
+      "--load_weights_revise_keys=^blocks\\.1\\.=blocks.7.";
+  const RunResult strict =
+      Train({"--eval_only", "--output_dir=" + TempDir("eval_strict_renamed"),
+             "--load_weights=" + Step4(), rename});
+  EXPECT_NE(strict.exit_code, 0);
+  EXPECT_THAT(strict.err, HasSubstr("does not match the model; missing keys: "
+                                    "blocks.1."));
+  EXPECT_THAT(strict.err, HasSubstr("unexpected keys: blocks.7."));
+
+  const std::string out = TempDir("eval_non_strict");
+  const RunResult loose =
+      Train({"--eval_only", "--output_dir=" + out, "--load_weights=" + Step4(),
+             rename, "--load_weights_strict=false"});
+  ASSERT_EQ(loose.exit_code, 0) << loose.err;
+  // gpt-tiny: 2 blocks of 12 tensors each (4 + 2 + 4 + 2: ln_1, attn, ln_2,
+  // mlp weights and biases), plus wte, wpe, ln_f weight and bias: 28 tensors,
+  // 12 of them blocks.1's.
+  EXPECT_THAT(loose.err, HasSubstr("loaded 16 model tensors"));
+  EXPECT_THAT(loose.err, HasSubstr("12 model tensors are not in the "
+                                   "checkpoint and keep their initial values "
+                                   "(--load_weights_strict=false): "
+                                   "blocks.1."));
+  EXPECT_THAT(loose.err, HasSubstr("12 checkpoint tensors are not in the "
+                                   "model and were ignored"));
+  const Eval full = EvalOnly("strict_full", {"--load_weights=" + Step4()});
+  auto json = ParseJson(ReadFile(out + "/eval.json"), out + "/eval.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_GT(std::abs((*json)["loss"].get<double>() - full.loss),
+            Tolerance(full.loss));
+}
+
 }  // namespace
 }  // namespace strata::launch

@@ -257,25 +257,79 @@ double TrainingCheckpoints::NextLr(int64_t steps_done) const {
 namespace {
 
 // LoadModelWeights without naming a flag in errors.
+// How --load_weights matches keys: strictly (the default, and always for
+// --resume's weights), or as --load_weights_strict and
+// --load_weights_revise_keys say.
+struct WeightsMatching {
+  bool strict = true;
+  std::vector<std::pair<std::string, std::string>> revise_keys;
+};
+
+absl::StatusOr<WeightsMatching> WeightsMatchingOf(
+    const TrainingCheckpointOptions& options) {
+  WeightsMatching matching;
+  matching.strict = options.load_weights_strict;
+  STRATA_ASSIGN_OR_RETURN(matching.revise_keys,
+                          ParseReviseKeys(options.load_weights_revise_keys));
+  return matching;
+}
+
+// Logs (rank 0) how a non-strict or revised load matched the model's keys.
+void LogKeyReport(const std::string& path, const checkpoint::KeyReport& keys,
+                  comm::Group* group) {
+  if (group != nullptr && group->rank() != 0) return;
+  LOG(INFO) << "--load_weights=" << path << ": loaded " << keys.loaded
+            << " model tensors";
+  for (const auto& [names, what] :
+       {std::pair{&keys.missing,
+                  "model tensors are not in the checkpoint and "
+                  "keep their initial values"},
+        std::pair{
+            &keys.unexpected,
+            "checkpoint tensors are not in the model and were ignored"}}) {
+    if (names->empty()) continue;
+    LOG(WARNING) << "rank 0: --load_weights=" << path << ": " << names->size()
+                 << " " << what << " (--load_weights_strict=false): "
+                 << absl::StrJoin(*names, ", ");
+  }
+}
+
 absl::Status LoadWeightsFrom(const std::string& path,
                              const models::ModelConfig& config,
-                             strategies::Strategy& strategy,
-                             comm::Group* group) {
+                             strategies::Strategy& strategy, comm::Group* group,
+                             const WeightsMatching& matching = {}) {
+  const bool default_matching = matching.strict && matching.revise_keys.empty();
   if (models::IsHfCheckpoint(path)) {
+    if (!default_matching) {
+      return absl::InvalidArgumentError(
+          "Hugging Face weights are converted by name and load strictly: "
+          "--load_weights_strict=false and --load_weights_revise_keys apply "
+          "to Strata, PyTorch and DCP checkpoints");
+    }
     return checkpoint::LoadHfWeights(path, config, strategy, group);
   }
   checkpoint::LoadOptions load;
   load.load_optimizer = false;
-  return checkpoint::LoadCheckpoint(path, strategy, group, load).status();
+  load.strict = matching.strict;
+  load.revise_keys = matching.revise_keys;
+  checkpoint::KeyReport keys;
+  load.model_keys = &keys;
+  STRATA_RETURN_IF_ERROR(
+      checkpoint::LoadCheckpoint(path, strategy, group, load).status());
+  if (!default_matching) LogKeyReport(path, keys, group);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status LoadModelWeights(const std::string& path,
+absl::Status LoadModelWeights(const TrainingCheckpointOptions& options,
                               const models::ModelConfig& config,
                               strategies::Strategy& strategy,
                               comm::Group* group) {
-  return Annotate(LoadWeightsFrom(path, config, strategy, group),
+  const std::string& path = options.load_weights;
+  absl::StatusOr<WeightsMatching> matching = WeightsMatchingOf(options);
+  if (!matching.ok()) return matching.status();
+  return Annotate(LoadWeightsFrom(path, config, strategy, group, *matching),
                   absl::StrCat("--load_weights=", path));
 }
 
@@ -283,8 +337,7 @@ absl::StatusOr<std::string> LoadWeightsOnly(
     const TrainingCheckpointOptions& options, const models::ModelConfig& config,
     strategies::Strategy& strategy, comm::Group* group) {
   if (!options.load_weights.empty()) {
-    STRATA_RETURN_IF_ERROR(
-        LoadModelWeights(options.load_weights, config, strategy, group));
+    STRATA_RETURN_IF_ERROR(LoadModelWeights(options, config, strategy, group));
     return options.load_weights;
   }
   if (options.resume.empty()) {
@@ -311,7 +364,7 @@ absl::Status TrainingCheckpoints::MaybeLoadWeights(
     const models::ModelConfig& config) {
   if (options_.load_weights.empty()) return absl::OkStatus();
   STRATA_RETURN_IF_ERROR(
-      LoadModelWeights(options_.load_weights, config, *strategy_, group_));
+      LoadModelWeights(options_, config, *strategy_, group_));
   LOG(INFO) << "--load_weights=" << options_.load_weights
             << ": loaded the model weights; starting at step 0 with a fresh "
                "optimizer and schedule";

@@ -42,12 +42,16 @@
 
 namespace strata::launch {
 
-// Loads the model weights at `path` into `strategy`, strictly (a collective
-// over `group`, null: one process; the optimizer stays as it is): a Strata
-// full or sharded checkpoint, a PyTorch file, or Hugging Face weights
-// (models::IsHfCheckpoint) converted for `config`, the model's config.
-// Errors name --load_weights=<path>.
-absl::Status LoadModelWeights(const std::string& path,
+// Loads the model weights at options.load_weights into `strategy` (a
+// collective over `group`, null: one process; the optimizer stays as it
+// is): a Strata full or sharded checkpoint, a PyTorch file, a DCP directory,
+// or Hugging Face weights (models::IsHfCheckpoint) converted for `config`,
+// the model's config. Strictly, unless options.load_weights_strict is false
+// or load_weights_revise_keys rename keys (not for Hugging Face weights: an
+// error); such a load logs how the keys matched (rank 0: the count loaded, a
+// warning listing missing and unexpected keys). Errors name
+// --load_weights=<path>.
+absl::Status LoadModelWeights(const TrainingCheckpointOptions& options,
                               const models::ModelConfig& config,
                               strategies::Strategy& strategy,
                               comm::Group* group);
@@ -82,8 +86,8 @@ class TrainingCheckpoints {
   // naming --resume and both optimizers (checkpoint::LoadCheckpoint).
   absl::StatusOr<int64_t> MaybeResume();
 
-  // With options.load_weights set: loads the model weights (strictly, a
-  // collective; the optimizer, step and data position stay fresh). Hugging
+  // With options.load_weights set: loads the model weights (LoadModelWeights;
+  // a collective; the optimizer, step and data position stay fresh). Hugging
   // Face weights (models::IsHfCheckpoint) are converted for `config`,
   // the run's model config. Errors name --load_weights.
   absl::Status MaybeLoadWeights(const models::ModelConfig& config);
