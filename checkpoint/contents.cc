@@ -131,8 +131,16 @@ absl::StatusOr<std::vector<int>> MatchRuns(
   }
   if (options.strict) {
     std::vector<std::string> missing, unexpected;
+    // A tolerated name: a parameter of may_be_missing, or its optimizer
+    // state "<name>.<state>".
+    const auto tolerated = [&](const std::string& name) {
+      if (options.may_be_missing.count(name) > 0) return true;
+      const size_t dot = name.rfind('.');
+      return dot != std::string::npos &&
+             options.may_be_missing.count(name.substr(0, dot)) > 0;
+    };
     for (const std::string& name : live_names) {
-      if (by_name.count(name) == 0) missing.push_back(name);
+      if (by_name.count(name) == 0 && !tolerated(name)) missing.push_back(name);
     }
     for (const auto& [name, index] : by_name) {
       if (all_live_names.count(name) == 0) unexpected.push_back(name);

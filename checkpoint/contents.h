@@ -108,6 +108,11 @@ struct ReadOptions {
   // Load the optimizer section (an error if the checkpoint has none and
   // `strict`).
   bool load_optimizer = true;
+  // Parameter names whose tensors strict loading tolerates being absent
+  // (they keep their values): the parameter and its optimizer state
+  // ("<name>.<state>"). The frozen parameters a checkpoint saved with
+  // exclude_frozen_parameters leaves out; still listed in KeyReport::missing.
+  std::set<std::string> may_be_missing;
   // Borrowed, may be null: receives the model section's KeyReport once the
   // keys have matched (set on every rank, the same on all, by the full,
   // sharded and DCP loaders; the local format matches layouts exactly).

@@ -148,6 +148,27 @@ TEST(MatchRunsTest, ReportOfAStrictMatchHasNoMissingOrUnexpectedKey) {
   EXPECT_TRUE(report.unexpected.empty());
 }
 
+TEST(MatchRunsTest, StrictToleratesMayBeMissingAndTheirOptimizerState) {
+  // "w" is frozen and was left out with its (absent) optimizer state; "b"'s
+  // optimizer state is not tolerated.
+  const auto live =
+      Live({{"w", {2}}, {"w.exp_avg", {2}}, {"b", {3}}, {"b.exp_avg", {3}}});
+  ReadOptions options;
+  options.may_be_missing = {"w"};
+  KeyReport report;
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<int> match,
+      MatchRuns("ckpt", live, Names(live),
+                Saved({{"b", {3}}, {"b.exp_avg", {3}}}), options,
+                /*revise=*/true, &report));
+  EXPECT_THAT(match, ElementsAre(-1, -1, 0, 1));
+  EXPECT_THAT(report.missing, ElementsAre("w", "w.exp_avg"));
+  EXPECT_THAT(MatchRuns("ckpt", live, Names(live), Saved({{"b", {3}}}), options,
+                        /*revise=*/true),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing keys: b.exp_avg")));
+}
+
 TEST(MatchRunsTest, NonStrictKeepsMissingAndIgnoresUnexpected) {
   const auto live = Live({{"a", {2}}, {"b", {3}}});
   ReadOptions options;

@@ -238,6 +238,7 @@ absl::StatusOr<Contents> LoadCheckpoint(const std::string& path,
   read.revise_keys = options.revise_keys;
   read.load_optimizer = options.load_optimizer;
   read.model_keys = options.model_keys;
+  read.may_be_missing = options.may_be_missing;
   std::error_code ec;
   absl::StatusOr<Contents> contents;
   if (dcp::IsDcpCheckpoint(path)) {
@@ -297,9 +298,11 @@ absl::StatusOr<Contents> Resume(const std::string& path,
                                 strategies::Strategy& strategy,
                                 comm::Group* group, bool resume_optimizer,
                                 bool resume_param_scheduler,
-                                const std::string& root) {
+                                const std::string& root,
+                                const std::set<std::string>& may_be_missing) {
   LoadOptions options;
   options.load_optimizer = resume_optimizer;
+  options.may_be_missing = may_be_missing;
   auto finish = [&](const std::string& resolved, Contents contents) {
     if (!resume_param_scheduler) contents.param_scheduler.clear();
     LOG(INFO) << "resumed from " << resolved << " at step "

@@ -93,6 +93,9 @@ struct LoadOptions {
   bool load_optimizer = true;
   // Borrowed, may be null: how the model's keys matched (ReadOptions).
   KeyReport* model_keys = nullptr;
+  // Parameters (and their optimizer state) a strict load tolerates being
+  // absent (ReadOptions::may_be_missing).
+  std::set<std::string> may_be_missing;
 };
 
 // The state SaveCheckpoint writes: the strategy's model (and optimizer)
@@ -163,12 +166,13 @@ absl::Status LoadHfWeights(const std::string& path,
 // nothing of it is loaded; a sound one that fails to load (another model or
 // optimizer) is the error. NotFound naming `root` when no checkpoint is left
 // (none, or every one corrupt: the message counts those skipped).
-absl::StatusOr<Contents> Resume(const std::string& path,
-                                strategies::Strategy& strategy,
-                                comm::Group* group,
-                                bool resume_optimizer = true,
-                                bool resume_param_scheduler = true,
-                                const std::string& root = "");
+// `may_be_missing`: parameters the checkpoint may lack (frozen ones it
+// excluded; LoadOptions::may_be_missing).
+absl::StatusOr<Contents> Resume(
+    const std::string& path, strategies::Strategy& strategy, comm::Group* group,
+    bool resume_optimizer = true, bool resume_param_scheduler = true,
+    const std::string& root = "",
+    const std::set<std::string>& may_be_missing = {});
 
 // --- The checkpoints of a run, under one root directory. ---
 //

@@ -38,6 +38,10 @@ struct TrainingCheckpointOptions {
   // "" (none) or a checkpoint (full, sharded, PyTorch, Hugging Face
   // safetensors) whose model weights start the run; exclusive with `resume`.
   std::string load_weights;
+  // --ckpt_exclude_frozen_parameters: saves leave out parameters with
+  // requires_grad false (checkpoint::SaveOptions); a resume keeps their
+  // values.
+  bool exclude_frozen_parameters = false;
   // --load_weights_strict: every model tensor in the checkpoint and every
   // checkpoint tensor in the model (else an error listing the keys); false:
   // missing tensors keep their initial values and unexpected ones are

@@ -99,6 +99,11 @@ void VisitModelAndDataFlags(TrainOptions& o, Visitor&& v) {
     "logits for this many tokens at a time, forward and backward, "
     "instead of all micro_batch * seq_len (0: unfused). Same loss, "
     "gradients within a few float ulps; saves the logits memory.");
+  v("freeze", &o.freeze,
+    "Freeze the parameters whose names this regex matches (a "
+    "search, e.g. '^wpe\\.|^blocks\\.0\\.'): requires_grad false, so "
+    "they get no gradient, no optimizer state and never change; "
+    "empty: none. A regex that matches no parameter is an error.");
   v("data", &o.data,
     "markov (synthetic corpus with a known entropy floor), bytes "
     "(a text file, vocab 256), uint16 or uint32 (token-bin file), "
@@ -297,6 +302,11 @@ void VisitCheckpointFlags(TrainOptions& o, Visitor&& v) {
   v("ckpt_dir", &o.checkpoint.dir,
     "Directory of the run's checkpoints (step_<n>, latest); empty: "
     "<output_dir>/checkpoints.");
+  v("ckpt_exclude_frozen_parameters", &o.checkpoint.exclude_frozen_parameters,
+    "Leave the frozen parameters (--freeze) out of checkpoints, as "
+    "mmengine's DeepSpeedStrategy(exclude_frozen_parameters=True); "
+    "--resume then keeps their values, which are the run's initial "
+    "ones (the same --seed). model.pt keeps every parameter.");
   v("save_every", &o.checkpoint.save_every,
     "Save a checkpoint every this many steps; 0: never.");
   v("keep_last", &o.checkpoint.keep_last,

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <regex>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -368,6 +369,28 @@ bool DeferredInit(const TrainOptions& o, const at::Device& device) {
          o.strategy == strategies::StrategyKind::kFsdp && device.is_cpu();
 }
 
+namespace {
+
+// --freeze (a regex) and --ckpt_exclude_frozen_parameters (needs --freeze).
+absl::Status ValidateFreezeFlags(const TrainOptions& o) {
+  if (!o.freeze.empty()) {
+    try {
+      std::regex compiled(o.freeze);
+    } catch (const std::regex_error& e) {
+      return FlagError(
+          "freeze",
+          absl::StrCat("'", o.freeze, "' is not a valid regex: ", e.what()));
+    }
+  }
+  if (o.checkpoint.exclude_frozen_parameters && o.freeze.empty()) {
+    return FlagError("ckpt_exclude_frozen_parameters",
+                     "needs --freeze: no parameter is frozen");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateTrainOptions(const TrainOptions& o) {
   if (o.steps < 1)
     return FlagError("steps", absl::StrCat("must be >= 1, got ", o.steps));
@@ -407,6 +430,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   STRATA_RETURN_IF_ERROR(ValidateTraceFlags(o.trace_steps, o.trace_dir));
   if (o.dropout < 0 || o.dropout >= 1)
     return FlagError("dropout", "must be in [0, 1)");
+  STRATA_RETURN_IF_ERROR(ValidateFreezeFlags(o));
   if (o.loss_chunk_tokens < 0) {
     return FlagError(
         "loss_chunk_tokens",

@@ -82,6 +82,9 @@ struct TrainOptions {
   // never holding the full [micro_batch * seq_len, vocab] logits
   // (ModelConfig::loss_chunk_tokens, models/chunked_loss.h); 0: unfused.
   int64_t loss_chunk_tokens = 0;
+  // Parameters whose names this regex matches (std::regex_search) are frozen
+  // (requires_grad false) before the strategy is made; "": none.
+  std::string freeze;
   // Data: the synthetic Markov corpus (a known entropy floor), a text file
   // (bytes, vocab 256; text, through `tokenizer`) or a token-bin file
   // (uint16/uint32).

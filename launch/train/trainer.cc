@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -22,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -63,6 +65,34 @@
 
 namespace strata::launch {
 namespace {
+
+// --freeze: sets requires_grad false on the parameters whose names `regex`
+// (validated) matches, before the strategy is made; rank 0 logs them. A
+// regex that matches no parameter is an error naming the flag.
+absl::Status FreezeParameters(models::UnitModel& model,
+                              const std::string& regex, bool log) {
+  if (regex.empty()) return absl::OkStatus();
+  const std::regex re(regex);
+  std::vector<std::string> frozen;
+  int64_t elements = 0;
+  for (auto& item : model.named_parameters()) {
+    if (!std::regex_search(item.key(), re)) continue;
+    item.value().set_requires_grad(false);
+    frozen.push_back(item.key());
+    elements += item.value().numel();
+  }
+  if (frozen.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--freeze='", regex,
+                     "' matches no parameter of the model (names "
+                     "such as '",
+                     model.named_parameters()[0].key(), "')"));
+  }
+  LOG_IF(INFO, log) << "--freeze: " << frozen.size() << " parameters ("
+                    << elements
+                    << " elements) frozen: " << absl::StrJoin(frozen, ", ");
+  return absl::OkStatus();
+}
 
 // A contiguous range of another source (train/eval split).
 class TokenSlice final : public data::TokenSource {
@@ -311,6 +341,8 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
     run->model->to(run->device);
     LOG_IF(INFO, run->rank == 0) << "training on " << run->device.str();
   }
+  STRATA_RETURN_IF_ERROR(
+      FreezeParameters(*run->model, o.freeze, run->rank == 0));
   if (o.precision == Precision::kBf16) {
     run->model->AddInterceptor(
         std::make_shared<strategies::AutocastInterceptor>());

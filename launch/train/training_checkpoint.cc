@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -134,8 +135,14 @@ absl::Status TrainingCheckpoints::RestoreLossScaler(
 
 absl::StatusOr<int64_t> TrainingCheckpoints::MaybeResume() {
   if (options_.resume.empty()) return 0;
-  absl::StatusOr<Contents> resumed =
-      Resume(options_.resume, *strategy_, group_, true, true, options_.dir);
+  // Frozen parameters keep their (initial) values where a checkpoint saved
+  // with --ckpt_exclude_frozen_parameters left them out.
+  std::set<std::string> frozen;
+  for (const auto& item : strategy_->model().named_parameters()) {
+    if (!item.value().requires_grad()) frozen.insert(item.key());
+  }
+  absl::StatusOr<Contents> resumed = Resume(options_.resume, *strategy_, group_,
+                                            true, true, options_.dir, frozen);
   // "auto" with nothing (valid) to resume: the first start of a run, or
   // every checkpoint corrupt (each was reported).
   if (options_.resume == "auto" &&
@@ -377,6 +384,7 @@ absl::Status TrainingCheckpoints::AfterStep(int64_t steps_done) {
   }
   SaveOptions save;
   save.format = format_;
+  save.exclude_frozen_parameters = options_.exclude_frozen_parameters;
   save.optimizer_lr = NextLr(steps_done);
   // Chaos tests pause or kill a rank here (base/fault_point.h); the save
   // follows step steps_done - 1.
