@@ -263,7 +263,6 @@ double TrainingCheckpoints::NextLr(int64_t steps_done) const {
 
 namespace {
 
-// LoadModelWeights without naming a flag in errors.
 // How --load_weights matches keys: strictly (the default, and always for
 // --resume's weights), or as --load_weights_strict and
 // --load_weights_revise_keys say.
@@ -301,6 +300,7 @@ void LogKeyReport(const std::string& path, const checkpoint::KeyReport& keys,
   }
 }
 
+// LoadModelWeights without naming a flag in errors.
 absl::Status LoadWeightsFrom(const std::string& path,
                              const models::ModelConfig& config,
                              strategies::Strategy& strategy, comm::Group* group,
@@ -310,8 +310,9 @@ absl::Status LoadWeightsFrom(const std::string& path,
     if (!default_matching) {
       return absl::InvalidArgumentError(
           "Hugging Face weights are converted by name and load strictly: "
-          "--load_weights_strict=false and --load_weights_revise_keys apply "
-          "to Strata, PyTorch and DCP checkpoints");
+          "--load_weights_strict=false applies to Strata, PyTorch and DCP "
+          "checkpoints, --load_weights_revise_keys to Strata and PyTorch "
+          "ones");
     }
     return checkpoint::LoadHfWeights(path, config, strategy, group);
   }
