@@ -5,7 +5,8 @@
 // turns it into a build failure. GCC matches the pragma against every
 // location of the warning's inlining chain, which runs through <regex>'s
 // headers included here, so the code that uses std::regex keeps the warning.
-// Include this instead of <regex>.
+// Include this instead of <regex>. CompileRegex turns a user's pattern (a
+// flag, an option) into a std::regex or an error naming it.
 #ifndef STRATA_BASE_REGEX_H_
 #define STRATA_BASE_REGEX_H_
 
@@ -13,5 +14,18 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>  // IWYU pragma: export
 #pragma GCC diagnostic pop
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace strata {
+
+// `pattern` compiled as ECMAScript (std::regex's default), or
+// InvalidArgument "'<pattern>' is not a valid regex: <why>"; callers prefix
+// where the pattern came from (the flag, the option).
+absl::StatusOr<std::regex> CompileRegex(const std::string& pattern);
+
+}  // namespace strata
 
 #endif  // STRATA_BASE_REGEX_H_

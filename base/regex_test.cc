@@ -1,11 +1,17 @@
 #include "base/regex.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "base/testing/status_matchers.h"
+
 namespace strata {
 namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::StatusIs;
 
 // The header gives std::regex whole: matching, capture groups, search.
 TEST(RegexTest, MatchesAndCaptures) {
@@ -25,6 +31,20 @@ TEST(RegexTest, SearchFindsTheFirstOccurrence) {
   const std::string text = "started pid 31 then pid 32";
   ASSERT_TRUE(std::regex_search(text, match, pid));
   EXPECT_EQ(match[1].str(), "31");
+}
+
+TEST(CompileRegexTest, CompilesAValidPattern) {
+  auto re = CompileRegex("^blocks\\.[0-9]+\\.");
+  ASSERT_THAT(re, IsOk());
+  EXPECT_TRUE(std::regex_search(std::string("blocks.3.attn.weight"), *re));
+  EXPECT_FALSE(std::regex_search(std::string("head.weight"), *re));
+}
+
+TEST(CompileRegexTest, NamesTheInvalidPattern) {
+  auto re = CompileRegex("blocks.(");
+  EXPECT_THAT(
+      re, StatusIs(absl::StatusCode::kInvalidArgument,
+                   ::testing::HasSubstr("'blocks.(' is not a valid regex: ")));
 }
 
 }  // namespace

@@ -98,12 +98,12 @@ absl::StatusOr<std::vector<int>> MatchRuns(
   std::vector<std::pair<std::regex, std::string>> rules;
   if (revise) {
     for (const auto& [pattern, replacement] : options.revise_keys) {
-      try {
-        rules.emplace_back(std::regex(pattern), replacement);
-      } catch (const std::regex_error& e) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "revise_keys: '", pattern, "' is not a valid regex: ", e.what()));
+      absl::StatusOr<std::regex> re = CompileRegex(pattern);
+      if (!re.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("revise_keys: ", re.status().message()));
       }
+      rules.emplace_back(*std::move(re), replacement);
     }
   }
   std::map<std::string, int> by_name;

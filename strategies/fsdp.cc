@@ -260,10 +260,11 @@ absl::StatusOr<int64_t> FsdpStrategy::PlanUnits() {
     // (gathered once, not around every unit), as DeepSpeed keeps parameters
     // below stage3_param_persistence_threshold whole on every rank.
     root_sharded_ = false;
+    const std::vector<int64_t> counts = UnitsNumParameters(model());
     std::vector<std::string> units;
-    for (const models::UnitInfo& unit : model().units()) {
-      units.push_back(absl::StrCat(unit.name, " (", unit.type, ", ",
-                                   UnitNumParameters(model(), unit),
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const models::UnitInfo& unit = model().units()[i];
+      units.push_back(absl::StrCat(unit.name, " (", unit.type, ", ", counts[i],
                                    " parameters)"));
     }
     LOG_IF(WARNING, rank0)

@@ -8,29 +8,19 @@
 
 namespace strata::strategies {
 
-namespace {
-
-using Sizes = std::unordered_map<std::string, int64_t>;
-
-Sizes ParameterSizes(const models::UnitModel& model) {
-  Sizes sizes;
+std::vector<int64_t> UnitsNumParameters(const models::UnitModel& model) {
+  std::unordered_map<std::string, int64_t> sizes;
   for (const auto& item : model.named_parameters()) {
     sizes[item.key()] = item.value().numel();
   }
-  return sizes;
-}
-
-int64_t NumParameters(const Sizes& sizes, const models::UnitInfo& unit) {
-  int64_t total = 0;
-  for (const std::string& name : unit.parameters) total += sizes.at(name);
-  return total;
-}
-
-}  // namespace
-
-int64_t UnitNumParameters(const models::UnitModel& model,
-                          const models::UnitInfo& unit) {
-  return NumParameters(ParameterSizes(model), unit);
+  std::vector<int64_t> counts;
+  counts.reserve(model.units().size());
+  for (const models::UnitInfo& unit : model.units()) {
+    int64_t total = 0;
+    for (const std::string& name : unit.parameters) total += sizes.at(name);
+    counts.push_back(total);
+  }
+  return counts;
 }
 
 absl::StatusOr<std::vector<int>> SelectWrappedUnits(
@@ -55,11 +45,11 @@ absl::StatusOr<std::vector<int>> SelectWrappedUnits(
                              policy.predicate != nullptr;
   const std::set<std::string> types(policy.unit_types.begin(),
                                     policy.unit_types.end());
-  const Sizes sizes = ParameterSizes(model);
+  const std::vector<int64_t> counts = UnitsNumParameters(model);
   std::vector<int> wrapped;
   for (size_t i = 0; i < model.units().size(); ++i) {
     const models::UnitInfo& unit = model.units()[i];
-    const int64_t numel = NumParameters(sizes, unit);
+    const int64_t numel = counts[i];
     bool wrap = !any_criterion;
     if (types.count(unit.type) > 0) wrap = true;
     if (policy.min_num_params > 0 && numel >= policy.min_num_params) {

@@ -17,9 +17,9 @@
 
 namespace strata::strategies {
 
-// The number of elements of `unit`'s parameters (read from `model`).
-int64_t UnitNumParameters(const models::UnitModel& model,
-                          const models::UnitInfo& unit);
+// The number of elements of each unit's parameters, in model.units() order
+// (the parameter sizes read once).
+std::vector<int64_t> UnitsNumParameters(const models::UnitModel& model);
 
 // Indices (into model.units(), increasing) of the units `policy` wraps: a
 // unit is wrapped when any criterion that is set accepts it; with no

@@ -43,7 +43,8 @@ TEST(WrapPolicyTest, ByParameterCount) {
   // A block has 2 LayerNorms (2 x 128), attention (64x192 + 192 + 64x64 +
   // 64) and MLP (64x256 + 256 + 256x64 + 64): 49,984 parameters; the
   // embedding unit 256x64 + 128x64 = 24,576; the head (ln_f) 128.
-  EXPECT_EQ(UnitNumParameters(*model, model->units()[1]), 49984);
+  EXPECT_EQ(UnitsNumParameters(*model),
+            (std::vector<int64_t>{24576, 49984, 49984, 128}));
   WrapPolicy policy;
   policy.min_num_params = 30000;
   auto wrapped = SelectWrappedUnits(*model, policy);

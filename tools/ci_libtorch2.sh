@@ -23,7 +23,13 @@
 # --totals FILE also writes "passed failed skipped" there. Exit status 0 iff
 # nothing failed.
 #
-# Usage: tools/ci_libtorch2.sh [--all] [--totals FILE]   (inside the root)
+# Usage: tools/ci_libtorch2.sh [--all] [--totals FILE] [--deadline EPOCH_S]
+#        (inside the root)
+#   --deadline EPOCH_S  .ci/run's time budget: nothing starts after that
+#     second (date +%s), and a build or test still running then is stopped.
+#     What did not run counts as skipped, each with that reason: CI is killed
+#     at 90 minutes, and a cold run on a slow machine must still end with its
+#     counts (issue 36's order: the Bazel half and the CUDA check first).
 #
 # Environment: STRATA_CMAKE_BUILD (the build tree; default
 # /var/cache/strata/cmake-build inside the root, kept between runs),
@@ -33,14 +39,29 @@ cd "$(dirname "$0")/.."
 
 totals=()
 all=0
+deadline=0
 while (($# > 0)); do
   case "$1" in
     --all) all=1; shift ;;
     --totals) totals=(--totals "$2"); shift 2 ;;
-    *) echo "ci_libtorch2.sh: unknown argument '$1' (expected --all or --totals FILE)" >&2; exit 2 ;;
+    --deadline)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "ci_libtorch2.sh: --deadline takes seconds since the epoch, got '${2:-}'" >&2; exit 2; }
+      deadline=$2; shift 2 ;;
+    *) echo "ci_libtorch2.sh: unknown argument '$1' (expected --all, --totals FILE or --deadline EPOCH_S)" >&2; exit 2 ;;
   esac
 done
 log() { echo "[ci_libtorch2 $(date +%T)] $*" >&2; }
+# Seconds left before --deadline (a large number without one).
+left_s() { if ((deadline)); then echo $((deadline - $(date +%s))); else echo 999999; fi; }
+# Runs "$@" under what is left of the budget; 124 if nothing is left or it ran
+# out (timeout(1) then stops the command's whole process group).
+budgeted() {
+  local left
+  left=$(left_s)
+  ((left > 0)) || return 124
+  timeout "$left" "$@"
+}
+budget_reason=".ci/run's time budget ran out first (a cold run on a slow machine; tools/ci_libtorch2.sh runs it alone)"
 
 build=${STRATA_CMAKE_BUILD:-/var/cache/strata/cmake-build}
 export CCACHE_DIR=${CCACHE_DIR:-/var/cache/strata/ccache}
@@ -89,9 +110,21 @@ else
   targets=(--target strata_torch_version_ci)
   ctest_select=(-L '^torch_version$')
 fi
+# The tests this run is to run, one label per line.
+expected="$build/expected_tests.txt"
+(cd "$build" && ctest -N "${ctest_select[@]}" -E '^//tools:multinode_netns_test$') 2>/dev/null \
+  | sed -n 's/^ *Test *#[0-9]*: //p' >"$expected"
+[[ -s "$expected" ]] || printf 'ctest_list_tests\tfailed\n' >>"$checks"
+budget_out() {  # WHAT: everything from WHAT on is skipped for the budget
+  log "the time budget ran out at: $1"
+  printf '%s\t%s\n' "$1" "$budget_reason" >>"$not_run"
+}
 build_rc=0
-cmake --build "$build" -j "$jobs" "${targets[@]}" -- -k >"$build/build.log" 2>&1 || build_rc=$?
-if ((build_rc != 0)); then
+budgeted cmake --build "$build" -j "$jobs" "${targets[@]}" -- -k \
+  >"$build/build.log" 2>&1 || build_rc=$?
+if ((build_rc == 124)); then
+  budget_out cmake_build
+elif ((build_rc != 0)); then
   grep -E "error|Error" "$build/build.log" | head -n 60 >&2
   printf 'cmake_build\tfailed\n' >>"$checks"
 else
@@ -104,18 +137,32 @@ command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -Ei "hits
 # examples/cmake_consumer built against it with find_package(Strata) and run.
 if ((build_rc == 0)); then
   log "installing into a temporary prefix and building examples/cmake_consumer against it"
-  if examples/cmake_consumer/check.sh "$build" >"$build/check_install.log" 2>&1; then
+  install_rc=0
+  budgeted examples/cmake_consumer/check.sh "$build" >"$build/check_install.log" 2>&1 \
+    || install_rc=$?
+  if ((install_rc == 0)); then
     printf 'cmake_install_consumer\tpassed\n' >>"$checks"
     tail -n 1 "$build/check_install.log" >&2
+  elif ((install_rc == 124)); then
+    budget_out cmake_install_consumer
   else
     printf 'cmake_install_consumer\tfailed\n' >>"$checks"
     tail -n 20 "$build/check_install.log" >&2
   fi
+elif ((build_rc == 124)); then
+  budget_out cmake_install_consumer
 else
-  printf 'cmake_install_consumer\tnot run: the build failed\n' >>"$not_run"
+  printf 'cmake_install_consumer\tthe build failed\n' >>"$not_run"
 fi
+
+# --- 4. ctest, one test at a time ----------------------------------------------
+# One ctest call per test, each under what is left of the budget, so that
+# the budget stops the run between (or inside) tests and every test's
+# result is its own; the JUnit files are merged for tools/count_tests.py.
 log "running ctest"
-rm -rf "$build/testlogs"
+rm -rf "$build/testlogs" "$build/junit"
+mkdir -p "$build/junit"
+: >"$build/ctest.log"
 ctest_rc=0
 # The network-namespace test checks transports, not LibTorch: the Bazel half
 # runs it.
@@ -125,8 +172,35 @@ if ((!all)); then
   rest=$(cd "$build" && ctest -N -LE '^torch_version$' | sed -n 's/^Total Tests: //p')
   log "not run here: ${rest:-?} tests outside the torch_version set (tools/sanitize.sh libtorch2 runs the whole LibTorch 2.6 suite; the Bazel half runs them on 1.13)"
 fi
-(cd "$build" && ctest -j1 --output-on-failure --output-junit "$build/junit.xml" \
-  "${ctest_select[@]}" -E '^//tools:multinode_netns_test$' >"$build/ctest.log" 2>&1) || ctest_rc=$?
-tail -n 5 "$build/ctest.log" >&2
+n=0
+while IFS= read -r name; do
+  if ((build_rc == 124 || $(left_s) <= 0)); then
+    printf '%s\t%s\n' "$name" "$budget_reason" >>"$not_run"
+    continue
+  fi
+  n=$((n + 1))
+  rc=0
+  (cd "$build" && budgeted ctest -j1 --output-on-failure --output-junit "$build/junit/$n.xml" \
+    -R "^$(printf '%s' "$name" | sed 's/[][\\.*^$+?(){}|]/\\&/g')\$") >>"$build/ctest.log" 2>&1 || rc=$?
+  if ((rc == 124)); then
+    rm -f "$build/junit/$n.xml"
+    printf '%s\tstopped: %s\n' "$name" "$budget_reason" >>"$not_run"
+    continue
+  fi
+  ((rc == 0)) || ctest_rc=$rc
+  # A name ctest did not match would otherwise vanish from the counts.
+  grep -q "<testcase" "$build/junit/$n.xml" 2>/dev/null \
+    || printf '%s: no result from ctest\tfailed\n' "$name" >>"$checks"
+done <"$expected"
+log "ctest: $n of $(wc -l <"$expected") tests run (log: $build/ctest.log)"
+python3 - "$build/junit" "$build/junit.xml" <<'PY'
+import glob, os, sys, xml.etree.ElementTree as ET
+merged = ET.Element("testsuite")
+files = sorted(glob.glob(os.path.join(sys.argv[1], "*.xml")),
+               key=lambda p: int(os.path.basename(p)[:-4]))
+for path in files:
+    merged.extend(ET.parse(path).getroot().iter("testcase"))
+ET.ElementTree(merged).write(sys.argv[2])
+PY
 python3 tools/count_tests.py ctest "$build/junit.xml" "$build/testlogs" "$ctest_rc" \
   --checks "$checks" --not-run "$not_run" "${totals[@]}"

@@ -1,9 +1,8 @@
 #include "launch/config/checkpoint_options.h"
 
-#include <regex>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/regex.h"
 
 namespace strata::launch {
 
@@ -55,12 +54,9 @@ ParseReviseKeys(const std::string& rules) {
           "'^module\\.=')"));
     }
     std::string regex(rule.substr(0, eq));
-    try {
-      std::regex compiled(regex);
-    } catch (const std::regex_error& e) {
+    if (absl::Status valid = CompileRegex(regex).status(); !valid.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--load_weights_revise_keys: '", regex,
-                       "' is not a valid regex: ", e.what()));
+          absl::StrCat("--load_weights_revise_keys: ", valid.message()));
     }
     parsed.emplace_back(std::move(regex), std::string(rule.substr(eq + 1)));
   }

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <limits>
-#include <regex>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/regex.h"
 #include "base/status.h"
 #include "launch/config/flag_error.h"
 #include "launch/observe/trace_window.h"
@@ -374,12 +374,8 @@ namespace {
 // --freeze (a regex) and --ckpt_exclude_frozen_parameters (needs --freeze).
 absl::Status ValidateFreezeFlags(const TrainOptions& o) {
   if (!o.freeze.empty()) {
-    try {
-      std::regex compiled(o.freeze);
-    } catch (const std::regex_error& e) {
-      return FlagError(
-          "freeze",
-          absl::StrCat("'", o.freeze, "' is not a valid regex: ", e.what()));
+    if (absl::Status valid = CompileRegex(o.freeze).status(); !valid.ok()) {
+      return FlagError("freeze", valid.message());
     }
   }
   if (o.checkpoint.exclude_frozen_parameters && o.freeze.empty()) {

@@ -13,7 +13,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -30,6 +29,7 @@
 #include "base/fault_point.h"
 #include "base/matmul_peak.h"
 #include "base/process_memory.h"
+#include "base/regex.h"
 #include "base/status.h"
 #include "comm/group.h"
 #include "comm/wait_clock.h"
@@ -72,11 +72,15 @@ namespace {
 absl::Status FreezeParameters(models::UnitModel& model,
                               const std::string& regex, bool log) {
   if (regex.empty()) return absl::OkStatus();
-  const std::regex re(regex);
+  absl::StatusOr<std::regex> re = CompileRegex(regex);
+  if (!re.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--freeze: ", re.status().message()));
+  }
   std::vector<std::string> frozen;
   int64_t elements = 0;
   for (auto& item : model.named_parameters()) {
-    if (!std::regex_search(item.key(), re)) continue;
+    if (!std::regex_search(item.key(), *re)) continue;
     item.value().set_requires_grad(false);
     frozen.push_back(item.key());
     elements += item.value().numel();
@@ -88,7 +92,8 @@ absl::Status FreezeParameters(models::UnitModel& model,
                      "such as '",
                      model.named_parameters()[0].key(), "')"));
   }
-  LOG_IF(INFO, log) << "--freeze: " << frozen.size() << " parameters ("
+  LOG_IF(INFO, log) << "--freeze: " << frozen.size()
+                    << (frozen.size() == 1 ? " parameter (" : " parameters (")
                     << elements
                     << " elements) frozen: " << absl::StrJoin(frozen, ", ");
   return absl::OkStatus();

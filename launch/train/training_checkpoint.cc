@@ -266,18 +266,16 @@ namespace {
 // How --load_weights matches keys: strictly (the default, and always for
 // --resume's weights), or as --load_weights_strict and
 // --load_weights_revise_keys say.
-struct WeightsMatching {
-  bool strict = true;
-  std::vector<std::pair<std::string, std::string>> revise_keys;
-};
-
-absl::StatusOr<WeightsMatching> WeightsMatchingOf(
+// The model-only load --load_weights asks for: strict or not, with its
+// revise_keys rules.
+absl::StatusOr<checkpoint::LoadOptions> WeightsLoadOptionsOf(
     const TrainingCheckpointOptions& options) {
-  WeightsMatching matching;
-  matching.strict = options.load_weights_strict;
-  STRATA_ASSIGN_OR_RETURN(matching.revise_keys,
+  checkpoint::LoadOptions load;
+  load.load_optimizer = false;
+  load.strict = options.load_weights_strict;
+  STRATA_ASSIGN_OR_RETURN(load.revise_keys,
                           ParseReviseKeys(options.load_weights_revise_keys));
-  return matching;
+  return load;
 }
 
 // Logs (rank 0) how a non-strict or revised load matched the model's keys.
@@ -300,12 +298,13 @@ void LogKeyReport(const std::string& path, const checkpoint::KeyReport& keys,
   }
 }
 
-// LoadModelWeights without naming a flag in errors.
+// LoadModelWeights without naming a flag in errors. `load`: a model-only
+// load (load_optimizer false); its model_keys is set here.
 absl::Status LoadWeightsFrom(const std::string& path,
                              const models::ModelConfig& config,
                              strategies::Strategy& strategy, comm::Group* group,
-                             const WeightsMatching& matching = {}) {
-  const bool default_matching = matching.strict && matching.revise_keys.empty();
+                             checkpoint::LoadOptions load) {
+  const bool default_matching = load.strict && load.revise_keys.empty();
   if (models::IsHfCheckpoint(path)) {
     if (!default_matching) {
       return absl::InvalidArgumentError(
@@ -316,10 +315,6 @@ absl::Status LoadWeightsFrom(const std::string& path,
     }
     return checkpoint::LoadHfWeights(path, config, strategy, group);
   }
-  checkpoint::LoadOptions load;
-  load.load_optimizer = false;
-  load.strict = matching.strict;
-  load.revise_keys = matching.revise_keys;
   checkpoint::KeyReport keys;
   load.model_keys = &keys;
   STRATA_RETURN_IF_ERROR(
@@ -335,9 +330,9 @@ absl::Status LoadModelWeights(const TrainingCheckpointOptions& options,
                               strategies::Strategy& strategy,
                               comm::Group* group) {
   const std::string& path = options.load_weights;
-  absl::StatusOr<WeightsMatching> matching = WeightsMatchingOf(options);
-  if (!matching.ok()) return matching.status();
-  return Annotate(LoadWeightsFrom(path, config, strategy, group, *matching),
+  absl::StatusOr<checkpoint::LoadOptions> load = WeightsLoadOptionsOf(options);
+  if (!load.ok()) return load.status();
+  return Annotate(LoadWeightsFrom(path, config, strategy, group, *load),
                   absl::StrCat("--load_weights=", path));
 }
 
@@ -362,8 +357,10 @@ absl::StatusOr<std::string> LoadWeightsOnly(
     }
     path = *latest;
   }
+  checkpoint::LoadOptions load;
+  load.load_optimizer = false;
   STRATA_RETURN_IF_ERROR(
-      Annotate(LoadWeightsFrom(path, config, strategy, group),
+      Annotate(LoadWeightsFrom(path, config, strategy, group, load),
                absl::StrCat("--resume=", options.resume)));
   return path;
 }
