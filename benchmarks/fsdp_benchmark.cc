@@ -64,7 +64,9 @@ DEFINE_int32(nproc, 2, "Ranks.");
 DEFINE_string(mode, "all", "throughput, memory or all.");
 DEFINE_string(model, "gpt-small50m", "Model of the throughput comparison.");
 DEFINE_string(memory_model, "gpt-100m", "Model of the memory comparison.");
-DEFINE_int64(batch, 2, "Sequences per rank per step.");
+DEFINE_int64(batch, 2, "Sequences per rank per micro-batch.");
+DEFINE_int32(micro_batches, 1,
+             "Micro-batches per step (gradient accumulation).");
 DEFINE_int64(seq_len, 256, "Tokens per sequence.");
 DEFINE_int32(warmup_steps, 1, "Untimed steps before each timed run.");
 DEFINE_int32(steps, 4, "Timed steps per run.");
@@ -87,6 +89,9 @@ DEFINE_string(memory_cases,
               "+reuse (+noreuse) turns FSDP's buffer reuse within a step on "
               "(off); the throughput cases' option overrides apply; +ckpt "
               "(last) checkpoints the blocks.");
+// Both modes: an FSDP case's +no_sync suffix turns
+// FsdpOptions::reduce_scatter_every_micro_step off (with --micro_batches > 1:
+// full gradients kept between micro-batches, reduced once a step).
 DEFINE_int64(malloc_mmap_threshold_bytes, int64_t{4} << 20,
              "As train's flag: allocations of at least this size are mmapped "
              "(returned to the kernel when freed); -1: glibc's default.");
@@ -116,9 +121,9 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
                                            bool checkpoint_blocks = false) {
   absl::string_view base = kind;
   // Option overrides, after the base kind's settings.
-  constexpr const char* kOverrides[] = {"+bwd_pre",     "+bwd_post",
-                                        "+bwd_none",    "+gathers1",
-                                        "+reductions0", "+reductions1"};
+  constexpr const char* kOverrides[] = {
+      "+bwd_pre",     "+bwd_post",    "+bwd_none", "+gathers1",
+      "+reductions0", "+reductions1", "+no_sync"};
   std::vector<std::string> overrides;
   std::string stripped(base);
   for (const char* o : kOverrides) {
@@ -173,6 +178,8 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
       options.fsdp.reductions_in_flight = 0;
     } else if (o == "+reductions1") {
       options.fsdp.reductions_in_flight = 1;
+    } else if (o == "+no_sync") {
+      options.fsdp.reduce_scatter_every_micro_step = false;
     }
   }
   strategies::OptimizerConfig optimizer;
@@ -186,16 +193,21 @@ std::unique_ptr<strategies::Strategy> Make(std::string kind,
   return *std::move(strategy);
 }
 
+// `steps` optimizer steps of --micro_batches micro-batches each.
 void TrainSteps(strategies::Strategy& strategy, int steps,
                 const models::ModelConfig& config) {
+  const int k = FLAGS_micro_batches;
   for (int s = 0; s < steps; ++s) {
-    at::Tensor tokens = at::randint(
-        config.vocab_size, {FLAGS_batch, FLAGS_seq_len + 1}, at::kLong);
     strategy.ZeroGrad();
-    CheckOk(strategy
-                .ForwardBackward(tokens.narrow(1, 0, FLAGS_seq_len),
-                                 tokens.narrow(1, 1, FLAGS_seq_len), 1.0, true)
-                .status());
+    for (int m = 0; m < k; ++m) {
+      at::Tensor tokens = at::randint(
+          config.vocab_size, {FLAGS_batch, FLAGS_seq_len + 1}, at::kLong);
+      CheckOk(strategy
+                  .ForwardBackward(tokens.narrow(1, 0, FLAGS_seq_len),
+                                   tokens.narrow(1, 1, FLAGS_seq_len), 1.0 / k,
+                                   /*last_micro_batch=*/m == k - 1)
+                  .status());
+    }
     CheckOk(strategy.Step(s).status());
   }
 }
@@ -240,8 +252,8 @@ void Throughput(comm::Group& group) {
       CheckOk(group.Barrier());
       const double seconds =
           std::chrono::duration<double>(Clock::now() - start).count();
-      const double tps =
-          FLAGS_batch * FLAGS_seq_len * group.size() * FLAGS_steps / seconds;
+      const double tps = FLAGS_batch * FLAGS_seq_len * FLAGS_micro_batches *
+                         group.size() * FLAGS_steps / seconds;
       tps_of[k].push_back(tps);
       if (fsdp != nullptr) {
         exposed_of[k].push_back(WorldMean(
@@ -255,11 +267,13 @@ void Throughput(comm::Group& group) {
   }
   if (group.rank() != 0) return;
   std::printf(
-      "\nThroughput, %s, %d ranks x %lld sequences x %lld tokens, medians of "
-      "%d alternating runs of %d steps (malloc mmap threshold %lld):\n\n"
+      "\nThroughput, %s, %d ranks x %d micro-batches x %lld sequences x "
+      "%lld tokens, medians of %d alternating runs of %d steps (malloc mmap "
+      "threshold %lld):\n\n"
       "| case | tokens/s (runs) | ratio to %s | exposed communication |\n"
       "| --- | --- | --- | --- |\n",
-      FLAGS_model.c_str(), group.size(), static_cast<long long>(FLAGS_batch),
+      FLAGS_model.c_str(), group.size(), FLAGS_micro_batches,
+      static_cast<long long>(FLAGS_batch),
       static_cast<long long>(FLAGS_seq_len), FLAGS_repetitions, FLAGS_steps,
       static_cast<long long>(FLAGS_malloc_mmap_threshold_bytes),
       kinds[0].c_str());
@@ -328,14 +342,14 @@ void Memory(comm::Group& group) {
   const double psi = models::NumParameters(config);
   std::printf(
       "\nPeak per-rank memory (tensor storage, tracking allocator), %s "
-      "(%.1fM parameters, 16 Psi = %.0f MB), %d ranks x %lld sequences x "
-      "%lld tokens, fp32 AdamW:\n\n"
+      "(%.1fM parameters, 16 Psi = %.0f MB), %d ranks x %d micro-batches x "
+      "%lld sequences x %lld tokens, fp32 AdamW:\n\n"
       "| strategy | peak in training (MB) | ratio to DDP (same "
       "checkpointing) | between steps (MB) | peak at creation (MB) | "
       "VmHWM (MiB) |\n"
       "| --- | --- | --- | --- | --- | --- |\n",
       FLAGS_memory_model.c_str(), psi / 1e6, 16 * psi / 1e6, group.size(),
-      static_cast<long long>(FLAGS_batch),
+      FLAGS_micro_batches, static_cast<long long>(FLAGS_batch),
       static_cast<long long>(FLAGS_seq_len));
   double ddp_peak[2] = {0, 0};
   for (const Row& row : rows) {

@@ -188,8 +188,7 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
         master_.narrow(0, unit->master_offset, unit->shard_numel),
         grad_shards_.narrow(0, unit->master_offset, unit->shard_numel),
         alias_master,
-        alias_master && options_.mixed_precision.reduce_dtype == at::kFloat &&
-            !options_.fsdp.reduce_scatter_every_micro_step,
+        alias_master && options_.mixed_precision.reduce_dtype == at::kFloat,
         param_dtype(), compute_device_, &unit_buffers_);
     if (!unit->full_aliases_master) {
       if ((unit->root && !root_sharded_) || shard_size_ == 1) {
@@ -533,7 +532,7 @@ void FsdpStrategy::PostBackward(size_t bucket) {
 }
 
 void FsdpStrategy::CompleteGradients(FlatUnit& unit) {
-  if (communicate_) {
+  if (communicate_ && (last_micro_batch_ || !unit.grad_aliases_shard)) {
     LaunchReduction(unit);
   } else if (unit.grads_allocated && !unit.grad_aliases_shard &&
              param_dtype() != at::kFloat) {
@@ -654,6 +653,10 @@ absl::Status FsdpStrategy::BeforeMicroBatch(bool last_micro_batch) {
         "fsdp: ForwardBackward while full parameters are summoned: call "
         "ReleaseFullParams() first");
   }
+  // A unit whose full gradients are its shard (fp32 NO_SHARD) would save
+  // no memory by reducing early: it all-reduces once, in the last
+  // micro-batch (CompleteGradients).
+  last_micro_batch_ = last_micro_batch;
   communicate_ =
       last_micro_batch || options_.fsdp.reduce_scatter_every_micro_step;
   // A sharded root's: at its first gradient (root_grad_hooks_).

@@ -257,6 +257,9 @@ TEST(FsdpTest, BitwiseEqualToZero2AtWorldTwoWithoutClipping) {
   // Two ranks: every gradient element is the same float sum (a + b) / 2 in
   // ZeRO-2's bucketed reduce-scatter and FSDP's per-unit one; AdamW is
   // element-wise with the same per-element weight decay: bitwise equal.
+  // ZeRO-2 reduces the accumulated gradients once a step: so does FSDP with
+  // no_sync accumulation (by default it reduces each of the 2 micro-batches,
+  // another order of the same float sums).
   std::vector<Params> zero(2);
   ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
                 auto created = CreateStrategy(
@@ -266,9 +269,10 @@ TEST(FsdpTest, BitwiseEqualToZero2AtWorldTwoWithoutClipping) {
                 ASSERT_THAT(Train(**created, group.rank(), 2, 2), IsOk());
                 zero[group.rank()] = testing::Snapshot(**created);
               }).ok());
+  StrategyOptions no_sync = Fsdp(ShardingStrategy::kFullShard);
+  no_sync.fsdp.reduce_scatter_every_micro_step = false;
   const RunResult fsdp =
-      TrainOnRanks(Fsdp(ShardingStrategy::kFullShard), 2, 2, Named("gpt-tiny"),
-                   /*grad_clip=*/0);
+      TrainOnRanks(no_sync, 2, 2, Named("gpt-tiny"), /*grad_clip=*/0);
   ExpectEqual(fsdp.params, zero[0], "full_shard vs zero2");
 }
 
@@ -336,18 +340,56 @@ TEST(FsdpTest, ShardGradOpKeepsUnitsGatheredThroughForward) {
                });
 }
 
-TEST(FsdpTest, ReduceScatterEveryMicroStepMatchesSingle) {
+TEST(FsdpTest, AccumulationReduceScattersEveryMicroBatchByDefault) {
+  // PyTorch FSDP's default: every micro-batch's gradients go to the shard.
   std::vector<double> want_norms;
   const Params want = testing::TrainSingle("gpt-tiny", &want_norms);
-  StrategyOptions options = Fsdp(ShardingStrategy::kFullShard);
-  options.fsdp.reduce_scatter_every_micro_step = true;
+  const StrategyOptions options = Fsdp(ShardingStrategy::kFullShard);
+  ASSERT_TRUE(options.fsdp.reduce_scatter_every_micro_step);
   ExpectMatches(TrainOnRanks(options, 2, 2, Named("gpt-tiny"), 1.0,
                              [](FsdpStrategy& fsdp, int) {
                                // 2 blocks + root, 2 micro-batches, 5 steps.
                                EXPECT_EQ(fsdp.counters().reductions,
                                          3 * 2 * kSteps);
                              }),
-                want, want_norms, "reduce-scatter every micro-step");
+                want, want_norms, "reduce-scatter every micro-batch");
+}
+
+TEST(FsdpTest, NoShardReducesOnceAStepWhateverTheAccumulationMode) {
+  // fp32 NO_SHARD's gradient shard is the full gradient: reducing each
+  // micro-batch would save no memory, so it all-reduces in the last only.
+  std::vector<double> want_norms;
+  const Params want = testing::TrainSingle("gpt-tiny", &want_norms);
+  for (const bool every : {true, false}) {
+    StrategyOptions options = Fsdp(ShardingStrategy::kNoShard);
+    options.fsdp.reduce_scatter_every_micro_step = every;
+    const std::string what =
+        absl::StrCat("no_shard, every micro-batch ", every);
+    ExpectMatches(
+        TrainOnRanks(options, 2, 2, Named("gpt-tiny"), 1.0,
+                     [&](FsdpStrategy& fsdp, int) {
+                       // 2 blocks + root, once a step, 5 steps.
+                       EXPECT_EQ(fsdp.counters().reductions, 3 * kSteps)
+                           << what;
+                     }),
+        want, want_norms, what);
+  }
+}
+
+TEST(FsdpTest, NoSyncAccumulationMatchesSingle) {
+  // reduce_scatter_every_micro_step off (PyTorch's no_sync()): the full
+  // gradients are kept and reduced once, in the last micro-batch.
+  std::vector<double> want_norms;
+  const Params want = testing::TrainSingle("gpt-tiny", &want_norms);
+  StrategyOptions options = Fsdp(ShardingStrategy::kFullShard);
+  options.fsdp.reduce_scatter_every_micro_step = false;
+  ExpectMatches(TrainOnRanks(options, 2, 2, Named("gpt-tiny"), 1.0,
+                             [](FsdpStrategy& fsdp, int) {
+                               // 2 blocks + root, once a step, 5 steps.
+                               EXPECT_EQ(fsdp.counters().reductions,
+                                         3 * kSteps);
+                             }),
+                want, want_norms, "no_sync accumulation");
 }
 
 std::shared_ptr<models::UnitModel> WithFrozenPositions() {

@@ -271,8 +271,10 @@ void VisitStrategyFlags(TrainOptions& o, Visitor&& v) {
   v("fsdp_reduce_scatter_every_micro_step",
     &o.fsdp_reduce_scatter_every_micro_step,
     "--strategy=fsdp with gradient accumulation: reduce-scatter every "
-    "micro-batch and free the full gradients (less memory, more "
-    "communication).");
+    "micro-batch and free the full gradients, as PyTorch FSDP and "
+    "DeepSpeed ZeRO-3; false: keep every unit's full fp32 gradients "
+    "until the last micro-batch and reduce once (PyTorch's no_sync(): "
+    "fewer reductions, 4 bytes per parameter more per rank).");
   v("fsdp_reuse_buffers", &o.fsdp_reuse_buffers,
     "--strategy=fsdp: keep released unit buffers (gathered "
     "parameters, full gradients) within a step and reuse them for the "

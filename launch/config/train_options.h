@@ -143,7 +143,7 @@ struct TrainOptions {
   int fsdp_reductions_in_flight = -1;  // auto
   bool fsdp_cpu_offload = false;
   int fsdp_hybrid_shard_group_size = 0;
-  bool fsdp_reduce_scatter_every_micro_step = false;
+  bool fsdp_reduce_scatter_every_micro_step = true;
   // FSDP builds the model without allocating its parameters and each rank
   // materialises only its shards (DeferredInit). Ignored by the other
   // strategies, and on CUDA (the full model is built there; logged).

@@ -204,6 +204,22 @@ int64_t ShardGroupSize(const PlanInput& in) {
   return in.world_size;
 }
 
+// FSDP keeps every unit's full fp32 gradients between micro-batches
+// (no_sync accumulation: FsdpOptions::reduce_scatter_every_micro_step off).
+bool FsdpKeepsFullGradients(const PlanInput& in) {
+  return in.strategy == "fsdp" && in.grad_accumulation > 1 &&
+         !in.fsdp_reduce_scatter_every_micro_step;
+}
+
+// How many times a step FSDP reduces each unit's gradients: every
+// micro-batch, or once (no_sync; fp32 NO_SHARD, whose gradient shard is the
+// full gradient, either way: strategies/fsdp.h).
+double FsdpReductionsPerStep(const PlanInput& in) {
+  const bool once = FsdpKeepsFullGradients(in) ||
+                    (in.fsdp_sharding == "no_shard" && in.precision == "fp32");
+  return once ? 1 : static_cast<double>(in.grad_accumulation);
+}
+
 struct Moment {
   std::string name;
   std::vector<PlanTerm> terms;
@@ -274,6 +290,15 @@ std::vector<PlanTerm> StateTerms(const PlanInput& in, int64_t psi) {
          in.cpu_offload
              ? "0 (AdamW state on the host)"
              : absl::StrCat("8 Psi/S (AdamW m, v), S = ", s, ", Psi = ", ps)});
+    if (FsdpKeepsFullGradients(in)) {
+      // Allocated by the first micro-batch's backward, reduced by the
+      // last's: with fp32 parameters the units' gradients in flight are
+      // these (FsdpTerms leaves them out); with 2-byte ones each
+      // micro-batch's are added into them.
+      terms.push_back({"accumulated gradients", 4 * psi,
+                       "4 Psi (every unit's full fp32 gradients kept "
+                       "between micro-batches: no_sync accumulation)"});
+    }
   }
   return terms;
 }
@@ -293,11 +318,18 @@ std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
                     in.fsdp_sharding == "hybrid_shard_zero2";
   const bool stays = FsdpRootStaysGathered(in.fsdp_sharding);
   const bool root_gathered = block < 0 || stays;
+  // no_sync with fp32 parameters: the gradients in flight are the
+  // accumulated ones (StateTerms), not extra.
+  const bool grads_accumulated = FsdpKeepsFullGradients(in) && p == 4;
+  const int64_t root_grads = grads_accumulated ? 0 : 1;
   std::vector<PlanTerm> terms;
   terms.push_back(
-      {"FSDP root (gathered)", (root_gathered ? 2 : 1) * p * root,
-       absl::StrCat(root_gathered ? absl::StrCat(p, " R parameters + ") : "", p,
-                    " R gradients, R = ", root,
+      {"FSDP root (gathered)",
+       ((root_gathered ? 1 : 0) + root_grads) * p * root,
+       absl::StrCat(root_gathered ? absl::StrCat(p, " R parameters + ") : "",
+                    grads_accumulated ? "0 (gradients accumulated)"
+                                      : absl::StrCat(p, " R gradients"),
+                    ", R = ", root,
                     stays           ? " (kept gathered)"
                     : root_gathered ? " (gathered for the head)"
                                     : " (parameters sharded between the "
@@ -311,21 +343,37 @@ std::vector<PlanTerm> FsdpTerms(const PlanInput& in, int64_t p, int64_t root,
     return terms;
   }
   if (keep) {
+    if (grads_accumulated) {
+      terms.push_back({"units in flight", p * (block + 1) * unit,
+                       absl::StrCat("blocks 0..i gathered, (i + 1) ", p,
+                                    " U, U = ", unit)});
+      return terms;
+    }
     terms.push_back({"units in flight", p * (block + 2) * unit,
                      absl::StrCat("blocks 0..i gathered + this block's "
                                   "gradients, (i + 2) ",
                                   p, " U, U = ", unit)});
     return terms;
   }
-  int64_t units = 2;  // This block's parameters and gradients.
+  // This block's parameters and gradients (its gradients, and those of the
+  // reductions in flight, are the accumulated ones under grads_accumulated).
+  int64_t units = grads_accumulated ? 1 : 2;
   if (in.fsdp_backward_prefetch && block > 0) ++units;
-  units += std::min<int64_t>(in.fsdp_reductions_in_flight, layers - 1 - block);
-  terms.push_back({"units in flight", p * units * unit,
-                   absl::StrCat(units, " x ", p,
-                                " U (this block's parameters and gradients, "
-                                "prefetched block, reductions in flight), "
-                                "U = ",
-                                unit)});
+  if (!grads_accumulated) {
+    units +=
+        std::min<int64_t>(in.fsdp_reductions_in_flight, layers - 1 - block);
+  }
+  terms.push_back(
+      {"units in flight", p * units * unit,
+       absl::StrCat(units, " x ", p,
+                    grads_accumulated ? " U (this block's parameters, "
+                                        "prefetched block; gradients "
+                                        "accumulated), "
+                                      : " U (this block's parameters and "
+                                        "gradients, prefetched block, "
+                                        "reductions in flight), "
+                                        "U = ",
+                    unit)});
   return terms;
 }
 
@@ -392,83 +440,6 @@ bool FsdpRootStaysGathered(const std::string& fsdp_sharding) {
 int64_t CheckpointedBlocks(const PlanInput& in) {
   if (!in.activation_checkpointing) return 0;
   return in.model.num_layers / in.checkpoint_every;
-}
-
-absl::Status ValidatePlanInput(const PlanInput& in) {
-  if (absl::Status s = models::ValidateConfig(in.model); !s.ok()) return s;
-  if (in.checkpoint_every < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--checkpoint_every must be >= 1, got ", in.checkpoint_every));
-  }
-  if (in.world_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--world_size must be >= 1, got ", in.world_size));
-  }
-  const std::vector<std::string> strategies = {"single", "ddp", "zero1",
-                                               "zero2", "fsdp"};
-  if (std::find(strategies.begin(), strategies.end(), in.strategy) ==
-      strategies.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy must be single, ddp, zero1, zero2 or fsdp, got '",
-        in.strategy, "'"));
-  }
-  if (in.strategy == "single" && in.world_size != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy single needs --world_size 1, got ", in.world_size));
-  }
-  const std::vector<std::string> shardings = {"full_shard", "shard_grad_op",
-                                              "no_shard", "hybrid_shard",
-                                              "hybrid_shard_zero2"};
-  if (std::find(shardings.begin(), shardings.end(), in.fsdp_sharding) ==
-      shardings.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fsdp_sharding must be full_shard, shard_grad_op, "
-                     "no_shard, hybrid_shard or hybrid_shard_zero2, got '",
-                     in.fsdp_sharding, "'"));
-  }
-  if (in.strategy == "fsdp" && (in.fsdp_sharding == "hybrid_shard" ||
-                                in.fsdp_sharding == "hybrid_shard_zero2")) {
-    if (in.hybrid_shard_group_size < 1 ||
-        in.world_size % in.hybrid_shard_group_size != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--fsdp_hybrid_shard_group_size must divide --world_size (",
-          in.world_size, "), got ", in.hybrid_shard_group_size));
-    }
-  }
-  if (in.fsdp_reductions_in_flight < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fsdp_reductions_in_flight must be >= 0, got ",
-                     in.fsdp_reductions_in_flight));
-  }
-  if (in.micro_batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--micro_batch must be >= 1, got ", in.micro_batch));
-  }
-  if (in.seq_len < 0 || in.seq_len > in.model.seq_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--seq_len must be in [1, ", in.model.seq_len,
-        "] (the model's context; 0: all of it), got ", in.seq_len));
-  }
-  if (in.grad_accumulation < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grad_accumulation must be >= 1, got ", in.grad_accumulation));
-  }
-  if (in.precision != "fp32" && in.precision != "bf16" &&
-      in.precision != "fp16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--precision must be fp32, bf16 or fp16, got '", in.precision, "'"));
-  }
-  if (in.bucket_bytes < 1 || in.first_bucket_bytes < 1) {
-    return absl::InvalidArgumentError(
-        "--bucket_bytes and --first_bucket_bytes must be >= 1");
-  }
-  if (in.torch_version < 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--torch_version must be the run's LibTorch as major * 100 + minor "
-        "(113 for 1.13, 206 for 2.6), got ",
-        in.torch_version));
-  }
-  return absl::OkStatus();
 }
 
 ActivationPlan PlanActivations(const PlanInput& in) {
@@ -629,7 +600,11 @@ double CollectivesPerStep(const PlanInput& in) {
   const double layers = static_cast<double>(in.model.num_layers);
   if (in.strategy == "fsdp") {
     const bool full = !FsdpRootStaysGathered(in.fsdp_sharding);
-    return (full ? 3 * layers + 3 : 2 * (layers + 1)) * in.grad_accumulation;
+    // Per micro-batch: the units' gathers and their reductions (L + 1 of
+    // each kind; FsdpReductionsPerStep).
+    const double k = static_cast<double>(in.grad_accumulation);
+    const double gathers = full ? 2 * layers + 2 : layers + 1;
+    return gathers * k + (layers + 1) * FsdpReductionsPerStep(in);
   }
   const double grad_bytes =
       4.0 * static_cast<double>(models::NumParameters(in.model));
@@ -716,7 +691,14 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
   } else if (in.strategy == "fsdp") {
     const bool grad_op = in.fsdp_sharding == "shard_grad_op" ||
                          in.fsdp_sharding == "hybrid_shard_zero2";
-    payloads = in.fsdp_sharding == "no_shard" ? 2 : grad_op ? 2 : 3;
+    // Per micro-batch: the parameters' all-gathers (forward, and backward
+    // under FULL_SHARD; none without sharding) and the gradients' reduction
+    // (a reduce-scatter, an all-reduce without sharding;
+    // FsdpReductionsPerStep).
+    const bool no_shard = in.fsdp_sharding == "no_shard";
+    const double gathers = no_shard ? 0 : grad_op ? 1 : 2;
+    const double reductions = no_shard ? 2 : 1;
+    payloads = gathers * accumulation + reductions * FsdpReductionsPerStep(in);
     overlappable_s = plan.compute_s;  // Forward and backward.
   }
   const double payload_bytes = psi * p;

@@ -61,6 +61,10 @@ struct PlanInput {
   // resolved for the device (strategies::ResolveFsdpSchedule).
   bool fsdp_backward_prefetch = true;
   int64_t fsdp_reductions_in_flight = 1;
+  // FSDP with grad_accumulation > 1: reduce-scatter every micro-batch (true,
+  // the default: --fsdp_reduce_scatter_every_micro_step) or keep every
+  // unit's full fp32 gradients until the last one (false, no_sync).
+  bool fsdp_reduce_scatter_every_micro_step = true;
   int64_t micro_batch = 1;  // Sequences per rank per micro-batch.
   int64_t seq_len = 0;      // Tokens per sequence; 0: model.seq_len.
   int64_t grad_accumulation = 1;

@@ -151,6 +151,28 @@ TEST(PlanMemoryTest, FsdpRootIsShardedOnlyUnderFullAndHybridShard) {
   EXPECT_TRUE(FsdpRootStaysGathered("no_shard"));
 }
 
+TEST(PlanMemoryTest, FsdpNoSyncAccumulationKeepsFourPsiOfGradients) {
+  // gpt-small50m, FULL_SHARD on 4 ranks, fp32, 2 micro-batches. By default
+  // every micro-batch is reduce-scattered: the plan is one micro-batch's.
+  // With no_sync every unit's full fp32 gradients (4 Psi) stay between
+  // micro-batches, and the gradients in flight are among them: the peak
+  // moves to the head's backward, where the root holds its gathered
+  // parameters (4 R) and no gradients of its own.
+  PlanInput input = Input("gpt-small50m", "fsdp", 4);
+  input.grad_accumulation = 2;
+  const MemoryPlan every = PlanMemory(input);
+  EXPECT_EQ(every.peak_bytes,
+            PlanMemory(Input("gpt-small50m", "fsdp", 4)).peak_bytes);
+  EXPECT_EQ(Term(every, "accumulated gradients"), 0);
+  input.fsdp_reduce_scatter_every_micro_step = false;
+  const MemoryPlan no_sync = PlanMemory(input);
+  EXPECT_EQ(Term(no_sync, "accumulated gradients"), 4 * no_sync.num_parameters);
+  EXPECT_EQ(no_sync.peak_moment, "head backward");
+  const int64_t root = int64_t{8192} * 640 + 256 * 640 + 2 * 640;
+  EXPECT_EQ(Term(no_sync, "FSDP root (gathered)"), 4 * root);
+  EXPECT_EQ(Term(no_sync, "units in flight"), 0);
+}
+
 TEST(PlanMemoryTest, FsdpOnOneRankGathersNothing) {
   // One rank, fp32: the full parameters and gradients alias the shards, so
   // FSDP's peak is DDP's.
@@ -268,6 +290,25 @@ TEST(PlanStepTimeTest, FsdpMovesThreePsi) {
   // Communication-bound: exposed = comm - compute (all of it overlappable).
   EXPECT_NEAR(plan.exposed_communication_s,
               plan.communication_s - plan.compute_s, 1e-12);
+}
+
+TEST(PlanStepTimeTest, FsdpAccumulationCommunicatesPerMicroBatch) {
+  // 3 micro-batches under FULL_SHARD: each gathers the parameters twice
+  // (forward, backward) and reduce-scatters the gradients, 3 x 3 Psi; with
+  // no_sync only the last reduces, 3 x 2 + 1 Psi. Collectives: L + 1 units
+  // (the 2 blocks and the root of gpt-tiny), each gathered twice and
+  // reduced once a micro-batch.
+  PlanInput input = Input("gpt-tiny", "fsdp", 2);
+  input.grad_accumulation = 3;
+  const double psi = models::NumParameters(input.model);
+  const Hardware hw = MakeHardware(1e12, 1e9);
+  StepTimePlan plan = PlanStepTime(input, hw);
+  EXPECT_DOUBLE_EQ(plan.communication_bytes, 9 * 4 * psi / 2);
+  EXPECT_DOUBLE_EQ(plan.collectives, 3 * 3 * 3);
+  input.fsdp_reduce_scatter_every_micro_step = false;
+  plan = PlanStepTime(input, hw);
+  EXPECT_DOUBLE_EQ(plan.communication_bytes, 7 * 4 * psi / 2);
+  EXPECT_DOUBLE_EQ(plan.collectives, 3 * 2 * 3 + 3);
 }
 
 TEST(PlanStepTimeTest, WithoutOverlapAllCommunicationIsExposed) {

@@ -62,6 +62,8 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o,
   in.fsdp_backward_prefetch =
       schedule.backward_prefetch == strategies::BackwardPrefetch::kBackwardPre;
   in.fsdp_reductions_in_flight = schedule.reductions_in_flight;
+  in.fsdp_reduce_scatter_every_micro_step =
+      o.fsdp_reduce_scatter_every_micro_step;
   in.micro_batch = micro;
   in.seq_len = o.seq_len;
   in.grad_accumulation = local_batch / micro;
