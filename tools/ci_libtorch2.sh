@@ -8,13 +8,13 @@
 #     and /usr/local/cuda's CUDA 13 and NCCL headers (bind-mounted by run.sh),
 #     one case each; skipped, and counted so, where the toolkit is missing.
 #  2. A CMake build with ccache, then ctest, every test case counted from its
-#     XML. By default (what .ci/run runs, within its time budget) the build
-#     is CMake's `strata_torch_version_ci` target: every library, every
-#     binary but the benchmarks, and the tests tagged `torch_version`, whose
-#     behaviour depends on the LibTorch version (fp16, the planner, what
-#     base/torch_compat hides, PyTorch 2.6's side of file interop); ctest
-#     runs those tests. With --all: everything, and the whole suite
-#     (tools/sanitize.sh libtorch2 runs that).
+#     XML. By default (what .ci/run runs, within its time budget) the tests
+#     tagged `torch_version`, whose behaviour depends on the LibTorch version
+#     (fp16, the planner, what base/torch_compat hides, PyTorch 2.6's side of
+#     file interop), each built just before ctest runs it; then CMake's
+#     `strata_torch_version_ci` target: every library and every binary but
+#     the benchmarks. With --all: everything built first, then the whole
+#     suite (tools/sanitize.sh libtorch2 runs that).
 #  3. The package: the build installed into a temporary prefix, and
 #     examples/cmake_consumer built against it (find_package(Strata)) and
 #     run (examples/cmake_consumer/check.sh).
@@ -96,32 +96,94 @@ else
   printf 'cuda_compile_check\tno CUDA toolkit with NCCL at /usr/local/cuda\n' >>"$not_run"
 fi
 
-# --- 2. CMake build and ctest ------------------------------------------------
+# --- 2. CMake configure ---------------------------------------------------------
 log "configuring $build"
 cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   >"$build/configure.log" 2>&1 \
   || { tail -n 40 "$build/configure.log" >&2; printf 'cmake_configure\tfailed\n' >>"$checks"; }
-targets=()
 ctest_select=()
-if ((all)); then
-  log "building everything with $jobs jobs"
-else
-  log "building the binaries and the torch_version tests with $jobs jobs"
-  targets=(--target strata_torch_version_ci)
-  ctest_select=(-L '^torch_version$')
-fi
-# The tests this run is to run, one label per line.
+((all)) || ctest_select=(-L '^torch_version$')
+# The tests this run is to run, one label per line. The network-namespace
+# test checks transports, not LibTorch: the Bazel half runs it.
 expected="$build/expected_tests.txt"
 (cd "$build" && ctest -N "${ctest_select[@]}" -E '^//tools:multinode_netns_test$') 2>/dev/null \
   | sed -n 's/^ *Test *#[0-9]*: //p' >"$expected"
 [[ -s "$expected" ]] || printf 'ctest_list_tests\tfailed\n' >>"$checks"
-budget_out() {  # WHAT: everything from WHAT on is skipped for the budget
+((all)) && printf '//tools:multinode_netns_test\truns in the LibTorch 1.13 (Bazel) half only\n' >>"$not_run"
+if ((!all)); then
+  # The rest of the 2.6 suite is not run here: say how much, and where it runs.
+  rest=$(cd "$build" && ctest -N -LE '^torch_version$' | sed -n 's/^Total Tests: //p')
+  log "not run here: ${rest:-?} tests outside the torch_version set (tools/sanitize.sh libtorch2 runs the whole LibTorch 2.6 suite; the Bazel half runs them on 1.13)"
+fi
+budget_out() {  # WHAT: skipped for the budget
   log "the time budget ran out at: $1"
   printf '%s\t%s\n' "$1" "$budget_reason" >>"$not_run"
 }
+# Builds CMake target(s) "$@" under the budget into build.log: 0, 124 (the
+# budget ran out) or the build's failure.
+build_targets() {
+  budgeted cmake --build "$build" -j "$jobs" "$@" -- -k >>"$build/build.log" 2>&1
+}
+: >"$build/build.log"
 build_rc=0
-budgeted cmake --build "$build" -j "$jobs" "${targets[@]}" -- -k \
-  >"$build/build.log" 2>&1 || build_rc=$?
+if ((all)); then
+  log "building everything with $jobs jobs"
+  build_targets || build_rc=$?
+fi
+
+# --- 3. The tests: each built (by default), then run by ctest ---------------------
+# By default each test is built just before it runs (its libraries and the
+# binaries it runs come with it), so that under the budget the tests run
+# first and as many as the time allows; the rest of the binaries and the
+# package follow. One ctest call per test, each under what is left of the
+# budget, so that the budget stops the run between (or inside) tests and
+# every test's result is its own; the JUnit files are merged for
+# tools/count_tests.py.
+log "building and running the tests"
+rm -rf "$build/testlogs" "$build/junit"
+mkdir -p "$build/junit"
+: >"$build/ctest.log"
+ctest_rc=0
+n=0
+while IFS= read -r name; do
+  if ((build_rc == 124 || $(left_s) <= 0)); then
+    printf '%s\t%s\n' "$name" "$budget_reason" >>"$not_run"
+    continue
+  fi
+  if ((!all)); then
+    # //pkg/sub:name is CMake's target pkg_sub_name (cmake/strata.cmake).
+    target=$(printf '%s' "${name#//}" | tr '/:' '__')
+    rc=0
+    build_targets --target "$target" || rc=$?
+    if ((rc == 124)); then
+      printf '%s\t%s\n' "$name" "$budget_reason" >>"$not_run"
+      continue
+    elif ((rc != 0)); then
+      printf '%s: did not build (CMake target %s)\tfailed\n' "$name" "$target" >>"$checks"
+      continue
+    fi
+  fi
+  n=$((n + 1))
+  rc=0
+  (cd "$build" && budgeted ctest -j1 --output-on-failure --output-junit "$build/junit/$n.xml" \
+    -R "^$(printf '%s' "$name" | sed 's/[][\\.*^$+?(){}|]/\\&/g')\$") >>"$build/ctest.log" 2>&1 || rc=$?
+  if ((rc == 124)); then
+    rm -f "$build/junit/$n.xml"
+    printf '%s\tstopped: %s\n' "$name" "$budget_reason" >>"$not_run"
+    continue
+  fi
+  ((rc == 0)) || ctest_rc=$rc
+  # A name ctest did not match would otherwise vanish from the counts.
+  grep -q "<testcase" "$build/junit/$n.xml" 2>/dev/null \
+    || printf '%s: no result from ctest\tfailed\n' "$name" >>"$checks"
+done <"$expected"
+log "ctest: $n of $(wc -l <"$expected") tests run (log: $build/ctest.log)"
+
+# --- 4. The binaries, then the installed package ---------------------------------
+if ((!all)); then
+  log "building the binaries and the installed libraries with $jobs jobs"
+  build_targets --target strata_torch_version_ci || build_rc=$?
+fi
 if ((build_rc == 124)); then
   budget_out cmake_build
 elif ((build_rc != 0)); then
@@ -131,8 +193,6 @@ else
   printf 'cmake_build\tpassed\n' >>"$checks"
 fi
 command -v ccache >/dev/null && ccache --show-stats 2>/dev/null | grep -Ei "hits|misses" | head -n 4 >&2
-
-# --- 3. The installed package -------------------------------------------------
 # `cmake --install` of this build into a temporary prefix, and
 # examples/cmake_consumer built against it with find_package(Strata) and run.
 if ((build_rc == 0)); then
@@ -154,45 +214,6 @@ elif ((build_rc == 124)); then
 else
   printf 'cmake_install_consumer\tthe build failed\n' >>"$not_run"
 fi
-
-# --- 4. ctest, one test at a time ----------------------------------------------
-# One ctest call per test, each under what is left of the budget, so that
-# the budget stops the run between (or inside) tests and every test's
-# result is its own; the JUnit files are merged for tools/count_tests.py.
-log "running ctest"
-rm -rf "$build/testlogs" "$build/junit"
-mkdir -p "$build/junit"
-: >"$build/ctest.log"
-ctest_rc=0
-# The network-namespace test checks transports, not LibTorch: the Bazel half
-# runs it.
-((all)) && printf '//tools:multinode_netns_test\truns in the LibTorch 1.13 (Bazel) half only\n' >>"$not_run"
-if ((!all)); then
-  # The rest of the 2.6 suite is not run here: say how much, and where it runs.
-  rest=$(cd "$build" && ctest -N -LE '^torch_version$' | sed -n 's/^Total Tests: //p')
-  log "not run here: ${rest:-?} tests outside the torch_version set (tools/sanitize.sh libtorch2 runs the whole LibTorch 2.6 suite; the Bazel half runs them on 1.13)"
-fi
-n=0
-while IFS= read -r name; do
-  if ((build_rc == 124 || $(left_s) <= 0)); then
-    printf '%s\t%s\n' "$name" "$budget_reason" >>"$not_run"
-    continue
-  fi
-  n=$((n + 1))
-  rc=0
-  (cd "$build" && budgeted ctest -j1 --output-on-failure --output-junit "$build/junit/$n.xml" \
-    -R "^$(printf '%s' "$name" | sed 's/[][\\.*^$+?(){}|]/\\&/g')\$") >>"$build/ctest.log" 2>&1 || rc=$?
-  if ((rc == 124)); then
-    rm -f "$build/junit/$n.xml"
-    printf '%s\tstopped: %s\n' "$name" "$budget_reason" >>"$not_run"
-    continue
-  fi
-  ((rc == 0)) || ctest_rc=$rc
-  # A name ctest did not match would otherwise vanish from the counts.
-  grep -q "<testcase" "$build/junit/$n.xml" 2>/dev/null \
-    || printf '%s: no result from ctest\tfailed\n' "$name" >>"$checks"
-done <"$expected"
-log "ctest: $n of $(wc -l <"$expected") tests run (log: $build/ctest.log)"
 python3 - "$build/junit" "$build/junit.xml" <<'PY'
 import glob, os, sys, xml.etree.ElementTree as ET
 merged = ET.Element("testsuite")
