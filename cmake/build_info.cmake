@@ -1,7 +1,8 @@
 # Writes OUT, the stamped //base:build_info_cc: strata::GitCommit() returns
 # the commit tools/workspace_status.sh prints for SOURCE_DIR (40 hex digits,
 # "-dirty" when tracked files changed), or "unknown" outside a git checkout,
-# exactly as the Bazel genrule does. Run at every build by the target
+# exactly as the Bazel genrule does with --stamp (the CMake build always
+# stamps). Run at every build by the target
 # strata_build_info_cc() defines:
 #
 #   cmake -DSOURCE_DIR=<repository root> -DOUT=<file> -P cmake/build_info.cmake
@@ -21,7 +22,7 @@ if(status MATCHES "(^|\n)STABLE_GIT_COMMIT ([0-9a-f]+)(-dirty)?\n")
     set(commit "${CMAKE_MATCH_2}${CMAKE_MATCH_3}")
   endif()
 endif()
-set(text "#include \"base/build_info.h\"\nnamespace strata {\nconst char* GitCommit() { return \"${commit}\"; }\n}  // namespace strata\n")
+set(text "#include \"base/build_info.h\"\nnamespace strata {\nconst char* GitCommit() { return \"${commit}\"; }\nbool Stamped() { return true; }\n}  // namespace strata\n")
 set(old "")
 if(EXISTS "${OUT}")
   file(READ "${OUT}" old)

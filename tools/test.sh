@@ -47,5 +47,12 @@ targets=$(bazel query --output=label '(kind("cc_binary rule|_test rule", //...)
 # shellcheck disable=SC2086  # one label per word
 bazel test --build_event_json_file="$bep" "$@" -- $targets
 bazel_rc=$?
+# `bazel test` builds unstamped (.bazelrc); the stamp a `bazel build` carries
+# is checked by running the build-info test stamped, counted as one case.
+if bazel test --stamp "$@" //base:build_info_test; then
+  printf 'stamped_build_info_test\tpassed\n' >>"$checks"
+else
+  printf 'stamped_build_info_test\tfailed\n' >>"$checks"
+fi
 
 python3 tools/count_tests.py bazel "$bep" "$bazel_rc" --checks "$checks" --not-run "$not_run" "${totals[@]}"

@@ -60,11 +60,11 @@ TrainOptions SmallRun(const std::string& output_name, int64_t steps) {
 }
 
 // Checkpoints carry the commit the binary was built from: meta.git_hash is
-// //base:build_info's stamped GitCommit() (from tools/workspace_status.sh).
-// The test runs in Bazel's runfiles, away from the checkout, so it cannot
-// run `git rev-parse HEAD` itself; it checks the value is the stamped one
-// and has a commit's form (40 hex digits, optional -dirty; "unknown" only
-// for a build outside a git checkout — CI builds a fresh clone).
+// //base:build_info's GitCommit() (stamped from tools/workspace_status.sh
+// by the CMake build and `bazel build`; "unknown" under `bazel test`, which
+// builds unstamped, and outside a git checkout). It checks the value is the
+// build's and has a commit's form (//base:build_info_test checks the stamp
+// is the checkout's).
 TEST(TrainTest, CheckpointMetaCarriesTheStampedGitCommit) {
   TrainOptions options = SmallRun("git_hash", 2);
   options.checkpoint.save_every = 1;
