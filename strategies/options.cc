@@ -152,6 +152,19 @@ absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
       "--", flag, " must be fp32, bf16 or fp16, got '", value, "'"));
 }
 
+std::string MixedPrecisionDtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+      return "fp32";
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
   if (!std::isfinite(config.weight_decay) || config.weight_decay < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -214,6 +227,13 @@ absl::Status ValidateStrategyOptions(const StrategyOptions& options) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag, " must be fp32, bf16 or fp16, got ",
                        c10::toString(dtype)));
+    }
+  }
+  for (const std::string& type : options.fsdp.wrap_policy.unit_types) {
+    if (type.empty()) {
+      return absl::InvalidArgumentError(
+          "--fsdp_wrap_unit_types has an empty entry: list unit types "
+          "separated by single commas (e.g. GPTBlock,Embedding)");
     }
   }
   if (options.checkpoint_every < 1) {

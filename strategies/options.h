@@ -108,6 +108,9 @@ struct MixedPrecisionOptions {
 // "fp32", "bf16" or "fp16"; anything else is an error naming `flag`.
 absl::StatusOr<at::ScalarType> ParseMixedPrecisionDtype(
     const std::string& flag, const std::string& value);
+// The spelling ParseMixedPrecisionDtype reads ("fp32", "bf16", "fp16"), or
+// c10's name for any other dtype.
+std::string MixedPrecisionDtypeName(at::ScalarType dtype);
 
 // FSDP's sharding strategies (PyTorch's ShardingStrategy).
 enum class ShardingStrategy {

@@ -270,5 +270,28 @@ TEST(StrategyOptionsTest, CheckpointEveryNeedsCheckpointUnits) {
                        HasSubstr("--checkpoint_every must be >= 1, got 0")));
 }
 
+// --fsdp_wrap_unit_types=GPTBlock, (a stray comma) is an error, not a
+// policy silently missing the type the user meant to add.
+TEST(StrategyOptionsTest, EmptyWrapUnitTypeNamesTheFlag) {
+  StrategyOptions options;
+  options.fsdp.wrap_policy.unit_types = {"GPTBlock", ""};
+  EXPECT_THAT(ValidateStrategyOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--fsdp_wrap_unit_types has an empty entry")));
+  options.fsdp.wrap_policy.unit_types = {"GPTBlock"};
+  EXPECT_THAT(ValidateStrategyOptions(options), IsOk());
+}
+
+TEST(MixedPrecisionDtypeTest, NamesAreWhatTheFlagsParse) {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    const std::string name = MixedPrecisionDtypeName(dtype);
+    absl::StatusOr<at::ScalarType> parsed =
+        ParseMixedPrecisionDtype("param_dtype", name);
+    ASSERT_THAT(parsed, IsOk()) << name;
+    EXPECT_EQ(*parsed, dtype) << name;
+  }
+  EXPECT_EQ(MixedPrecisionDtypeName(at::kFloat), "fp32");
+}
+
 }  // namespace
 }  // namespace strata::strategies

@@ -9,6 +9,7 @@
 #define STRATA_LAUNCH_CONFIG_TRAIN_FLAG_TABLE_H_
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,54 +21,83 @@
 
 namespace strata::launch {
 
-// The command-line spelling of an option's type: Parse from a flag's value
-// (errors name the flag, as the Parse functions of the enums do) and Format
-// back (Parse(Format(x)) == x). Defined for the enums TrainOptions holds and
-// for lists (comma-separated; empty entries kept, for the consumer to report).
+// The command-line spelling of an option's type: Parse from the value of
+// the flag `flag` (errors name it) and Format back (Parse(flag, Format(x))
+// == x). Defined for the enums TrainOptions holds, the mixed-precision
+// dtypes (fp32, bf16, fp16) and lists (comma-separated; empty entries kept,
+// for the consumer to report).
 template <class T>
 struct FlagSpelling;
 
-template <>
-struct FlagSpelling<DataKind> {
-  static absl::StatusOr<DataKind> Parse(const std::string& s);
-  static std::string Format(DataKind v);
+// The spelling of an enum whose package has a Parse function and a Name
+// function. A Parse that takes what to name in its errors is given the flag;
+// the others name the enum's one flag themselves.
+template <class T, auto kParse, auto kName>
+struct EnumSpelling {
+  static absl::StatusOr<T> Parse(const std::string& flag,
+                                 const std::string& s) {
+    if constexpr (std::is_invocable_v<decltype(kParse), const std::string&,
+                                      const std::string&>) {
+      return kParse(s, "--" + flag);
+    } else {
+      return kParse(s);
+    }
+  }
+  static std::string Format(T v) { return std::string(kName(v)); }
 };
 
 template <>
-struct FlagSpelling<Precision> {
-  static absl::StatusOr<Precision> Parse(const std::string& s);
-  static std::string Format(Precision v);
-};
-
+struct FlagSpelling<DataKind>
+    : EnumSpelling<DataKind, &ParseDataKind, &DataKindName> {};
 template <>
-struct FlagSpelling<optim::LrScheduleKind> {
-  static absl::StatusOr<optim::LrScheduleKind> Parse(const std::string& s);
-  static std::string Format(optim::LrScheduleKind v);
-};
-
+struct FlagSpelling<Precision>
+    : EnumSpelling<Precision, &ParsePrecision, &PrecisionName> {};
 template <>
-struct FlagSpelling<strategies::OptimizerKind> {
-  static absl::StatusOr<strategies::OptimizerKind> Parse(const std::string& s);
-  static std::string Format(strategies::OptimizerKind v);
-};
-
+struct FlagSpelling<optim::LrScheduleKind>
+    : EnumSpelling<optim::LrScheduleKind, &optim::ParseLrScheduleKind,
+                   &optim::LrScheduleKindName> {};
 template <>
-struct FlagSpelling<strategies::StrategyKind> {
-  static absl::StatusOr<strategies::StrategyKind> Parse(const std::string& s);
-  static std::string Format(strategies::StrategyKind v);
-};
-
+struct FlagSpelling<strategies::OptimizerKind>
+    : EnumSpelling<strategies::OptimizerKind, &strategies::ParseOptimizerKind,
+                   &strategies::OptimizerKindName> {};
 template <>
-struct FlagSpelling<checkpoint::Format> {
-  static absl::StatusOr<checkpoint::Format> Parse(const std::string& s);
-  static std::string Format(checkpoint::Format v);
+struct FlagSpelling<strategies::StrategyKind>
+    : EnumSpelling<strategies::StrategyKind, &strategies::ParseStrategyKind,
+                   &strategies::StrategyKindName> {};
+template <>
+struct FlagSpelling<checkpoint::Format>
+    : EnumSpelling<checkpoint::Format, &checkpoint::ParseFormat,
+                   &checkpoint::FormatName> {};
+template <>
+struct FlagSpelling<strategies::ShardingStrategy>
+    : EnumSpelling<strategies::ShardingStrategy,
+                   &strategies::ParseShardingStrategy,
+                   &strategies::ShardingStrategyName> {};
+template <>
+struct FlagSpelling<strategies::BackwardPrefetch>
+    : EnumSpelling<strategies::BackwardPrefetch,
+                   &strategies::ParseBackwardPrefetch,
+                   &strategies::BackwardPrefetchName> {};
+
+// --param_dtype, --reduce_dtype and --buffer_dtype share one spelling, so
+// its errors name the flag they read.
+template <>
+struct FlagSpelling<at::ScalarType> {
+  static absl::StatusOr<at::ScalarType> Parse(const std::string& flag,
+                                              const std::string& s) {
+    return strategies::ParseMixedPrecisionDtype(flag, s);
+  }
+  static std::string Format(at::ScalarType v) {
+    return strategies::MixedPrecisionDtypeName(v);
+  }
 };
 
 // "" is the empty list; otherwise every comma-separated entry, trimmed
 // (empty ones kept).
 template <>
 struct FlagSpelling<std::vector<std::string>> {
-  static absl::StatusOr<std::vector<std::string>> Parse(const std::string& s);
+  static absl::StatusOr<std::vector<std::string>> Parse(const std::string& flag,
+                                                        const std::string& s);
   static std::string Format(const std::vector<std::string>& v);
 };
 
@@ -197,85 +227,85 @@ void VisitOptimizationFlags(TrainOptions& o, Visitor&& v) {
 // --fsdp_*.
 template <class Visitor>
 void VisitStrategyFlags(TrainOptions& o, Visitor&& v) {
-  v("strategy", &o.strategy,
+  v("strategy", &o.strategy.kind,
     "single (one process); ddp, zero1, zero2 or fsdp (data "
     "parallel over the ranks of the launcher / torchrun / srun / "
     "mpirun; zero1 shards the optimizer state, zero2 also the "
     "gradients, fsdp also the parameters).");
-  v("bucket_bytes", &o.bucket_bytes,
+  v("bucket_bytes", &o.strategy.bucket_bytes,
     "DDP/ZeRO: gradient bucket size in bytes (reduced as soon as "
     "complete during backward).");
-  v("first_bucket_bytes", &o.first_bucket_bytes,
+  v("first_bucket_bytes", &o.strategy.first_bucket_bytes,
     "DDP: size of the first bucket (the last layers), smaller so "
     "communication starts early.");
-  v("allow_unused_parameters", &o.allow_unused_parameters,
+  v("allow_unused_parameters", &o.strategy.allow_unused_parameters,
     "DDP: allow parameters that get no gradient (else an error "
     "names them).");
-  v("checkpoint_units", &o.checkpoint_units,
+  v("checkpoint_units", &o.strategy.checkpoint_units,
     "Activation checkpointing: comma-separated unit types or names "
     "(e.g. GPTBlock, LlamaBlock, blocks.3) whose activations are "
     "recomputed during backward instead of kept; empty: none.");
-  v("checkpoint_every", &o.checkpoint_every,
+  v("checkpoint_every", &o.strategy.checkpoint_every,
     "Selective activation checkpointing: of the units "
     "--checkpoint_units selects, in forward order, only every "
     "k-th (the k-th, 2k-th, ...) is recomputed; 1: all of them.");
-  v("param_dtype", &o.param_dtype,
+  v("param_dtype", &o.strategy.mixed_precision.param_dtype,
     "single/ddp/zero1/zero2 mixed precision: fp32, or bf16 "
     "(parameters and gradients stored in bf16, fp32 master "
     "weights, optimizer state and gradient accumulation). Unlike "
     "--precision=bf16, which keeps fp32 weights and autocasts "
     "matmuls.");
-  v("reduce_dtype", &o.reduce_dtype,
+  v("reduce_dtype", &o.strategy.mixed_precision.reduce_dtype,
     "Mixed precision: dtype gradients are communicated in, fp32 "
     "or bf16.");
-  v("buffer_dtype", &o.buffer_dtype,
+  v("buffer_dtype", &o.strategy.mixed_precision.buffer_dtype,
     "Mixed precision: dtype of the model's buffers, fp32 or bf16.");
-  v("fsdp_sharding", &o.fsdp_sharding,
+  v("fsdp_sharding", &o.strategy.fsdp.sharding,
     "--strategy=fsdp: full_shard (parameters, gradients and "
     "optimizer state sharded; parameters freed after each unit's "
     "forward), shard_grad_op (kept gathered until after backward), "
     "no_shard (DDP-like), hybrid_shard or hybrid_shard_zero2 "
     "(sharded within groups of --fsdp_hybrid_shard_group_size "
     "ranks, replicated across them).");
-  v("fsdp_wrap_unit_types", &o.fsdp_wrap_unit_types,
+  v("fsdp_wrap_unit_types", &o.strategy.fsdp.wrap_policy.unit_types,
     "--strategy=fsdp: comma-separated unit types that become FSDP "
     "units (e.g. GPTBlock, LlamaBlock, Embedding, Head); with "
     "neither this nor --fsdp_wrap_min_params, every unit.");
-  v("fsdp_wrap_min_params", &o.fsdp_wrap_min_params,
+  v("fsdp_wrap_min_params", &o.strategy.fsdp.wrap_policy.min_num_params,
     "--strategy=fsdp: also wrap units with at least this many "
     "parameters; 0: off.");
-  v("fsdp_forward_prefetch", &o.fsdp_forward_prefetch,
+  v("fsdp_forward_prefetch", &o.strategy.fsdp.forward_prefetch,
     "--strategy=fsdp: all-gather the next unit during the current "
     "unit's forward.");
-  v("fsdp_backward_prefetch", &o.fsdp_backward_prefetch,
+  v("fsdp_backward_prefetch", &o.strategy.fsdp.backward_prefetch,
     "--strategy=fsdp: prefetch the next unit's parameters in "
     "backward before (pre) or after (post) the current unit's "
     "gradient computation, or not at all (none); auto: pre on "
     "CUDA, post on the CPU (less memory; Gloo's communication "
     "runs on the computing cores).");
-  v("fsdp_limit_all_gathers", &o.fsdp_limit_all_gathers,
+  v("fsdp_limit_all_gathers", &o.strategy.fsdp.limit_all_gathers,
     "--strategy=fsdp: at most this many unit all-gathers in flight "
     "(rate limiter); 0: no limit.");
-  v("fsdp_reductions_in_flight", &o.fsdp_reductions_in_flight,
+  v("fsdp_reductions_in_flight", &o.strategy.fsdp.reductions_in_flight,
     "--strategy=fsdp: unit gradient reductions left running while "
     "backward continues (each holds a unit's full gradients); 0: "
     "wait for each at once (least memory); -1 (auto): 1 on CUDA, "
     "0 on the CPU.");
-  v("fsdp_cpu_offload", &o.fsdp_cpu_offload,
+  v("fsdp_cpu_offload", &o.strategy.fsdp.cpu_offload,
     "--strategy=fsdp: keep shards and optimizer state in host "
     "memory (with CUDA compute; the identity with CPU compute, and not "
     "built for CUDA compute yet: train refuses it there).");
-  v("fsdp_hybrid_shard_group_size", &o.fsdp_hybrid_shard_group_size,
+  v("fsdp_hybrid_shard_group_size", &o.strategy.fsdp.hybrid_shard_group_size,
     "--strategy=fsdp with hybrid sharding: ranks per shard group "
     "(e.g. per node); must divide the world size.");
   v("fsdp_reduce_scatter_every_micro_step",
-    &o.fsdp_reduce_scatter_every_micro_step,
+    &o.strategy.fsdp.reduce_scatter_every_micro_step,
     "--strategy=fsdp with gradient accumulation: reduce-scatter every "
     "micro-batch and free the full gradients, as PyTorch FSDP and "
     "DeepSpeed ZeRO-3; false: keep every unit's full fp32 gradients "
     "until the last micro-batch and reduce once (PyTorch's no_sync(): "
     "fewer reductions, 4 bytes per parameter more per rank).");
-  v("fsdp_reuse_buffers", &o.fsdp_reuse_buffers,
+  v("fsdp_reuse_buffers", &o.strategy.fsdp.reuse_buffers,
     "--strategy=fsdp: keep released unit buffers (gathered "
     "parameters, full gradients) within a step and reuse them for the "
     "next of the same size instead of allocating per gather; emptied "

@@ -114,8 +114,9 @@ TEST(TrainFlagTableTest, ALineWritesTheFieldItNames) {
 
 template <class T>
 void ExpectRoundTrip(const T& value) {
-  ASSERT_OK_AND_ASSIGN(const T parsed,
-                       FlagSpelling<T>::Parse(FlagSpelling<T>::Format(value)));
+  ASSERT_OK_AND_ASSIGN(
+      const T parsed,
+      FlagSpelling<T>::Parse("flag", FlagSpelling<T>::Format(value)));
   EXPECT_EQ(parsed, value) << FlagSpelling<T>::Format(value);
 }
 
@@ -127,24 +128,37 @@ TEST(TrainFlagTableTest, EnumeratedValuesRoundTrip) {
   ExpectRoundTrip(strategies::OptimizerKind::kSgd);
   ExpectRoundTrip(strategies::StrategyKind::kZero2);
   ExpectRoundTrip(checkpoint::Format::kFull);
+  ExpectRoundTrip(at::kBFloat16);
+  ExpectRoundTrip(at::kHalf);
+  ExpectRoundTrip(strategies::ShardingStrategy::kHybridShardZero2);
+  ExpectRoundTrip(strategies::BackwardPrefetch::kBackwardPost);
 }
 
 TEST(TrainFlagTableTest, ABadEnumeratedValueNamesTheFlag) {
   EXPECT_THAT(
-      FlagSpelling<DataKind>::Parse("parquet"),
+      FlagSpelling<DataKind>::Parse("data", "parquet"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--data")));
   EXPECT_THAT(
-      FlagSpelling<checkpoint::Format>::Parse("zip"),
+      FlagSpelling<checkpoint::Format>::Parse("ckpt_format", "zip"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--ckpt_format")));
+  // The dtype flags share one spelling: the error names the flag read.
+  EXPECT_THAT(FlagSpelling<at::ScalarType>::Parse("reduce_dtype", "fp8"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--reduce_dtype must be fp32, bf16 or fp16")));
+  EXPECT_THAT(FlagSpelling<strategies::ShardingStrategy>::Parse("fsdp_sharding",
+                                                                "zero3"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--fsdp_sharding")));
 }
 
 TEST(TrainFlagTableTest, ListsAreCommaSeparatedTrimmedWithEmptyEntriesKept) {
   using Spelling = FlagSpelling<std::vector<std::string>>;
   ASSERT_OK_AND_ASSIGN(const std::vector<std::string> none,
-                       Spelling::Parse(""));
+                       Spelling::Parse("checkpoint_units", ""));
   EXPECT_THAT(none, IsEmpty());
-  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> list,
-                       Spelling::Parse(" GPTBlock, blocks.3,,x "));
+  ASSERT_OK_AND_ASSIGN(
+      const std::vector<std::string> list,
+      Spelling::Parse("checkpoint_units", " GPTBlock, blocks.3,,x "));
   EXPECT_THAT(list, ElementsAre("GPTBlock", "blocks.3", "", "x"));
   EXPECT_EQ(Spelling::Format({"a", "b"}), "a,b");
 }
@@ -155,7 +169,8 @@ TEST(TrainFlagTableTest, FlagDefaultsAreTheOptionsDefaultsButOutputDir) {
   EXPECT_THAT(flags.output_dir, IsEmpty());
   EXPECT_EQ(flags.model, options.model);
   EXPECT_EQ(flags.steps, options.steps);
-  EXPECT_EQ(flags.fsdp_backward_prefetch, options.fsdp_backward_prefetch);
+  EXPECT_EQ(flags.strategy.fsdp.backward_prefetch,
+            options.strategy.fsdp.backward_prefetch);
 }
 
 }  // namespace

@@ -122,7 +122,7 @@ class Reader {
         << "--" << name << " is not registered: call RegisterTrainFlags";
     const S& value = *static_cast<const S*>(it->second);
     if constexpr (kSpelled<T>) {
-      absl::StatusOr<T> parsed = FlagSpelling<T>::Parse(value);
+      absl::StatusOr<T> parsed = FlagSpelling<T>::Parse(name, value);
       if (!parsed.ok()) {
         if (status_.ok()) status_ = parsed.status();
         return;

@@ -46,7 +46,7 @@ TEST(TrainGflagsTest, UntouchedFlagsReadBackAsTheFlagDefaults) {
   EXPECT_EQ(o.steps, defaults.steps);
   EXPECT_EQ(o.schedule.base_lr, defaults.schedule.base_lr);
   EXPECT_EQ(o.seed, defaults.seed);
-  EXPECT_EQ(o.strategy, defaults.strategy);
+  EXPECT_EQ(o.strategy.kind, defaults.strategy.kind);
   EXPECT_TRUE(o.output_dir.empty());  // Resolved by the binary.
 }
 
@@ -63,14 +63,14 @@ TEST(TrainGflagsTest, ParsedValuesReachTheirFields) {
   SetFlag("precision", "bf16");
   SetFlag("test_kill_at", "save:3");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o, TrainOptionsFromRegisteredFlags());
-  EXPECT_EQ(o.strategy, strategies::StrategyKind::kFsdp);
+  EXPECT_EQ(o.strategy.kind, strategies::StrategyKind::kFsdp);
   EXPECT_EQ(o.global_batch, 12);
   EXPECT_EQ(o.checkpoint.keep_last, 3);
   EXPECT_EQ(o.seed, 18446744073709551615u);
   EXPECT_EQ(o.schedule.base_lr, 0.5);
-  EXPECT_TRUE(o.fsdp_cpu_offload);
-  EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
-  EXPECT_EQ(o.checkpoint_every, 2);
+  EXPECT_TRUE(o.strategy.fsdp.cpu_offload);
+  EXPECT_THAT(o.strategy.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
+  EXPECT_EQ(o.strategy.checkpoint_every, 2);
   EXPECT_EQ(o.precision, Precision::kBf16);
   EXPECT_EQ(o.test_hooks.test_kill_at, "save:3");
 }

@@ -113,9 +113,10 @@ namespace {
 // has no Half matmul there): checked last, after every flag's own checks.
 absl::Status CheckComputeDtypes(const TrainOptions& o) {
   const bool fp16 = o.precision == Precision::kFp16;
-  const bool half_dtype_flag = o.param_dtype == "fp16" ||
-                               o.reduce_dtype == "fp16" ||
-                               o.buffer_dtype == "fp16";
+  const strategies::MixedPrecisionOptions& mp = o.strategy.mixed_precision;
+  const bool half_dtype_flag = mp.param_dtype == at::kHalf ||
+                               mp.reduce_dtype == at::kHalf ||
+                               mp.buffer_dtype == at::kHalf;
   if (fp16 || half_dtype_flag) {
     if (absl::Status can = strategies::CheckCpuComputeDtype(at::kHalf);
         !can.ok()) {
@@ -236,26 +237,14 @@ absl::Status ValidateScheduleFlags(const TrainOptions& o) {
 
 }  // namespace
 
-// The strategy flags (--strategy, buckets, --checkpoint_units, the dtype
-// and --fsdp_* flags) as StrategyOptions; parse errors name the flag.
-absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
+// The strategy of a run: the flags' StrategyOptions with the two fields
+// that are not flags filled in.
+absl::StatusOr<strategies::StrategyOptions> StrategyOptionsOf(
     const TrainOptions& o) {
-  strategies::StrategyOptions options;
-  options.kind = o.strategy;
-  options.bucket_bytes = o.bucket_bytes;
-  options.first_bucket_bytes = o.first_bucket_bytes;
-  options.allow_unused_parameters = o.allow_unused_parameters;
-  options.checkpoint_units = o.checkpoint_units;
-  options.checkpoint_every = o.checkpoint_every;
-  strategies::MixedPrecisionOptions& mp = options.mixed_precision;
-  STRATA_ASSIGN_OR_RETURN(mp.param_dtype, strategies::ParseMixedPrecisionDtype(
-                                              "param_dtype", o.param_dtype));
-  STRATA_ASSIGN_OR_RETURN(mp.reduce_dtype, strategies::ParseMixedPrecisionDtype(
-                                               "reduce_dtype", o.reduce_dtype));
-  STRATA_ASSIGN_OR_RETURN(mp.buffer_dtype, strategies::ParseMixedPrecisionDtype(
-                                               "buffer_dtype", o.buffer_dtype));
+  strategies::StrategyOptions options = o.strategy;
   if (o.precision == Precision::kFp16) {
     // fp16 parameters and buffers; gradients reduced in --reduce_dtype.
+    strategies::MixedPrecisionOptions& mp = options.mixed_precision;
     for (auto [flag, dtype] : {std::pair{"param_dtype", &mp.param_dtype},
                                std::pair{"buffer_dtype", &mp.buffer_dtype}}) {
       if (*dtype == at::kBFloat16) {
@@ -266,26 +255,7 @@ absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
       *dtype = at::kHalf;
     }
   }
-  if (o.strategy != strategies::StrategyKind::kFsdp) return options;
-  strategies::FsdpOptions& f = options.fsdp;
-  STRATA_ASSIGN_OR_RETURN(f.sharding,
-                          strategies::ParseShardingStrategy(o.fsdp_sharding));
-  for (absl::string_view type :
-       absl::StrSplit(o.fsdp_wrap_unit_types, ',', absl::SkipWhitespace())) {
-    f.wrap_policy.unit_types.emplace_back(absl::StripAsciiWhitespace(type));
-  }
-  f.wrap_policy.min_num_params = o.fsdp_wrap_min_params;
-  f.forward_prefetch = o.fsdp_forward_prefetch;
-  STRATA_ASSIGN_OR_RETURN(
-      f.backward_prefetch,
-      strategies::ParseBackwardPrefetch(o.fsdp_backward_prefetch));
-  f.limit_all_gathers = o.fsdp_limit_all_gathers;
-  f.reductions_in_flight = o.fsdp_reductions_in_flight;
-  f.cpu_offload = o.fsdp_cpu_offload;
-  f.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
-  f.reduce_scatter_every_micro_step = o.fsdp_reduce_scatter_every_micro_step;
-  f.reuse_buffers = o.fsdp_reuse_buffers;
-  f.init_seed = o.seed;
+  options.fsdp.init_seed = o.seed;
   return options;
 }
 
@@ -311,7 +281,7 @@ namespace {
 // Why these options cannot train on CUDA ("" where they can): the flags
 // that do not run on CUDA yet.
 std::string WhyNotCuda(const TrainOptions& o) {
-  if (o.fsdp_cpu_offload) {
+  if (o.strategy.fsdp.cpu_offload) {
     return "--fsdp_cpu_offload with CUDA compute is not built yet";
   }
   if (o.precision == Precision::kFp16) {
@@ -366,7 +336,7 @@ std::string AutoDeviceCpuReason(const TrainOptions& o) {
 
 bool DeferredInit(const TrainOptions& o, const at::Device& device) {
   return o.fsdp_deferred_init &&
-         o.strategy == strategies::StrategyKind::kFsdp && device.is_cpu();
+         o.strategy.kind == strategies::StrategyKind::kFsdp && device.is_cpu();
 }
 
 namespace {
@@ -484,7 +454,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return FlagError("lr_schedule", s.message());
   }
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy,
-                          StrategyOptionsFromFlags(o));
+                          StrategyOptionsOf(o));
   STRATA_RETURN_IF_ERROR(strategies::ValidateStrategyOptions(strategy));
   auto config = ModelConfigOf(o.model);
   if (!config.ok()) return config.status();

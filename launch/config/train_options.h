@@ -115,41 +115,21 @@ struct TrainOptions {
   // OptimizerConfigOf sets it from --precision=fp16 and the --loss_scale*
   // flags.
   strategies::OptimizerConfig optimizer = TrainOptimizerDefaults();
-  // Strategy (strategies/strategy.h).
-  strategies::StrategyKind strategy = strategies::StrategyKind::kSingle;
-  int64_t bucket_bytes = int64_t{25} << 20;
-  int64_t first_bucket_bytes = int64_t{1} << 20;
-  bool allow_unused_parameters = false;
-  // Units (types or names) whose activations are recomputed in backward
-  // (strategies/activation_checkpointing.h); empty: none.
-  std::vector<std::string> checkpoint_units;
-  // Of those units, in forward order, only every checkpoint_every-th
-  // (StrategyOptions::checkpoint_every); 1: all.
-  int checkpoint_every = 1;
-  // Mixed precision of single/ddp/zero1/zero2 (MixedPrecisionOptions):
-  // "fp32" or "bf16" each. param_dtype bf16 stores the model's parameters
-  // and gradients in bf16 with fp32 masters and optimizer state; unlike
-  // --precision=bf16 (autocast: bf16 matmuls over fp32 weights).
-  std::string param_dtype = "fp32";
-  std::string reduce_dtype = "fp32";
-  std::string buffer_dtype = "fp32";
-  // FSDP (--strategy=fsdp; strategies/fsdp.h).
-  std::string fsdp_sharding = "full_shard";
-  std::string fsdp_wrap_unit_types = "";  // Comma-separated; empty: all.
-  int64_t fsdp_wrap_min_params = 0;
-  bool fsdp_forward_prefetch = false;
-  std::string fsdp_backward_prefetch = "auto";
-  int fsdp_limit_all_gathers = 2;
-  int fsdp_reductions_in_flight = -1;  // auto
-  bool fsdp_cpu_offload = false;
-  int fsdp_hybrid_shard_group_size = 0;
-  bool fsdp_reduce_scatter_every_micro_step = true;
+  // The strategy (strategies::StrategyOptions): --strategy (kind),
+  // --bucket_bytes, --first_bucket_bytes, --allow_unused_parameters,
+  // --checkpoint_units, --checkpoint_every, --param_dtype, --reduce_dtype,
+  // --buffer_dtype (mixed_precision) and the --fsdp_* flags (fsdp: sharding,
+  // wrap_policy as --fsdp_wrap_unit_types and --fsdp_wrap_min_params,
+  // forward_prefetch, backward_prefetch, limit_all_gathers,
+  // reductions_in_flight, cpu_offload, hybrid_shard_group_size,
+  // reduce_scatter_every_micro_step, reuse_buffers). Two fields are not
+  // flags: StrategyOptionsOf sets fsdp.init_seed from --seed, and the fp16
+  // parameter and buffer dtypes from --precision=fp16.
+  strategies::StrategyOptions strategy;
   // FSDP builds the model without allocating its parameters and each rank
   // materialises only its shards (DeferredInit). Ignored by the other
   // strategies, and on CUDA (the full model is built there; logged).
   bool fsdp_deferred_init = true;
-  // FsdpOptions::reuse_buffers: reuse released unit buffers within a step.
-  bool fsdp_reuse_buffers = false;
   // Where parameters, gradients, optimizer state and activations live:
   // "cpu", "cuda" (cuda:local_rank, modulo the visible GPUs), or "auto"
   // (ResolveDevice). On CUDA, collectives use NCCL in CUDA builds where each
@@ -250,9 +230,10 @@ strategies::OptimizerConfig OptimizerConfigOf(const TrainOptions& options);
 // --steps and warmup_type "" to the kind's own; the warmup_cosine_lr ratios
 // kept for that kind only (0 for the others, as their saved state records).
 optim::LrScheduleOptions LrScheduleOptionsOf(const TrainOptions& options);
-// --strategy, buckets, --checkpoint_units, the dtype flags (fp16 with
-// --precision=fp16) and the --fsdp_* flags; parse errors name the flag.
-absl::StatusOr<strategies::StrategyOptions> StrategyOptionsFromFlags(
+// The strategy the run uses: `strategy` with fsdp.init_seed from --seed and,
+// with --precision=fp16, fp16 parameters and buffers (an error naming
+// --param_dtype or --buffer_dtype where that flag says bf16).
+absl::StatusOr<strategies::StrategyOptions> StrategyOptionsOf(
     const TrainOptions& options);
 // The run's checkpoint options: `checkpoint` with its directory resolved
 // (<output_dir>/checkpoints where --ckpt_dir is empty) and the seed and

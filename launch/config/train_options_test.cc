@@ -205,7 +205,7 @@ TEST(PrecisionFlagsTest, NegativeLossScaleNamesTheFlag) {
 TEST(PrecisionFlagsTest, Fp16WithBf16ParametersNamesTheFlag) {
   TrainOptions o;
   o.precision = Precision::kFp16;
-  o.param_dtype = "bf16";
+  o.strategy.mixed_precision.param_dtype = at::kBFloat16;
   EXPECT_THAT(ValidateTrainOptions(o).message(),
               HasSubstr("--param_dtype: --precision=fp16 keeps the model in "
                         "fp16: leave this flag at fp32 or set fp16, got "
@@ -350,7 +350,7 @@ TEST(ResolveDeviceTest, AutoWithAGpuRefusesFp16NamingTheFlag) {
 TEST(ResolveDeviceTest, AutoWithAGpuRefusesCpuOffloadNamingTheFlag) {
   TrainOptions o;
   o.device = "auto";
-  o.fsdp_cpu_offload = true;
+  o.strategy.fsdp.cpu_offload = true;
   EXPECT_THAT(
       ResolveDevice(o, 1).status().message(),
       AllOf(HasSubstr("--fsdp_cpu_offload"), HasSubstr("use --device=cpu")));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "launch/config/option_kinds.h"
+#include "launch/config/train_flag_table.h"
 #include "models/config.h"
 #include "optim/lr_schedule.h"
 #include "strategies/options.h"
@@ -17,7 +18,9 @@
 namespace strata::launch {
 namespace {
 
+using strategies::BackwardPrefetch;
 using strategies::OptimizerKind;
+using strategies::ShardingStrategy;
 using strategies::StrategyKind;
 
 // A value as its flag would spell it.
@@ -29,12 +32,11 @@ std::string Text(const std::string& v) { return v; }
 std::string Text(const std::vector<std::string>& v) {
   return absl::StrJoin(v, ",");
 }
-std::string Text(StrategyKind v) { return strategies::StrategyKindName(v); }
-std::string Text(OptimizerKind v) { return strategies::OptimizerKindName(v); }
-std::string Text(optim::LrScheduleKind v) {
-  return std::string(optim::LrScheduleKindName(v));
+// The enums and dtypes as train's flags spell them.
+template <class T>
+std::string Text(T v) {
+  return FlagSpelling<T>::Format(v);
 }
-std::string Text(Precision v) { return std::string(PrecisionName(v)); }
 
 // Applies one config to TrainOptions, recording what it did.
 class Mapper {
@@ -202,17 +204,26 @@ absl::Status Mapper::MapPrecision() {
                  "true: Strata implements DeepSpeed's default (false): the "
                  "hysteresis is restored only when the scale grows");
   }
-  const std::string dtype =
-      c_.bf16_enabled ? "bf16" : (f.enabled ? "fp16" : "fp32");
+  const at::ScalarType dtype =
+      c_.bf16_enabled ? at::kBFloat16 : (f.enabled ? at::kHalf : at::kFloat);
   const std::string key = f.enabled ? "fp16.enabled" : "bf16.enabled";
   const std::string enabled = Text(f.enabled || c_.bf16_enabled);
-  Set("param_dtype", &o_.param_dtype, dtype, key, enabled);
-  Set("buffer_dtype", &o_.buffer_dtype, dtype, key, enabled);
+  strategies::MixedPrecisionOptions& mp = o_.strategy.mixed_precision;
+  Set("param_dtype", &mp.param_dtype, dtype, key, enabled);
+  Set("buffer_dtype", &mp.buffer_dtype, dtype, key, enabled);
   if (c_.communication_data_type.has_value()) {
-    Set("reduce_dtype", &o_.reduce_dtype, *c_.communication_data_type,
-        "communication_data_type");
+    absl::StatusOr<at::ScalarType> reduce =
+        strategies::ParseMixedPrecisionDtype("reduce_dtype",
+                                             *c_.communication_data_type);
+    if (!reduce.ok()) {
+      return Error("communication_data_type",
+                   absl::StrCat("\"", *c_.communication_data_type,
+                                "\": expected fp32, bf16 or fp16"));
+    }
+    Set("reduce_dtype", &mp.reduce_dtype, *reduce, "communication_data_type",
+        *c_.communication_data_type);
   } else {
-    Set("reduce_dtype", &o_.reduce_dtype, dtype, key, enabled);
+    Set("reduce_dtype", &mp.reduce_dtype, dtype, key, enabled);
   }
   Set("precision", &o_.precision,
       f.enabled ? Precision::kFp16 : Precision::kFp32, key, enabled);
@@ -260,7 +271,8 @@ absl::Status Mapper::MapZero() {
   const StrategyKind kind = z.stage == 0 && world_size_ == 1
                                 ? StrategyKind::kSingle
                                 : kStages[z.stage];
-  Set("strategy", &o_.strategy, kind, "zero_optimization.stage", Text(z.stage));
+  Set("strategy", &o_.strategy.kind, kind, "zero_optimization.stage",
+      Text(z.stage));
   if (z.mics_shard_size > 0 && z.stage != 3) {
     return Error("zero_optimization.mics_shard_size",
                  absl::StrCat(z.mics_shard_size,
@@ -269,7 +281,7 @@ absl::Status Mapper::MapZero() {
                               z.stage));
   }
   if (z.stage <= 2) {
-    Set("allow_unused_parameters", &o_.allow_unused_parameters,
+    Set("allow_unused_parameters", &o_.strategy.allow_unused_parameters,
         z.ignore_unused_parameters,
         "zero_optimization.ignore_unused_parameters");
   }
@@ -292,13 +304,14 @@ absl::Status Mapper::MapZeroBuckets() {
   const DeepSpeedZeroConfig& z = c_.zero;
   const std::string p = "zero_optimization.";
   if (z.stage != 1 && z.stage != 2) return absl::OkStatus();
-  const int64_t element = o_.reduce_dtype == "bf16" ? 2 : 4;
+  const at::ScalarType reduce = o_.strategy.mixed_precision.reduce_dtype;
+  const int64_t element = reduce == at::kFloat ? 4 : 2;
   const std::string elements =
       absl::StrCat(z.reduce_bucket_size, " elements x ", element, " bytes (",
-                   o_.reduce_dtype, ")");
-  Set("bucket_bytes", &o_.bucket_bytes, z.reduce_bucket_size * element,
+                   Text(reduce), ")");
+  Set("bucket_bytes", &o_.strategy.bucket_bytes, z.reduce_bucket_size * element,
       p + "reduce_bucket_size", elements);
-  Set("first_bucket_bytes", &o_.first_bucket_bytes,
+  Set("first_bucket_bytes", &o_.strategy.first_bucket_bytes,
       z.reduce_bucket_size * element, p + "reduce_bucket_size", elements);
   if (c_.Given(p + "allgather_bucket_size") &&
       z.allgather_bucket_size != z.reduce_bucket_size) {
@@ -341,6 +354,7 @@ absl::Status Mapper::MapZeroBuckets() {
 absl::Status Mapper::MapZeroStage3() {
   const DeepSpeedZeroConfig& z = c_.zero;
   const std::string p = "zero_optimization.";
+  strategies::FsdpOptions& fsdp = o_.strategy.fsdp;
   if (z.mics_shard_size > 0) {
     if (world_size_ % z.mics_shard_size != 0) {
       return Error(
@@ -348,34 +362,34 @@ absl::Status Mapper::MapZeroStage3() {
           absl::StrCat(z.mics_shard_size, " does not divide the world size ",
                        world_size_));
     }
-    Set("fsdp_sharding", &o_.fsdp_sharding, std::string("hybrid_shard"),
+    Set("fsdp_sharding", &fsdp.sharding, ShardingStrategy::kHybridShard,
         p + "mics_shard_size", Text(z.mics_shard_size));
-    Set("fsdp_hybrid_shard_group_size", &o_.fsdp_hybrid_shard_group_size,
+    Set("fsdp_hybrid_shard_group_size", &fsdp.hybrid_shard_group_size,
         static_cast<int>(z.mics_shard_size), p + "mics_shard_size");
   } else {
-    Set("fsdp_sharding", &o_.fsdp_sharding, std::string("full_shard"),
+    Set("fsdp_sharding", &fsdp.sharding, ShardingStrategy::kFullShard,
         p + "stage", "3");
   }
   // Parameters below the threshold stay whole on every rank: Strata keeps
   // units below --fsdp_wrap_min_params in the gathered root (per unit, not
   // per tensor).
-  Set("fsdp_wrap_min_params", &o_.fsdp_wrap_min_params,
+  Set("fsdp_wrap_min_params", &fsdp.wrap_policy.min_num_params,
       z.stage3_param_persistence_threshold,
       p + "stage3_param_persistence_threshold");
-  Set("fsdp_wrap_unit_types", &o_.fsdp_wrap_unit_types, std::string(),
-      p + "stage3_param_persistence_threshold",
+  Set("fsdp_wrap_unit_types", &fsdp.wrap_policy.unit_types,
+      std::vector<std::string>(), p + "stage3_param_persistence_threshold",
       Text(z.stage3_param_persistence_threshold));
   // Prefetching on or off; Strata prefetches one unit ahead.
   const bool prefetch = z.stage3_prefetch_bucket_size > 0;
   const std::string size = Text(z.stage3_prefetch_bucket_size);
-  Set("fsdp_forward_prefetch", &o_.fsdp_forward_prefetch, prefetch,
+  Set("fsdp_forward_prefetch", &fsdp.forward_prefetch, prefetch,
       p + "stage3_prefetch_bucket_size", size);
-  Set("fsdp_backward_prefetch", &o_.fsdp_backward_prefetch,
-      std::string(prefetch ? "pre" : "none"), p + "stage3_prefetch_bucket_size",
-      size);
+  Set("fsdp_backward_prefetch", &fsdp.backward_prefetch,
+      prefetch ? BackwardPrefetch::kBackwardPre : BackwardPrefetch::kNone,
+      p + "stage3_prefetch_bucket_size", size);
   const bool overlap = z.overlap_comm.value_or(true);
-  Set("fsdp_reductions_in_flight", &o_.fsdp_reductions_in_flight,
-      overlap ? 1 : 0, p + "overlap_comm", Text(overlap));
+  Set("fsdp_reductions_in_flight", &fsdp.reductions_in_flight, overlap ? 1 : 0,
+      p + "overlap_comm", Text(overlap));
   if (!z.contiguous_gradients || !z.reduce_scatter) {
     return Error(p + (z.contiguous_gradients ? "reduce_scatter"
                                              : "contiguous_gradients"),
@@ -446,7 +460,7 @@ absl::Status Mapper::MapZeroOffload() {
         "together (--fsdp_cpu_offload): set offload_optimizer.device and "
         "offload_param.device both to cpu, or neither");
   }
-  Set("fsdp_cpu_offload", &o_.fsdp_cpu_offload, optimizer,
+  Set("fsdp_cpu_offload", &o_.strategy.fsdp.cpu_offload, optimizer,
       p + "offload_optimizer.device", optimizer ? "\"cpu\"" : "\"none\"");
   for (const char* section : {"offload_optimizer", "offload_param"}) {
     const DeepSpeedOffloadConfig& off = std::string(section) == "offload_param"
@@ -618,8 +632,8 @@ absl::Status Mapper::MapActivationCheckpointing() {
   }
   const std::string block =
       model->family == "llama" ? "LlamaBlock" : "GPTBlock";
-  Set("checkpoint_units", &o_.checkpoint_units, std::vector<std::string>{block},
-      "activation_checkpointing", "{...}");
+  Set("checkpoint_units", &o_.strategy.checkpoint_units,
+      std::vector<std::string>{block}, "activation_checkpointing", "{...}");
   if (a.number_checkpoints.has_value()) {
     NoEffect("activation_checkpointing.number_checkpoints",
              Text(*a.number_checkpoints),

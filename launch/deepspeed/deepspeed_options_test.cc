@@ -110,8 +110,10 @@ TEST(ApplyDeepSpeedConfigTest, AccumulationAloneIsAnError) {
 }
 
 TEST(ApplyDeepSpeedConfigTest, StageZeroIsSingleOnOneProcessAndDdpOnMore) {
-  EXPECT_EQ(Apply("{}", 1).options.strategy, strategies::StrategyKind::kSingle);
-  EXPECT_EQ(Apply("{}", 2).options.strategy, strategies::StrategyKind::kDdp);
+  EXPECT_EQ(Apply("{}", 1).options.strategy.kind,
+            strategies::StrategyKind::kSingle);
+  EXPECT_EQ(Apply("{}", 2).options.strategy.kind,
+            strategies::StrategyKind::kDdp);
 }
 
 TEST(ApplyDeepSpeedConfigTest, StagesOneToThreeAreZeroAndFsdp) {
@@ -124,7 +126,7 @@ TEST(ApplyDeepSpeedConfigTest, StagesOneToThreeAreZeroAndFsdp) {
                            R"(, "stage3_param_persistence_threshold": 0}})"),
               2);
     ASSERT_THAT(a.status, IsOk()) << stage;
-    EXPECT_EQ(a.options.strategy, want[stage - 1]) << stage;
+    EXPECT_EQ(a.options.strategy.kind, want[stage - 1]) << stage;
   }
 }
 
@@ -133,13 +135,13 @@ TEST(ApplyDeepSpeedConfigTest, ReduceBucketElementsBecomeReduceDtypeBytes) {
       R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": 1000000}})",
       2);
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.bucket_bytes, 4000000);  // fp32.
-  EXPECT_EQ(a.options.first_bucket_bytes, 4000000);
+  EXPECT_EQ(a.options.strategy.bucket_bytes, 4000000);  // fp32.
+  EXPECT_EQ(a.options.strategy.first_bucket_bytes, 4000000);
   a = Apply(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 1,
                "reduce_bucket_size": 1000000}})",
             2);
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.bucket_bytes, 2000000);  // bf16 communication.
+  EXPECT_EQ(a.options.strategy.bucket_bytes, 2000000);  // bf16 communication.
 }
 
 TEST(ApplyDeepSpeedConfigTest, AllgatherBucketsMustBeTheGradientBuckets) {
@@ -182,28 +184,32 @@ TEST(ApplyDeepSpeedConfigTest, StageThreeKnobsSetTheFsdpFlags) {
       "overlap_comm": false}})",
                           2);
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.fsdp_sharding, "full_shard");
-  EXPECT_FALSE(a.options.fsdp_forward_prefetch);
-  EXPECT_EQ(a.options.fsdp_backward_prefetch, "none");
-  EXPECT_EQ(a.options.fsdp_wrap_min_params, 1000);
-  EXPECT_EQ(a.options.fsdp_reductions_in_flight, 0);
+  EXPECT_EQ(a.options.strategy.fsdp.sharding,
+            strategies::ShardingStrategy::kFullShard);
+  EXPECT_FALSE(a.options.strategy.fsdp.forward_prefetch);
+  EXPECT_EQ(a.options.strategy.fsdp.backward_prefetch,
+            strategies::BackwardPrefetch::kNone);
+  EXPECT_EQ(a.options.strategy.fsdp.wrap_policy.min_num_params, 1000);
+  EXPECT_EQ(a.options.strategy.fsdp.reductions_in_flight, 0);
 }
 
 TEST(ApplyDeepSpeedConfigTest, StageThreeDefaultsPrefetchAndOverlap) {
   const Applied a = Apply(R"({"zero_optimization": {"stage": 3}})", 2);
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_TRUE(a.options.fsdp_forward_prefetch);
-  EXPECT_EQ(a.options.fsdp_backward_prefetch, "pre");
-  EXPECT_EQ(a.options.fsdp_wrap_min_params, 100000);
-  EXPECT_EQ(a.options.fsdp_reductions_in_flight, 1);
+  EXPECT_TRUE(a.options.strategy.fsdp.forward_prefetch);
+  EXPECT_EQ(a.options.strategy.fsdp.backward_prefetch,
+            strategies::BackwardPrefetch::kBackwardPre);
+  EXPECT_EQ(a.options.strategy.fsdp.wrap_policy.min_num_params, 100000);
+  EXPECT_EQ(a.options.strategy.fsdp.reductions_in_flight, 1);
 }
 
 TEST(ApplyDeepSpeedConfigTest, MicsIsHybridSharding) {
   const Applied a =
       Apply(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 2}})", 4);
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.fsdp_sharding, "hybrid_shard");
-  EXPECT_EQ(a.options.fsdp_hybrid_shard_group_size, 2);
+  EXPECT_EQ(a.options.strategy.fsdp.sharding,
+            strategies::ShardingStrategy::kHybridShard);
+  EXPECT_EQ(a.options.strategy.fsdp.hybrid_shard_group_size, 2);
   EXPECT_THAT(
       Apply(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 3}})", 4)
           .status.message(),
@@ -216,7 +222,7 @@ TEST(ApplyDeepSpeedConfigTest, StageThreeCpuOffloadIsFsdpCpuOffload) {
       "offload_param": {"device": "cpu"}}})",
                           2);
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_TRUE(a.options.fsdp_cpu_offload);
+  EXPECT_TRUE(a.options.strategy.fsdp.cpu_offload);
   EXPECT_TRUE(Logged(a,
                      "offload_optimizer.pin_memory=true from ds.json has "
                      "no effect"));
@@ -244,9 +250,9 @@ TEST(ApplyDeepSpeedConfigTest, OffloadBelowStageThreeIsAnError) {
 TEST(ApplyDeepSpeedConfigTest, Bf16IsBf16ParametersWithFp32Masters) {
   const Applied a = Apply(R"({"bf16": {"enabled": true}})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.param_dtype, "bf16");
-  EXPECT_EQ(a.options.reduce_dtype, "bf16");
-  EXPECT_EQ(a.options.buffer_dtype, "bf16");
+  EXPECT_EQ(a.options.strategy.mixed_precision.param_dtype, at::kBFloat16);
+  EXPECT_EQ(a.options.strategy.mixed_precision.reduce_dtype, at::kBFloat16);
+  EXPECT_EQ(a.options.strategy.mixed_precision.buffer_dtype, at::kBFloat16);
   EXPECT_EQ(a.options.precision, Precision::kFp32);  // No autocast.
 }
 
@@ -254,8 +260,8 @@ TEST(ApplyDeepSpeedConfigTest, CommunicationDataTypeIsTheReduceDtype) {
   const Applied a = Apply(
       R"({"bf16": {"enabled": true}, "communication_data_type": "fp32"})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.param_dtype, "bf16");
-  EXPECT_EQ(a.options.reduce_dtype, "fp32");
+  EXPECT_EQ(a.options.strategy.mixed_precision.param_dtype, at::kBFloat16);
+  EXPECT_EQ(a.options.strategy.mixed_precision.reduce_dtype, at::kFloat);
 }
 
 TEST(ApplyDeepSpeedConfigTest, Fp16MapsToFp16ParametersAndLossScaling) {
@@ -264,9 +270,10 @@ TEST(ApplyDeepSpeedConfigTest, Fp16MapsToFp16ParametersAndLossScaling) {
       "min_loss_scale": 0.5}})");
   ASSERT_THAT(a.status, IsOk());
   EXPECT_EQ(a.options.precision, Precision::kFp16);
-  EXPECT_EQ(a.options.param_dtype, "fp16");
-  EXPECT_EQ(a.options.buffer_dtype, "fp16");
-  EXPECT_EQ(a.options.reduce_dtype, "fp16");  // DeepSpeed's default.
+  EXPECT_EQ(a.options.strategy.mixed_precision.param_dtype, at::kHalf);
+  EXPECT_EQ(a.options.strategy.mixed_precision.buffer_dtype, at::kHalf);
+  EXPECT_EQ(a.options.strategy.mixed_precision.reduce_dtype,
+            at::kHalf);  // DeepSpeed's default.
   EXPECT_EQ(a.options.loss_scale, 0);
   EXPECT_EQ(a.options.loss_scale_initial_power, 12);
   EXPECT_EQ(a.options.loss_scale_window, 500);
@@ -303,7 +310,7 @@ TEST(ApplyDeepSpeedConfigTest, Fp16CommunicationDataTypeIsReduceDtype) {
   const Applied a = Apply(
       R"({"fp16": {"enabled": true}, "communication_data_type": "fp32"})");
   ASSERT_THAT(a.status, IsOk());
-  EXPECT_EQ(a.options.reduce_dtype, "fp32");
+  EXPECT_EQ(a.options.strategy.mixed_precision.reduce_dtype, at::kFloat);
 }
 
 TEST(ApplyDeepSpeedConfigTest, Fp16AndBf16TogetherAreAnError) {
@@ -409,13 +416,13 @@ TEST(ApplyDeepSpeedConfigTest, WarmupCosineLrScalesTheOptimizersLr) {
 }
 
 TEST(ApplyDeepSpeedConfigTest, ActivationCheckpointingRecomputesTheBlocks) {
-  EXPECT_THAT(
-      Apply(R"({"activation_checkpointing": {}})").options.checkpoint_units,
-      ElementsAre("GPTBlock"));
+  EXPECT_THAT(Apply(R"({"activation_checkpointing": {}})")
+                  .options.strategy.checkpoint_units,
+              ElementsAre("GPTBlock"));
   TrainOptions llama;
   llama.model = "llama-tiny";
   EXPECT_THAT(Apply(R"({"activation_checkpointing": {}})", 1, llama)
-                  .options.checkpoint_units,
+                  .options.strategy.checkpoint_units,
               ElementsAre("LlamaBlock"));
 }
 

@@ -47,35 +47,33 @@ absl::StatusOr<PlanInput> PlanInputOf(const TrainOptions& o,
   if (o.vocab_size > 0) in.model.vocab_size = o.vocab_size;
   in.model.loss_chunk_tokens = o.loss_chunk_tokens;
   in.world_size = world_size;
-  in.strategy = strategies::StrategyKindName(o.strategy);
-  in.fsdp_sharding = o.fsdp_sharding;
-  in.hybrid_shard_group_size = o.fsdp_hybrid_shard_group_size;
+  const strategies::StrategyOptions& strategy = o.strategy;
+  in.strategy = strategies::StrategyKindName(strategy.kind);
+  in.fsdp_sharding = strategies::ShardingStrategyName(strategy.fsdp.sharding);
+  in.hybrid_shard_group_size = strategy.fsdp.hybrid_shard_group_size;
   // FSDP's schedule as the strategy resolves it for the run's device.
-  absl::StatusOr<strategies::BackwardPrefetch> prefetch =
-      strategies::ParseBackwardPrefetch(o.fsdp_backward_prefetch);
-  if (!prefetch.ok()) return prefetch.status();
-  strategies::FsdpOptions fsdp;
-  fsdp.backward_prefetch = *prefetch;
-  fsdp.reductions_in_flight = o.fsdp_reductions_in_flight;
   const strategies::FsdpSchedule schedule =
-      strategies::ResolveFsdpSchedule(fsdp, cuda);
+      strategies::ResolveFsdpSchedule(strategy.fsdp, cuda);
   in.fsdp_backward_prefetch =
       schedule.backward_prefetch == strategies::BackwardPrefetch::kBackwardPre;
   in.fsdp_reductions_in_flight = schedule.reductions_in_flight;
   in.fsdp_reduce_scatter_every_micro_step =
-      o.fsdp_reduce_scatter_every_micro_step;
+      strategy.fsdp.reduce_scatter_every_micro_step;
   in.micro_batch = micro;
   in.seq_len = o.seq_len;
   in.grad_accumulation = local_batch / micro;
   // The parameters' dtype: --precision=fp16 keeps the model in fp16;
   // otherwise --param_dtype. --precision=bf16 is autocast over them.
-  in.precision = o.precision == Precision::kFp16 ? "fp16" : o.param_dtype;
+  in.precision = o.precision == Precision::kFp16
+                     ? "fp16"
+                     : strategies::MixedPrecisionDtypeName(
+                           strategy.mixed_precision.param_dtype);
   in.autocast = o.precision == Precision::kBf16;
-  in.activation_checkpointing = !o.checkpoint_units.empty();
-  in.checkpoint_every = o.checkpoint_every;
-  in.cpu_offload = o.fsdp_cpu_offload;
-  in.bucket_bytes = o.bucket_bytes;
-  in.first_bucket_bytes = o.first_bucket_bytes;
+  in.activation_checkpointing = !strategy.checkpoint_units.empty();
+  in.checkpoint_every = strategy.checkpoint_every;
+  in.cpu_offload = strategy.fsdp.cpu_offload;
+  in.bucket_bytes = strategy.bucket_bytes;
+  in.first_bucket_bytes = strategy.first_bucket_bytes;
   in.torch_version = torch_compat::TorchVersion();  // This binary's LibTorch.
   if (absl::Status s = ValidatePlanInput(in); !s.ok()) return s;
   return in;

@@ -17,9 +17,9 @@ TEST(PlanInputOfTest, SplitsTheGlobalBatchOverRanksAndMicroBatches) {
   o.global_batch = 32;
   o.micro_batch = 2;
   o.seq_len = 128;
-  o.strategy = strategies::StrategyKind::kFsdp;
-  o.param_dtype = "bf16";
-  o.checkpoint_units = {"GPTBlock"};
+  o.strategy.kind = strategies::StrategyKind::kFsdp;
+  o.strategy.mixed_precision.param_dtype = at::kBFloat16;
+  o.strategy.checkpoint_units = {"GPTBlock"};
   auto in = PlanInputOf(o, 4);
   ASSERT_TRUE(in.ok()) << in.status();
   EXPECT_EQ(in->micro_batch, 2);
@@ -63,7 +63,7 @@ TEST(PlanLineTest, SaysThePeakInMiB) {
   o.model = "gpt-tiny";
   o.global_batch = 8;
   o.seq_len = 64;
-  o.strategy = strategies::StrategyKind::kDdp;
+  o.strategy.kind = strategies::StrategyKind::kDdp;
   auto in = PlanInputOf(o, 2);
   ASSERT_TRUE(in.ok()) << in.status();
   MemoryPlan plan = PlanMemory(*in);

@@ -123,11 +123,11 @@ TEST(TrainPlanOnlyTest, PrintsThePlanOfItsFlagsAndExits) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   TrainOptions o;
   o.model = "gpt-small50m";
-  o.strategy = strategies::StrategyKind::kFsdp;
+  o.strategy.kind = strategies::StrategyKind::kFsdp;
   o.global_batch = 16;
   o.micro_batch = 2;
   o.seq_len = 128;
-  o.checkpoint_units = {"GPTBlock"};
+  o.strategy.checkpoint_units = {"GPTBlock"};
   auto input = PlanInputOf(o, 4);
   ASSERT_TRUE(input.ok()) << input.status();
   EXPECT_EQ(r.out, FormatMemoryPlan(*input, PlanMemory(*input)));

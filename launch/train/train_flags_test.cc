@@ -160,7 +160,7 @@ TEST(TrainOptionsFromFlagsTest, StrategyIsTyped) {
   SetFlag("strategy", "zero2");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
-  EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero2);
+  EXPECT_EQ(o.strategy.kind, strategies::StrategyKind::kZero2);
 }
 
 // The step schedule through the binary: lr = 1e-3 for the warm-up step and
@@ -232,7 +232,7 @@ TEST(TrainOptionsFromFlagsTest, CheckpointUnitsAreSplitAndTrimmed) {
   SetFlag("checkpoint_units", "GPTBlock, blocks.3");
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
-  EXPECT_THAT(o.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
+  EXPECT_THAT(o.strategy.checkpoint_units, ElementsAre("GPTBlock", "blocks.3"));
 }
 
 TEST(TrainOptionsFromFlagsTest, ParsesLossChunkTokens) {
@@ -304,7 +304,7 @@ TEST(DeepSpeedConfigFlagTest, AppliesTheConfigAndExplicitFlagsWin) {
   std::vector<std::string> notes;
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({}), &notes));
-  EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero2);
+  EXPECT_EQ(o.strategy.kind, strategies::StrategyKind::kZero2);
   EXPECT_EQ(o.global_batch, 8);
   EXPECT_EQ(o.optimizer.grad_clip, 2.0);
   EXPECT_THAT(notes, Contains(HasSubstr("--deepspeed_config: --grad_clip=2 "
@@ -320,7 +320,7 @@ TEST(DeepSpeedConfigFlagTest, TheWorldIsNprocBeforeTheRanksStart) {
   ASSERT_OK_AND_ASSIGN(const TrainOptions o,
                        TrainOptionsFromFlags(FakeEnv({})));
   EXPECT_EQ(o.micro_batch, 4);  // 8 / 2 ranks.
-  EXPECT_EQ(o.strategy, strategies::StrategyKind::kDdp);
+  EXPECT_EQ(o.strategy.kind, strategies::StrategyKind::kDdp);
 }
 
 TEST(DeepSpeedConfigFlagTest, TheWorldOfALaunchedRankIsTheLaunchers) {
@@ -354,7 +354,7 @@ TEST(DeepSpeedConfigFlagTest, ARelativePathIsAlsoLookedUpWhereBazelRanFrom) {
   ASSERT_OK_AND_ASSIGN(
       const TrainOptions o,
       TrainOptionsFromFlags(FakeEnv({{"BUILD_WORKING_DIRECTORY", dir}})));
-  EXPECT_EQ(o.strategy, strategies::StrategyKind::kZero1);
+  EXPECT_EQ(o.strategy.kind, strategies::StrategyKind::kZero1);
 }
 
 TEST(DeepSpeedConfigFlagTest, ARejectedKeyNamesTheFlagTheFileAndTheKey) {
@@ -415,21 +415,21 @@ TEST(ConfigsTest, EveryDeepSpeedConfigLoadsIntoValidOptions) {
   }
   ASSERT_EQ(loaded.size(), 3u) << "a new config: check its values below";
   const TrainOptions& fp16 = loaded["gpt_tiny_fp16_adam.json"];
-  EXPECT_EQ(fp16.strategy, strategies::StrategyKind::kZero1);
+  EXPECT_EQ(fp16.strategy.kind, strategies::StrategyKind::kZero1);
   EXPECT_EQ(fp16.precision, Precision::kFp16);
-  EXPECT_EQ(fp16.param_dtype, "fp16");
+  EXPECT_EQ(fp16.strategy.mixed_precision.param_dtype, at::kHalf);
   EXPECT_EQ(fp16.optimizer.kind, strategies::OptimizerKind::kAdam);
   EXPECT_EQ(fp16.loss_scale, 0);
   EXPECT_EQ(fp16.loss_scale_initial_power, 16);
   EXPECT_EQ(fp16.schedule.kind, optim::LrScheduleKind::kWarmupLr);
   const TrainOptions& zero2 = loaded["gpt_tiny_zero2_bf16.json"];
-  EXPECT_EQ(zero2.strategy, strategies::StrategyKind::kZero2);
-  EXPECT_EQ(zero2.param_dtype, "bf16");
+  EXPECT_EQ(zero2.strategy.kind, strategies::StrategyKind::kZero2);
+  EXPECT_EQ(zero2.strategy.mixed_precision.param_dtype, at::kBFloat16);
   EXPECT_EQ(zero2.schedule.kind, optim::LrScheduleKind::kWarmupCosineLr);
   const TrainOptions& zero3 = loaded["gpt_tiny_zero3_offload.json"];
-  EXPECT_EQ(zero3.strategy, strategies::StrategyKind::kFsdp);
-  EXPECT_TRUE(zero3.fsdp_cpu_offload);
-  EXPECT_THAT(zero3.checkpoint_units, ElementsAre("GPTBlock"));
+  EXPECT_EQ(zero3.strategy.kind, strategies::StrategyKind::kFsdp);
+  EXPECT_TRUE(zero3.strategy.fsdp.cpu_offload);
+  EXPECT_THAT(zero3.strategy.checkpoint_units, ElementsAre("GPTBlock"));
   EXPECT_EQ(zero3.schedule.kind, optim::LrScheduleKind::kWarmupDecayLr);
 }
 

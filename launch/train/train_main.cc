@@ -67,7 +67,7 @@ namespace {
 int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
               const comm::RendezvousInfo& world) {
   if (world.world_size > 1 &&
-      o.strategy == strata::strategies::StrategyKind::kSingle) {
+      o.strategy.kind == strata::strategies::StrategyKind::kSingle) {
     LOG(ERROR) << "--strategy=single trains in one process, but this is rank "
                << world.rank << " of " << world.world_size << " ("
                << world.source
@@ -95,7 +95,7 @@ int TrainRank(const TrainOptions& o, const std::vector<std::string>& notes,
     heartbeat = *std::move(started);
   }
   std::unique_ptr<comm::Group> group;
-  if (o.strategy != strata::strategies::StrategyKind::kSingle) {
+  if (o.strategy.kind != strata::strategies::StrategyKind::kSingle) {
     comm::GroupOptions group_options;
     group_options.timeout = absl::Seconds(FLAGS_collective_timeout_s);
     group_options.check_collectives = FLAGS_debug_collectives;
@@ -201,7 +201,7 @@ int Main(int argc, char** argv) {
   // mpirun (read from their environment variables); with --nproc > 1 and no
   // rank environment, train re-launches itself as --nproc ranks.
   if (FLAGS_nproc > 1 &&
-      options->strategy == strata::strategies::StrategyKind::kSingle) {
+      options->strategy.kind == strata::strategies::StrategyKind::kSingle) {
     LOG(ERROR) << "--nproc=" << FLAGS_nproc
                << " needs a data-parallel --strategy (ddp, zero1, zero2 "
                   "or fsdp); --strategy=single trains in one process";

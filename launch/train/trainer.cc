@@ -336,7 +336,7 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   build.seed = o.seed;
   build.deferred = DeferredInit(o, run->device);
   LOG_IF(INFO, run->rank == 0 && !build.deferred && o.fsdp_deferred_init &&
-                   o.strategy == strategies::StrategyKind::kFsdp)
+                   o.strategy.kind == strategies::StrategyKind::kFsdp)
       << "--fsdp_deferred_init: shards are materialised on the host only so "
          "far; building the full model on "
       << run->device.str();
@@ -354,7 +354,7 @@ absl::Status BuildTraining(const TrainOptions& o, Run* run) {
   }
 
   STRATA_ASSIGN_OR_RETURN(const strategies::StrategyOptions strategy_options,
-                          StrategyOptionsFromFlags(o));
+                          StrategyOptionsOf(o));
   const optim::LrScheduleOptions schedule_options = LrScheduleOptionsOf(o);
   STRATA_ASSIGN_OR_RETURN(
       run->strategy,

@@ -214,7 +214,7 @@ TEST(TrainTest, DdpOnTwoRanksTrainsLikeSingle) {
   options.global_batch = 8;
   auto single = Train(options);
   ASSERT_THAT(single, IsOk());
-  options.strategy = strategies::StrategyKind::kDdp;
+  options.strategy.kind = strategies::StrategyKind::kDdp;
   options.output_dir = TempDir("ddp_vs_single_ddp");
   const std::vector<double> losses = TrainOnTwoRanks(options);
   EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
@@ -239,9 +239,9 @@ TEST(TrainTest, FsdpOnTwoRanksTrainsLikeSingleAndSavesTheFullModel) {
   options.schedule.min_lr = 1e-5;
   auto single = Train(options);
   ASSERT_THAT(single, IsOk());
-  options.strategy = strategies::StrategyKind::kFsdp;
+  options.strategy.kind = strategies::StrategyKind::kFsdp;
   options.fsdp_deferred_init = true;
-  options.fsdp_forward_prefetch = true;
+  options.strategy.fsdp.forward_prefetch = true;
   options.output_dir = TempDir("fsdp_vs_single_fsdp");
   const std::vector<double> losses = TrainOnTwoRanks(options);
   EXPECT_NEAR(losses[0], single->final_train_loss, 1e-5);
@@ -298,7 +298,7 @@ TEST(TrainTest, BadOptionsNameTheFlag) {
   EXPECT_THAT(ErrorOf(o),
               HasSubstr("--warmup_steps: must be in [0, --steps=10)"));
   o = TrainOptions();
-  o.bucket_bytes = 0;
+  o.strategy.bucket_bytes = 0;
   EXPECT_THAT(ErrorOf(o), HasSubstr("--bucket_bytes"));
   o = TrainOptions();
   o.steps = 0;
