@@ -115,9 +115,12 @@ if ((!all)); then
   rest=$(cd "$build" && ctest -N -LE '^torch_version$' | sed -n 's/^Total Tests: //p')
   log "not run here: ${rest:-?} tests outside the torch_version set (tools/sanitize.sh libtorch2 runs the whole LibTorch 2.6 suite; the Bazel half runs them on 1.13)"
 fi
-budget_out() {  # WHAT: skipped for the budget
+not_run_for_budget() {  # WHAT [stopped]: WHAT counts as skipped for the budget
+  printf '%s\t%s%s\n' "$1" "${2:+$2: }" "$budget_reason" >>"$not_run"
+}
+budget_out() {  # WHAT: the budget ran out at WHAT, which is skipped
   log "the time budget ran out at: $1"
-  printf '%s\t%s\n' "$1" "$budget_reason" >>"$not_run"
+  not_run_for_budget "$1"
 }
 # Builds CMake target(s) "$@" under the budget into build.log: 0, 124 (the
 # budget ran out) or the build's failure.
@@ -137,8 +140,8 @@ fi
 # first and as many as the time allows; the rest of the binaries and the
 # package follow. One ctest call per test, each under what is left of the
 # budget, so that the budget stops the run between (or inside) tests and
-# every test's result is its own; the JUnit files are merged for
-# tools/count_tests.py.
+# every test's result is its own; tools/count_tests.py reads their JUnit
+# files from their directory.
 log "building and running the tests"
 rm -rf "$build/testlogs" "$build/junit"
 mkdir -p "$build/junit"
@@ -147,7 +150,7 @@ ctest_rc=0
 n=0
 while IFS= read -r name; do
   if ((build_rc == 124 || $(left_s) <= 0)); then
-    printf '%s\t%s\n' "$name" "$budget_reason" >>"$not_run"
+    not_run_for_budget "$name"
     continue
   fi
   # //pkg/sub:name is CMake's target pkg_sub_name (cmake/strata.cmake); a
@@ -158,7 +161,7 @@ while IFS= read -r name; do
     rc=0
     build_targets --target "$target" || rc=$?
     if ((rc == 124)); then
-      printf '%s\t%s\n' "$name" "$budget_reason" >>"$not_run"
+      not_run_for_budget "$name"
       continue
     elif ((rc != 0)); then
       printf '%s: did not build (CMake target %s)\tfailed\n' "$name" "$target" >>"$checks"
@@ -171,7 +174,7 @@ while IFS= read -r name; do
     -R "^$(printf '%s' "$name" | sed 's/[][\\.*^$+?(){}|]/\\&/g')\$") >>"$build/ctest.log" 2>&1 || rc=$?
   if ((rc == 124)); then
     rm -f "$build/junit/$n.xml"
-    printf '%s\tstopped: %s\n' "$name" "$budget_reason" >>"$not_run"
+    not_run_for_budget "$name" stopped
     continue
   fi
   ((rc == 0)) || ctest_rc=$rc
@@ -216,14 +219,5 @@ elif ((build_rc == 124)); then
 else
   printf 'cmake_install_consumer\tthe build failed\n' >>"$not_run"
 fi
-python3 - "$build/junit" "$build/junit.xml" <<'PY'
-import glob, os, sys, xml.etree.ElementTree as ET
-merged = ET.Element("testsuite")
-files = sorted(glob.glob(os.path.join(sys.argv[1], "*.xml")),
-               key=lambda p: int(os.path.basename(p)[:-4]))
-for path in files:
-    merged.extend(ET.parse(path).getroot().iter("testcase"))
-ET.ElementTree(merged).write(sys.argv[2])
-PY
-python3 tools/count_tests.py ctest "$build/junit.xml" "$build/testlogs" "$ctest_rc" \
+python3 tools/count_tests.py ctest "$build/junit" "$build/testlogs" "$ctest_rc" \
   --checks "$checks" --not-run "$not_run" "${totals[@]}"

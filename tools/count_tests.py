@@ -8,8 +8,9 @@ Two runners are read the same way, case by case from each test's XML
       one `bazel test` run, from its build-event stream
       (--build_event_json_file): only the tests of that run count, cached
       results included.
-  count_tests.py ctest JUNIT_XML TESTLOGS_DIR CTEST_EXIT_CODE [--checks FILE] [--not-run FILE]
-      one ctest run, from `ctest --output-junit` (each test's status) and
+  count_tests.py ctest JUNIT TESTLOGS_DIR CTEST_EXIT_CODE [--checks FILE] [--not-run FILE]
+      ctest runs, from `ctest --output-junit` (each test's status: JUNIT is
+      that file, or a directory of them, one per ctest call, all read) and
       the per-test XML cmake/run_test.sh has the test write under
       TESTLOGS_DIR/<package>/<name>/test.xml.
 
@@ -29,6 +30,7 @@ Writes the three numbers to --totals FILE ("passed failed skipped") if given.
 Exit status: 0 iff nothing failed.
 """
 import argparse
+import glob
 import json
 import os
 import sys
@@ -147,13 +149,24 @@ def read_bep(path, tally):
         tally.failed.append(f"{label}: did not build; counted as one failure")
 
 
+def read_junit(junit_path, tally):
+    """The <testcase>s of a ctest JUnit file, or of every *.xml in a
+    directory of them; an unreadable file is one failure."""
+    if os.path.isdir(junit_path):
+        paths = sorted(glob.glob(os.path.join(junit_path, "*.xml")))
+    else:
+        paths = [junit_path]
+    cases = []
+    for path in paths:
+        try:
+            cases.extend(ET.parse(path).getroot().iter("testcase"))
+        except (OSError, ET.ParseError) as e:
+            tally.failed.append(f"ctest JUnit file {path}: {e}; counted as one failure")
+    return cases
+
+
 def read_ctest(junit_path, testlogs, tally):
-    try:
-        cases = list(ET.parse(junit_path).getroot().iter("testcase"))
-    except (OSError, ET.ParseError) as e:
-        tally.failed.append(f"ctest JUnit file {junit_path}: {e}; counted as one failure")
-        return
-    for case in cases:
+    for case in read_junit(junit_path, tally):
         label = case.get("name", "?")
         status = case.get("status", "")
         if status in ("notrun", "disabled"):

@@ -88,6 +88,15 @@ def main():
             '<testcase name="//a:gone" status="notrun"/></testsuite>')
         rc, line, _ = run(["ctest", junit, logs, "8"])
         expect("ctest counts", (rc, line), (1, "2 passed, 3 failed, 2 skipped"))
+        # One JUnit file per ctest call, read from their directory.
+        calls = os.path.join(d, "junit")
+        os.makedirs(calls)
+        open(os.path.join(calls, "1.xml"), "w").write(
+            '<testsuite><testcase name="//a:ok" status="run"/></testsuite>')
+        open(os.path.join(calls, "2.xml"), "w").write(
+            '<testsuite><testcase name="//a:mixed" status="fail"><failure message="Failed"/></testcase></testsuite>')
+        rc, line, _ = run(["ctest", calls, logs, "8"])
+        expect("ctest directory counts", (rc, line), (1, "2 passed, 1 failed, 2 skipped"))
     print("count_tests_test: every count as expected")
     return 0
 
