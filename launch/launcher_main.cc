@@ -1,6 +1,6 @@
 // launch: starts the ranks of one node of a data-parallel job, like torchrun.
 //
-//   launch --nproc_per_node=2 -- bazel-bin/train/train --config=gpt2_small
+//   launch --nproc_per_node=2 -- bazel-bin/launch/train/train --model=gpt2
 //
 // Flags before the program belong to the launcher; everything from the
 // program on is passed to the ranks unchanged ("--" is optional).

@@ -79,11 +79,11 @@
 // full gradient, reduces once, in the last micro-batch, either way (PyTorch
 // all-reduces it every micro-batch: the same sums, no memory saved).
 //
-// Step: global gradient-norm clipping over the shards (sum of squares
-// all-reduced over the shard group), the optimizer (OptimizerConfig: AdamW,
-// Adam or SGD) on the fp32 shards, then a root that stays gathered
-// (SHARD_GRAD_OP, NO_SHARD) is re-gathered; wrapped units and a sharded root
-// are gathered again by the next forward.
+// Step: global gradient-norm clipping over the shards (each rank's part of
+// the p-norm all-reduced over the shard group), the optimizer
+// (OptimizerConfig: AdamW, Adam or SGD) on the fp32 shards, then a root that
+// stays gathered (SHARD_GRAD_OP, NO_SHARD) is re-gathered; wrapped units and
+// a sharded root are gathered again by the next forward.
 //
 // Frozen parameters (requires_grad false) may sit in any flat parameter:
 // their optimizer ranges are frozen (never updated, no weight decay). A unit

@@ -37,10 +37,11 @@
 //
 // Clipping. zero1: gradients are replicated after the all-reduce, so the norm
 // is computed over the full flat gradient buffer (exactly DDP's computation).
-// zero2: the sum of squares of this rank's gradient shard buffer is summed
-// across ranks with an AllReduce (double) inside ClipGradNorm's
-// sum_squares_across_shards hook; every rank scales its shard by the same
-// factor. The norm equals DDP's up to float rounding.
+// zero2: this rank's part of the norm over its gradient shard buffer (the
+// sum of |g|^p, or its largest |g| for p = infinity) is combined across ranks
+// with an AllReduce (double; sum, or max) inside ClipGradNorm's
+// parts_across_shards hook (ClipGradients, replicas.h); every rank scales its
+// shard by the same factor. The norm equals DDP's up to float rounding.
 //
 // Memory (honest accounting, Memory(), counted from what is allocated when
 // it is called): parameters are replicated (4 * padded bytes). ZeRO-1 keeps

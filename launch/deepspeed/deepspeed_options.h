@@ -10,7 +10,9 @@
 //    counterpart (buckets, FSDP prefetch, wrapping, overlap, CPU offload,
 //    MiCS as hybrid sharding);
 //  - bf16 -> --param_dtype/--reduce_dtype/--buffer_dtype bf16 (bf16
-//    parameters, fp32 masters and optimizer state), gradient_clipping,
+//    parameters, fp32 masters and optimizer state); fp16 -> the same in
+//    fp16 with --precision=fp16 and the --loss_scale flags;
+//    gradient_clipping,
 //    optimizer (Adam/AdamW/SGD with DeepSpeed's adam_w_mode meaning),
 //    scheduler (WarmupLR, WarmupDecayLR, WarmupCosineLR: Strata's schedules
 //    of the same names, exact), activation_checkpointing (the model's
@@ -44,8 +46,8 @@ namespace strata::launch {
 // was set, each override ("--lr=0.001 overrides optimizer.params.lr=0.0003
 // from ds_config.json") and each key accepted without effect.
 // InvalidArgument naming the key (and the file) for what Strata cannot run:
-// batch sizes that disagree with the world size, fp16, offload outside
-// stage 3, knobs at values Strata does not implement.
+// batch sizes that disagree with the world size, fp16 together with bf16,
+// offload outside stage 3, knobs at values Strata does not implement.
 absl::Status ApplyDeepSpeedConfig(const DeepSpeedConfig& config, int world_size,
                                   const std::set<std::string>& explicit_flags,
                                   TrainOptions* options,

@@ -17,10 +17,10 @@
 // plan_activations_test.cc checks the saved tensors to the byte on each.
 //
 // The peak is the largest of a few moments of a training step, each a sum
-// of terms (PlanMoment): the head's backward (all activations saved, the
-// logits and their gradient alive) and each transformer block's backward
-// (activations of the blocks before it, FSDP's units in flight). The moment
-// with the largest total is reported, term by term, with each term's
+// of terms (a Moment in plan.cc): the head's backward (all activations
+// saved, the logits and their gradient alive) and each transformer block's
+// backward (activations of the blocks before it, FSDP's units in flight). The
+// moment with the largest total is reported, term by term, with each term's
 // formula.
 #ifndef STRATA_LAUNCH_PLAN_PLAN_H_
 #define STRATA_LAUNCH_PLAN_PLAN_H_

@@ -42,8 +42,9 @@ namespace strata::launch {
 // --nproc ranks), flags given explicitly winning
 // (launch/deepspeed/deepspeed_options.h); what it set and overrode is appended
 // to `notes` (may be null), one line each, for the caller to log. Errors: an
-// enumerated flag (--data,
-// --lr_schedule, --ckpt_format, --precision) with a value it does not
+// enumerated or dtype flag (--data, --strategy, --optimizer, --lr_schedule,
+// --ckpt_format, --precision, --fsdp_sharding, --fsdp_backward_prefetch,
+// --param_dtype, ...) with a value it does not
 // accept, naming the flag and the accepted values; a DeepSpeed config that
 // is missing, unreadable or rejected, naming --deepspeed_config, the path
 // and the key. Other checks are ValidateTrainOptions'.
