@@ -18,10 +18,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/unit.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "optim/sgd.h"
+
+namespace strata::models {
+// models/unit.h; only named here (a wrap policy's predicate takes one), so
+// that the options' readers do not parse torch/nn/module.h.
+struct UnitInfo;
+}  // namespace strata::models
 
 namespace strata::strategies {
 

@@ -22,7 +22,9 @@
 #            interceptor accesses are ignored (ignore_noninstrumented_modules)
 #            while their locks still count; tools/tsan.supp has the rest.
 #  3. tidy:  clang-tidy (.clang-tidy's checks) over every Strata source in
-#            the CMake build's compile database.
+#            the CMake build's compile database (hours on two cores), or with
+#            TIDY_SINCE=REV only the sources changed since git revision REV
+#            and those of the headers changed since.
 #  4. libtorch2: the whole LibTorch 2.6 suite (CMake build of everything and
 #            ctest in the Debian 13 root: tools/ci_libtorch2.sh --all); CI's
 #            2.6 half runs only the tests tagged torch_version.
@@ -120,7 +122,7 @@ for part in "${parts[@]}"; do
       make -C "$build" -j "$jobs" strata_generated >"$dir/tidy-generate.log" 2>&1 \
         || { tail -n 20 "$dir/tidy-generate.log" >&2; }
       line=$(python3 tools/run_clang_tidy.py "$build/compile_commands.json" --root "$root" \
-        --jobs "$jobs" --log "$dir/tidy.log" | tail -n 1)
+        --jobs "$jobs" --log "$dir/tidy.log" ${TIDY_SINCE:+--changed-since "$TIDY_SINCE"} | tail -n 1)
       echo "tidy: $line"
       add_totals "$line"
       ;;

@@ -261,10 +261,6 @@ absl::StatusOr<Contents> LoadDcp(const std::string& dir,
                           comm::AllGatherNames(group, Names(live.optimizer)));
   std::vector<at::Tensor> model_staged, optimizer_staged;
   absl::StatusOr<Contents> contents = [&]() -> absl::StatusOr<Contents> {
-    if (!options.revise_keys.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", dir, "': a DCP checkpoint loads without revise_keys"));
-    }
     STRATA_RETURN_IF_ERROR(CheckRuns(live.model));
     STRATA_RETURN_IF_ERROR(CheckRuns(live.optimizer));
     STRATA_ASSIGN_OR_RETURN(const std::unique_ptr<Reader> reader,
@@ -274,7 +270,7 @@ absl::StatusOr<Contents> LoadDcp(const std::string& dir,
     STRATA_ASSIGN_OR_RETURN(
         const std::vector<int> model_match,
         MatchRuns(model.where, live.model, model_names, model.infos, options,
-                  /*revise=*/false, options.model_keys));
+                  /*revise=*/true, options.model_keys));
     STRATA_RETURN_IF_ERROR(
         Stage(*reader, model, live.model, model_match, 0, model_staged));
     if (!options.load_optimizer) return Contents();

@@ -48,8 +48,9 @@ absl::Status LoadModel(const std::string& dir, const TensorState& live,
 // live optimizer (Meta::optimizer's values): another saved is an error
 // naming both (CheckOptimizer). Missing and unexpected keys are errors
 // under `options.strict` (listed, per section), else kept and ignored;
-// revise_keys is refused. A collective as LoadModel: after an error no
-// rank's state has changed.
+// `options.revise_keys` rename the model section's keys (as found, without
+// the "model." of the nested layout) before matching. A collective as
+// LoadModel: after an error no rank's state has changed.
 absl::StatusOr<Contents> LoadDcp(const std::string& dir,
                                  const TensorState& live,
                                  const ReadOptions& options,

@@ -257,5 +257,31 @@ TEST_F(LoadTest, RefusesMissingUnexpectedAndMismatchedKeysChangingNothing) {
   ExpectSameBytes(fresh.parameters, before);
 }
 
+// mmengine's revise_keys: the checkpoint's model keys are renamed, in
+// order, before they are matched, as for Strata and PyTorch checkpoints; the
+// optimizer's are not read here.
+TEST_F(LoadTest, ReviseKeysRenameTheModelKeysBeforeMatching) {
+  const Model fresh = Build("llama-tiny", 6);
+  Parameters wrapped;  // The names a model held as `backbone` would have.
+  for (const auto& [name, tensor] : fresh.parameters) {
+    wrapped.emplace_back("backbone." + name, tensor);
+  }
+  const Parameters before = Copy(fresh.parameters);
+  ReadOptions options;
+  options.load_optimizer = false;
+  EXPECT_THAT(LoadDcp(*dir_ + "/nested", WholeTensorState(wrapped), options,
+                      "adamw", /*group=*/nullptr)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("backbone.tok_embeddings.weight")));
+  ExpectSameBytes(fresh.parameters, before);
+  options.revise_keys = {{"^", "backbone."}};
+  ASSERT_THAT(LoadDcp(*dir_ + "/nested", WholeTensorState(wrapped), options,
+                      "adamw", /*group=*/nullptr)
+                  .status(),
+              IsOk());
+  ExpectSameBytes(fresh.parameters, saved_.parameters);
+}
+
 }  // namespace
 }  // namespace strata::checkpoint::dcp

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "checkpoint/contents.h"
@@ -151,6 +152,40 @@ TEST(DcpTest, AnotherOptimizerIsRefusedNamingBoth) {
     ExpectSnapshotsEqual(Snapshot(rank.state), before, "after the refusal");
     return false;
   });
+}
+
+// The model's keys only (--load_weights loads no optimizer state).
+Globals ModelOf(const Globals& globals) {
+  Globals model;
+  for (const auto& [key, tensor] : globals) {
+    if (absl::StartsWith(key, "model/")) model.emplace(key, tensor);
+  }
+  return model;
+}
+
+// --load_weights_revise_keys through the Strategy-level load: the DCP
+// checkpoint's model keys are renamed before matching (strictly: a rule
+// that renames them all leaves every key unexpected, and nothing loads),
+// at another strategy and world size than the save's.
+TEST(DcpTest, ReviseKeysRenameTheModelKeysBeforeMatching) {
+  const std::string dir = TempDir("dcp_revise_keys") + "/c";
+  const Globals saved = SaveAt("fsdp", 2, dir);
+  const Globals loaded =
+      RunRanks("zero2", 3, 11, 0, "adamw", [&](const Rank& rank) {
+        const std::map<std::string, at::Tensor> before = Snapshot(rank.state);
+        LoadOptions options;
+        options.load_optimizer = false;
+        options.revise_keys = {{"^", "module."}};
+        EXPECT_THAT(LoadCheckpoint(dir, rank.strategy, rank.group, options),
+                    StatusIs(absl::StatusCode::kInvalidArgument,
+                             HasSubstr("unexpected keys: module.")));
+        ExpectSnapshotsEqual(Snapshot(rank.state), before, "after refusal");
+        options.revise_keys = {{"^", "module."}, {"^module\\.", ""}};
+        EXPECT_THAT(LoadCheckpoint(dir, rank.strategy, rank.group, options),
+                    IsOk());
+        return true;
+      });
+  ExpectGlobalsEqual(ModelOf(loaded), ModelOf(saved), "model after revise");
 }
 
 // A checkpoint saved without the optimizer: resuming it strictly lists the

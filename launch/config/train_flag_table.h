@@ -375,8 +375,8 @@ void VisitCheckpointFlags(TrainOptions& o, Visitor&& v) {
     "--load_weights: REGEX=REPLACEMENT rules separated by ';', applied "
     "in order to the checkpoint's model keys before matching "
     "(mmengine's revise_keys), e.g. '^module\\.=' strips DDP's "
-    "prefix. Strata and PyTorch checkpoints (not DCP, not Hugging "
-    "Face weights).");
+    "prefix. Strata, PyTorch and DCP checkpoints (not Hugging Face "
+    "weights).");
 }
 
 // The run: --seed, --precision and loss scaling, --device, --threads.

@@ -309,9 +309,8 @@ absl::Status LoadWeightsFrom(const std::string& path,
     if (!default_matching) {
       return absl::InvalidArgumentError(
           "Hugging Face weights are converted by name and load strictly: "
-          "--load_weights_strict=false applies to Strata, PyTorch and DCP "
-          "checkpoints, --load_weights_revise_keys to Strata and PyTorch "
-          "ones");
+          "--load_weights_strict=false and --load_weights_revise_keys "
+          "apply to Strata, PyTorch and DCP checkpoints");
     }
     return checkpoint::LoadHfWeights(path, config, strategy, group);
   }
