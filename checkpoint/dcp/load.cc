@@ -95,7 +95,7 @@ Section OptimizerSection(const std::string& dir, const Metadata& metadata,
   }
   if (!step_keys->empty()) {
     section.infos.push_back({"step", {}, at::kLong});
-    section.keys.push_back("");
+    section.keys.emplace_back();
   }
   section.live = "optimizer";
   section.where = absl::StrCat(dir, " (the optimizer of a DCP checkpoint)");

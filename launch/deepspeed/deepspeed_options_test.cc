@@ -5,6 +5,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -32,7 +33,7 @@ Applied Apply(const std::string& json, int world_size = 1,
               TrainOptions options = TrainOptions(),
               const std::set<std::string>& explicit_flags = {}) {
   Applied a;
-  a.options = options;
+  a.options = std::move(options);
   absl::StatusOr<DeepSpeedConfig> config =
       ParseDeepSpeedConfig(json, "ds.json");
   EXPECT_THAT(config.status(), IsOk()) << json;

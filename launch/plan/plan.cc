@@ -423,7 +423,7 @@ std::vector<GemmShape> TrainingGemmShapes(const PlanInput& in) {
                {c, f, 2 * layers},
                {f, c, layers}};
   }
-  linears.push_back({c, m.vocab_size, 1});  // The head.
+  linears.emplace_back(c, m.vocab_size, 1);  // The head.
   std::vector<GemmShape> shapes;
   for (const auto& [in_dim, out_dim, count] : linears) {
     shapes.push_back({bt, in_dim, out_dim, count});  // Forward.

@@ -288,8 +288,7 @@ TEST(TrainBinaryHelpTest, HelpListsTheFlagsButNotTheTestHooks) {
 // A DeepSpeed config written under TEST_TMPDIR; returns its path.
 std::string WriteConfig(const std::string& name, const std::string& json) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
   std::ofstream(path) << json;
   return path;
 }
