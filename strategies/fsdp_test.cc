@@ -253,27 +253,35 @@ TEST(FsdpTest, WrappingEveryUnitPutsTheTiedEmbeddingInTheRoot) {
   ExpectMatches(got, want, want_norms, "every unit wrapped, tied wte");
 }
 
-TEST(FsdpTest, BitwiseEqualToZero2AtWorldTwoWithoutClipping) {
+TEST(FsdpTest, BitwiseEqualToZeroAtWorldTwoWithoutClipping) {
   // Two ranks: every gradient element is the same float sum (a + b) / 2 in
-  // ZeRO-2's bucketed reduce-scatter and FSDP's per-unit one; AdamW is
-  // element-wise with the same per-element weight decay: bitwise equal.
-  // ZeRO-2 reduces the accumulated gradients once a step: so does FSDP with
-  // no_sync accumulation (by default it reduces each of the 2 micro-batches,
-  // another order of the same float sums).
-  std::vector<Params> zero(2);
-  ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
-                auto created = CreateStrategy(
-                    testing::Kind("zero2"), Build(Config("gpt-tiny"), 7),
-                    &group, Optimizer(/*grad_clip=*/0), Schedule());
-                ASSERT_THAT(created, IsOk());
-                ASSERT_THAT(Train(**created, group.rank(), 2, 2), IsOk());
-                zero[group.rank()] = testing::Snapshot(**created);
-              }).ok());
+  // ZeRO's bucketed reductions and FSDP's per-unit ones; AdamW is
+  // element-wise with the same per-element weight decay: bitwise equal. With
+  // 2 micro-batches, FSDP by default (reduce_scatter_every_micro_step) and
+  // ZeRO-2 (always, as DeepSpeed) reduce-scatter each micro-batch and add the
+  // second's result to the shard; FSDP under no_sync and ZeRO-1 add the
+  // micro-batches locally and reduce once.
+  std::map<std::string, Params> zero;
+  for (const std::string kind : {"zero1", "zero2"}) {
+    ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
+                  auto created = CreateStrategy(
+                      testing::Kind(kind), Build(Config("gpt-tiny"), 7), &group,
+                      Optimizer(/*grad_clip=*/0), Schedule());
+                  ASSERT_THAT(created, IsOk());
+                  ASSERT_THAT(Train(**created, group.rank(), 2, 2), IsOk());
+                  if (group.rank() == 0)
+                    zero[kind] = testing::Snapshot(**created);
+                }).ok());
+  }
+  const RunResult fsdp = TrainOnRanks(Fsdp(ShardingStrategy::kFullShard), 2, 2,
+                                      Named("gpt-tiny"), /*grad_clip=*/0);
+  ExpectEqual(fsdp.params, zero["zero2"], "full_shard vs zero2");
   StrategyOptions no_sync = Fsdp(ShardingStrategy::kFullShard);
   no_sync.fsdp.reduce_scatter_every_micro_step = false;
-  const RunResult fsdp =
+  const RunResult fsdp_no_sync =
       TrainOnRanks(no_sync, 2, 2, Named("gpt-tiny"), /*grad_clip=*/0);
-  ExpectEqual(fsdp.params, zero[0], "full_shard vs zero2");
+  ExpectEqual(fsdp_no_sync.params, zero["zero1"],
+              "full_shard no_sync vs zero1");
 }
 
 TEST(FsdpTest, PrefetchSettingsGiveBitwiseTheSameResult) {

@@ -290,6 +290,10 @@ void ZeroStrategy::BuildStageTwoGradients() {
         at::TensorOptions().dtype(at::kFloat).device(grad_shard_.device());
     bucket_grads_.emplace_back(at::zeros({b.numel}, fp32));
     bucket_grads_.back().Release();
+    if (!cast_for_reduce_) {
+      bucket_incoming_.emplace_back(at::zeros({b.numel / world}, fp32));
+      bucket_incoming_.back().Release();
+    }
     if (cast_for_reduce_) {
       bucket_reduce_.emplace_back(
           at::zeros({b.numel}, fp32.dtype(reduce_dtype)));
@@ -338,6 +342,7 @@ void ZeroStrategy::NoteHeldBuckets() {
   int64_t held = 0;
   for (const ReleasableBuffer& b : bucket_grads_) held += b.held_bytes();
   for (const ReleasableBuffer& b : bucket_reduce_) held += b.held_bytes();
+  for (const ReleasableBuffer& b : bucket_incoming_) held += b.held_bytes();
   peak_bucket_bytes_ = std::max(peak_bucket_bytes_, held);
 }
 
@@ -360,15 +365,25 @@ void ZeroStrategy::MoveGradientToBuckets(size_t entry) {
 void ZeroStrategy::ReleaseBucket(size_t bucket) {
   bucket_grads_[bucket].Release();
   if (cast_for_reduce_) bucket_reduce_[bucket].Release();
+  if (!bucket_incoming_.empty()) bucket_incoming_[bucket].Release();
 }
 
 void ZeroStrategy::FinishBucket(size_t bucket) {
   if (bucket_finished_[bucket]) return;
   bucket_finished_[bucket] = true;
   absl::Status wait = works_[bucket]->Wait();
-  if (wait.ok() && cast_for_reduce_) {
+  if (wait.ok()) {
+    // The step's first reduce-scatter of the bucket overwrites its shard
+    // (directly when fp32); later micro-batches' add to it.
     at::NoGradGuard no_grad;
-    shard_views_[bucket].copy_(reduced_shard_views_[bucket]);
+    const bool accumulate = step_reductions_ > 0;
+    if (cast_for_reduce_ && accumulate) {
+      shard_views_[bucket].add_(reduced_shard_views_[bucket]);
+    } else if (cast_for_reduce_) {
+      shard_views_[bucket].copy_(reduced_shard_views_[bucket]);
+    } else if (accumulate) {
+      shard_views_[bucket].add_(bucket_incoming_[bucket].tensor());
+    }
   }
   bucket_status_[bucket] = wait;
   ReleaseBucket(bucket);
@@ -380,8 +395,9 @@ void ZeroStrategy::ZeroGrad() {
     return;
   }
   // Released bucket storage is re-allocated zero-filled when the next
-  // gradient arrives.
+  // gradient arrives, and the next reduce-scatter overwrites the shard.
   for (size_t k = 0; k < buckets_.size(); ++k) ReleaseBucket(k);
+  step_reductions_ = 0;
 }
 
 ZeroStrategy::~ZeroStrategy() {
@@ -394,11 +410,33 @@ ZeroStrategy::~ZeroStrategy() {
 }
 
 absl::Status ZeroStrategy::BeforeMicroBatch(bool last_micro_batch) {
-  return readiness_->BeforeMicroBatch(name(), last_micro_batch);
+  STRATA_RETURN_IF_ERROR(
+      readiness_->BeforeMicroBatch(name(), last_micro_batch));
+  // zero2 reduce-scatters during every micro-batch's backward.
+  if (stage2() && !last_micro_batch) readiness_->Arm();
+  return absl::OkStatus();
 }
 
 absl::Status ZeroStrategy::AfterMicroBatch(bool last_micro_batch,
                                            absl::Status backward) {
+  if (stage2() && !last_micro_batch) {
+    // An accumulation micro-batch: what backward did not launch is launched
+    // now, every reduce-scatter is waited for (its storage released), and
+    // the next micro-batch starts counting afresh.
+    readiness_->Disarm();
+    if (backward.ok()) {
+      readiness_->LaunchRemaining([this](size_t bucket) {
+        LaunchBucket(bucket, /*from_backward=*/false);
+      });
+    }
+    absl::Status reduced = WaitForBuckets();
+    works_.clear();
+    bucket_status_.assign(buckets_.size(), absl::OkStatus());
+    bucket_finished_.assign(buckets_.size(), false);
+    ++step_reductions_;
+    STRATA_RETURN_IF_ERROR(backward);
+    return reduced;
+  }
   STRATA_RETURN_IF_ERROR(backward);
   readiness_->AfterBackward(last_micro_batch);
   // The last micro-batch's gradients are folded bucket by bucket at launch;
@@ -413,6 +451,14 @@ void ZeroStrategy::LaunchBucket(size_t bucket, bool from_backward) {
   if (stage2()) {
     AllocateBucket(bucket);  // A bucket whose parameters got no gradient.
     at::Tensor input = bucket_grads_[bucket].tensor();
+    at::Tensor output = reduced_shard_views_[bucket];
+    if (step_reductions_ > 0 && !cast_for_reduce_) {
+      // Accumulating: reduce-scattered apart, added to the shard by
+      // FinishBucket.
+      bucket_incoming_[bucket].Allocate();
+      NoteHeldBuckets();
+      output = bucket_incoming_[bucket].tensor();
+    }
     if (cast_for_reduce_) {
       bucket_reduce_[bucket].AllocateZeroed();
       NoteHeldBuckets();
@@ -420,8 +466,8 @@ void ZeroStrategy::LaunchBucket(size_t bucket, bool from_backward) {
       bucket_reduce_[bucket].tensor().copy_(input);
       input = bucket_reduce_[bucket].tensor();
     }
-    works_.push_back(group_->ReduceScatterAsync(
-        input, reduced_shard_views_[bucket], comm::ReduceOp::kAverage));
+    works_.push_back(
+        group_->ReduceScatterAsync(input, output, comm::ReduceOp::kAverage));
     // Keep at most kBucketsInFlight reduce-scatters (and their full-size
     // storage) in flight: finishing an older one frees its storage.
     if (bucket >= kBucketsInFlight) FinishBucket(bucket - kBucketsInFlight);
@@ -444,14 +490,11 @@ void ZeroStrategy::ResetStep() {
     bucket_status_.assign(buckets_.size(), absl::OkStatus());
     bucket_finished_.assign(buckets_.size(), false);
   }
+  step_reductions_ = 0;
 }
 
-absl::Status ZeroStrategy::FinishGradients() {
-  absl::Status status = readiness_->CompleteStep(
-      absl::StrCat(name(), " on rank ", group_->rank()),
-      options_.allow_unused_parameters,
-      [this](size_t entry) { return flat().entries()[entry].name; },
-      [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/false); });
+absl::Status ZeroStrategy::WaitForBuckets() {
+  absl::Status status;
   for (size_t k = 0; k < works_.size(); ++k) {
     absl::Status wait;
     if (stage2()) {
@@ -470,6 +513,17 @@ absl::Status ZeroStrategy::FinishGradients() {
                        ")) on rank ", group_->rank()));
     }
   }
+  return status;
+}
+
+absl::Status ZeroStrategy::FinishGradients() {
+  absl::Status status = readiness_->CompleteStep(
+      absl::StrCat(name(), " on rank ", group_->rank()),
+      options_.allow_unused_parameters,
+      [this](size_t entry) { return flat().entries()[entry].name; },
+      [this](size_t bucket) { LaunchBucket(bucket, /*from_backward=*/false); });
+  absl::Status waited = WaitForBuckets();
+  if (status.ok()) status = waited;
   if (status.ok() && cast_for_reduce_ && !stage2()) {
     at::NoGradGuard no_grad;
     for (size_t k = 0; k < buckets_.size(); ++k) {
@@ -544,6 +598,9 @@ MemoryReport ZeroStrategy::Memory() const {
       report.gradient_bytes += b.held_bytes();
     }
     for (const ReleasableBuffer& b : bucket_reduce_) {
+      report.communication_bytes += b.held_bytes();
+    }
+    for (const ReleasableBuffer& b : bucket_incoming_) {
       report.communication_bytes += b.held_bytes();
     }
     report.transient_gradient_bytes = peak_bucket_bytes_;

@@ -21,13 +21,23 @@
 // therefore sharded too: for AdamW and Adam 8 bytes per owned element,
 // 8 * padded / N per rank (SGD: 4 with momentum, none without).
 //
-// Communication. During the last micro-batch's backward, gradient-accumulator
-// post-hooks count ready parameters per bucket and launch buckets in bucket
-// order (same order on every rank), as DDP does:
-//   zero1: AllReduceAsync(bucket gradients, kAverage), as DDP;
+// Communication. During the backward, gradient-accumulator post-hooks count
+// ready parameters per bucket and launch buckets in bucket order (same order
+// on every rank), as DDP does:
+//   zero1: AllReduceAsync(bucket gradients, kAverage), as DDP, during the
+//          last micro-batch's backward (accumulation micro-batches add into
+//          the local gradients without communication);
 //   zero2: ReduceScatterAsync(the bucket's fp32 gradient storage, this
 //          rank's gradient shard of the bucket, kAverage) into a separate
-//          gradient shard buffer (see "Memory").
+//          gradient shard buffer, during EVERY micro-batch's backward, as
+//          DeepSpeed's stage 2 does (see "Memory"). The step's first
+//          reduce-scatter of a bucket writes its shard; those of later
+//          micro-batches are written apart (into a released-between-uses
+//          buffer of the bucket's shard size, or the reduce_dtype shard) and
+//          added to it, so the shard holds the sum over micro-batches of
+//          their averaged gradients. An accumulation micro-batch launches
+//          what its backward did not and waits for all of them before it
+//          returns.
 // Step() launches what is left, waits, clips, runs the bucket optimizers, then
 // all-gathers the updated parameters bucket by bucket. AllGather's input must
 // not alias its output, so each rank first copies its shard of a bucket into
@@ -53,25 +63,29 @@
 // accumulator (added before the readiness hooks, so it runs first) adds it
 // into its bucket's fp32 storage (the parts of a parameter straddling a
 // bucket boundary into both) and frees it. A bucket's storage is allocated,
-// zero-filled, when its first gradient of the step arrives and released
+// zero-filled, when its first gradient of the micro-batch arrives and released
 // once its reduce-scatter is done: each launch waits for the reduce-scatter
-// launched kBucketsInFlight buckets earlier, and Step() for the rest. With
-// gradient accumulation the storage is kept, with no communication, until
-// the last micro-batch (one reduce-scatter per step; not reduce-scattered
-// every micro-batch), so the whole gradient is then held in bucket storage
-// during the step. transient_gradient_bytes reports the most bucket storage
-// held at once so far (a high-water mark); autograd's per-parameter
-// gradients, freed by the hooks, are not counted. The extra copy (each
-// gradient into its bucket) is DeepSpeed's too.
+// launched kBucketsInFlight buckets earlier, and Step() (or the end of an
+// accumulation micro-batch) for the rest. With gradient accumulation every
+// micro-batch is reduce-scattered, so no full-size gradient is held between
+// micro-batches either: a step's communication is one reduce-scatter per
+// micro-batch, its memory the shard and a few buckets.
+// transient_gradient_bytes reports the most bucket storage (with the
+// accumulation outputs) held at once so far (a high-water mark); autograd's
+// per-parameter gradients, freed by the hooks, are not counted. The extra copy
+// (each gradient into its bucket) is DeepSpeed's too.
 //
 // Mixed precision (MixedPrecisionOptions, single.h): the flat buffer, and so
 // the model's parameters, all-gathers and the gradients autograd writes, are
 // in param_dtype (bf16); the fp32 master parameters are this rank's shard
 // (laid out as the gradient shard: bucket runs at buffer_offset) with fp32
-// optimizer state. Accumulation micro-batches fold their bf16 gradients into a
-// full-size fp32 buffer after backward; in the last micro-batch each bucket
-// is folded when ready and reduced in reduce_dtype (bf16: a bf16 copy is
-// reduced, into a bf16 shard for zero2, and cast back at Step()). After the
+// optimizer state. zero1: accumulation micro-batches fold their bf16
+// gradients into a full-size fp32 buffer after backward; in the last
+// micro-batch each bucket is folded when ready and reduced in reduce_dtype
+// (bf16: a bf16 copy is reduced). zero2: the hooks fold every gradient into
+// its fp32 bucket storage; with reduce_dtype bf16 a bf16 copy of the bucket
+// is reduce-scattered into a bf16 shard, copied (the step's first
+// micro-batch) or added (later ones) into the fp32 shard. After the
 // optimizers, each rank casts its master shard into the bf16 staging buffer
 // and all-gathers it into the parameters. ModelState() is then the fp32
 // master shard runs (sharded as OptimizerState()), and AfterStateLoaded()
@@ -161,7 +175,7 @@ class ZeroStrategy : public SingleStrategy {
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bucket reductions started so far from gradient hooks (during backward)
-  // and from Step().
+  // and after it (Step(), or zero2's accumulation micro-batches).
   int64_t buckets_launched_in_backward() const { return launched_in_backward_; }
   int64_t buckets_launched_at_step() const { return launched_at_step_; }
 
@@ -204,10 +218,14 @@ class ZeroStrategy : public SingleStrategy {
   void MoveGradientToBuckets(size_t entry);
   void AllocateBucket(size_t bucket);
   void ReleaseBucket(size_t bucket);
-  // Waits for `bucket`'s reduce-scatter (once per step), keeps its status,
-  // completes a bf16 reduce into the fp32 shard and releases the storage.
+  // Waits for `bucket`'s reduce-scatter (once per launch), keeps its status,
+  // writes or adds its result into the fp32 shard (a bf16 reduce, or a later
+  // micro-batch's) and releases the storage.
   void FinishBucket(size_t bucket);
   void NoteHeldBuckets();
+  // Waits for every reduction launched since the last reset (zero2:
+  // FinishBucket), returning the first failure, annotated.
+  absl::Status WaitForBuckets();
 
   const StrategyOptions options_;
   const OptimizerConfig config_;
@@ -239,6 +257,13 @@ class ZeroStrategy : public SingleStrategy {
   // released between uses (see "Memory").
   std::vector<ReleasableBuffer> bucket_grads_;
   std::vector<ReleasableBuffer> bucket_reduce_;
+  // zero2 without cast_for_reduce_, per bucket: the reduce-scatter output of
+  // the step's later micro-batches (numel / N, fp32), added to the shard;
+  // released between uses.
+  std::vector<ReleasableBuffer> bucket_incoming_;
+  // zero2: the micro-batches reduce-scattered so far this step (0: the next
+  // reduce-scatter overwrites the shard).
+  int64_t step_reductions_ = 0;
   // zero2: per entry, its runs in buckets.
   std::vector<std::vector<Segment>> segments_;
   // zero2, per bucket, this step: the reduce-scatter's status once

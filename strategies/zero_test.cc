@@ -105,14 +105,11 @@ TEST_P(ZeroDropoutParityTest, MatchesSingleWithDropout) {
 INSTANTIATE_TEST_SUITE_P(Kinds, ZeroDropoutParityTest,
                          ::testing::Values("zero1", "zero2"));
 
-TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
-  // Small ZeRO buckets: many buckets, parameters straddling bucket and shard
-  // boundaries. With two ranks every gradient element is the same float sum
-  // (a + b) / 2 and AdamW is element-wise, so the results must be bitwise
-  // equal to DDP's.
-  const std::vector<StrategyOptions> options = {
-      Kind("ddp"), Kind("zero1", /*bucket_bytes=*/1000, 600),
-      Kind("zero2", /*bucket_bytes=*/1000, 600)};
+// Runs `options` at world 2 with `micro_batches`, and expects parameters
+// bitwise equal to options[0]'s (DDP) on both ranks, every bucket reduced
+// from the backward hooks.
+void ExpectBitwiseEqualToDdp(const std::vector<StrategyOptions>& options,
+                             int micro_batches) {
   std::vector<std::vector<Params>> results(options.size(),
                                            std::vector<Params>(2));
   std::vector<std::vector<double>> norms(options.size());
@@ -130,14 +127,17 @@ TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
           }
           std::vector<double> local_norms;
           absl::Status status =
-              Train(**created, group.rank(), 2, 2, &local_norms);
+              Train(**created, group.rank(), 2, micro_batches, &local_norms);
           ASSERT_THAT(status, IsOk());
           if (k > 0) {
-            // Every bucket is reduced from the backward hooks, none
-            // left to Step().
+            // Every bucket is reduced from the backward hooks, none left to
+            // Step(): zero1 once per step, zero2 once per micro-batch.
             auto* zero = dynamic_cast<ZeroStrategy*>(created->get());
+            const int64_t reductions =
+                options[k].kind == StrategyKind::kZero2 ? micro_batches : 1;
             EXPECT_EQ(zero->buckets_launched_in_backward(),
-                      kSteps * static_cast<int64_t>(zero->buckets().size()));
+                      reductions * kSteps *
+                          static_cast<int64_t>(zero->buckets().size()));
             EXPECT_EQ(zero->buckets_launched_at_step(), 0);
           }
           results[k][group.rank()] = Snapshot(**created);
@@ -146,9 +146,10 @@ TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
   }
   for (size_t k = 1; k < options.size(); ++k) {
     for (int rank = 0; rank < 2; ++rank) {
-      ExpectEqual(results[k][rank], results[0][0],
-                  absl::StrCat(StrategyKindName(options[k].kind), " rank ",
-                               rank, " vs ddp"));
+      ExpectEqual(
+          results[k][rank], results[0][0],
+          absl::StrCat(StrategyKindName(options[k].kind), " rank ", rank,
+                       " vs ddp, ", micro_batches, " micro-batches"));
     }
     ASSERT_EQ(norms[k].size(), norms[0].size());
     for (size_t s = 0; s < norms[0].size(); ++s) {
@@ -156,6 +157,27 @@ TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
           << StrategyKindName(options[k].kind) << " step " << s;
     }
   }
+}
+
+TEST(ZeroTest, BitwiseEqualToDdpAtWorldTwoWithoutClipping) {
+  // Small ZeRO buckets: many buckets, parameters straddling bucket and shard
+  // boundaries. With two ranks and one micro-batch every gradient element is
+  // the same float sum (a + b) / 2 and AdamW is element-wise, so the results
+  // must be bitwise equal to DDP's.
+  ExpectBitwiseEqualToDdp(
+      {Kind("ddp"), Kind("zero1", /*bucket_bytes=*/1000, 600),
+       Kind("zero2", /*bucket_bytes=*/1000, 600)},
+      1);
+}
+
+TEST(ZeroTest, ZeroOneBitwiseEqualToDdpWithAccumulation) {
+  // zero1, as DDP, adds the micro-batches locally and all-reduces once:
+  // ((a1 + a2) + (b1 + b2)) / 2. zero2 reduce-scatters each micro-batch,
+  // (a1 + b1) / 2 + (a2 + b2) / 2, a different float sum: its agreement with
+  // accumulation is ZeroParityTest's (1 and 2 micro-batches, derived
+  // tolerance).
+  ExpectBitwiseEqualToDdp(
+      {Kind("ddp"), Kind("zero1", /*bucket_bytes=*/1000, 600)}, 2);
 }
 
 TEST(ZeroTest, MemoryMatchesTheZeroFormulas) {
@@ -234,7 +256,7 @@ std::vector<MemoryReport> StepRecordingMemory(Strategy& strategy, int rank,
   return reports;
 }
 
-TEST(ZeroTest, ZeroTwoKeepsBucketGradientsOnlyUntilTheirReduceScatter) {
+TEST(ZeroTest, ZeroTwoReduceScattersEveryMicroBatch) {
   ASSERT_TRUE(RunOnRanks(2, [&](Group& group) {
                 auto created =
                     CreateStrategy(Kind("zero2", /*bucket_bytes=*/20000, 6000),
@@ -243,27 +265,36 @@ TEST(ZeroTest, ZeroTwoKeepsBucketGradientsOnlyUntilTheirReduceScatter) {
                 ASSERT_THAT(created, IsOk());
                 auto* zero = dynamic_cast<ZeroStrategy*>(created->get());
                 ASSERT_NE(zero, nullptr);
-                ASSERT_GT(zero->buckets().size(), 10u);
+                const auto& buckets = zero->buckets();
+                ASSERT_GT(buckets.size(), 10u);
                 const int64_t padded = zero->Memory().parameter_bytes / 4;
                 const int64_t shard_bytes = 4 * padded / 2;
                 EXPECT_EQ(zero->Memory().gradient_bytes, shard_bytes);
                 EXPECT_EQ(zero->Memory().transient_gradient_bytes, 0);
-                // Two micro-batches: every bucket is held from the first
-                // backward (no communication on accumulation micro-batches) ...
+                // Two micro-batches: the first is reduce-scattered before
+                // ForwardBackward returns, and every bucket released ...
                 std::vector<MemoryReport> m =
                     StepRecordingMemory(*zero, group.rank(), 2, 0);
-                EXPECT_EQ(m[0].gradient_bytes, shard_bytes + 4 * padded);
-                // ... until the last backward reduce-scatters them: all but the
-                // last kBucketsInFlight = 2 were finished and released during
-                // it ...
-                const auto& buckets = zero->buckets();
+                EXPECT_EQ(m[0].gradient_bytes, shard_bytes);
+                // ... the last backward finishes all but the last
+                // kBucketsInFlight = 2 (with their accumulation outputs,
+                // 1/N of each, communication buffers) ...
                 const int64_t last_two =
                     4 * (buckets[buckets.size() - 1].numel +
                          buckets[buckets.size() - 2].numel);
                 EXPECT_EQ(m[1].gradient_bytes, shard_bytes + last_two);
-                // ... and Step() released the rest.
+                EXPECT_EQ(m[1].communication_bytes,
+                          m[0].communication_bytes + last_two / 2);
+                // ... and Step() releases the rest. At no time was more than
+                // a few buckets held: far less than the full gradient.
                 EXPECT_EQ(m[2].gradient_bytes, shard_bytes);
-                EXPECT_EQ(m[2].transient_gradient_bytes, 4 * padded);
+                EXPECT_EQ(m[2].communication_bytes, m[0].communication_bytes);
+                EXPECT_GT(m[2].transient_gradient_bytes, 0);
+                EXPECT_LT(m[2].transient_gradient_bytes, 4 * padded / 2);
+                // Every bucket once per micro-batch.
+                EXPECT_EQ(zero->buckets_launched_in_backward() +
+                              zero->buckets_launched_at_step(),
+                          2 * static_cast<int64_t>(buckets.size()));
               }).ok());
 }
 

@@ -1,5 +1,7 @@
 #include "launch/deepspeed/deepspeed_options.h"
 
+#include <glog/logging.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -212,14 +214,12 @@ absl::Status Mapper::MapPrecision() {
   Set("param_dtype", &mp.param_dtype, dtype, key, enabled);
   Set("buffer_dtype", &mp.buffer_dtype, dtype, key, enabled);
   if (c_.communication_data_type.has_value()) {
+    // The schema admits fp32, bf16 and fp16 only (deepspeed_schema.cc), all
+    // of which parse.
     absl::StatusOr<at::ScalarType> reduce =
         strategies::ParseMixedPrecisionDtype("reduce_dtype",
                                              *c_.communication_data_type);
-    if (!reduce.ok()) {
-      return Error("communication_data_type",
-                   absl::StrCat("\"", *c_.communication_data_type,
-                                "\": expected fp32, bf16 or fp16"));
-    }
+    CHECK(reduce.ok()) << reduce.status();
     Set("reduce_dtype", &mp.reduce_dtype, *reduce, "communication_data_type",
         *c_.communication_data_type);
   } else {

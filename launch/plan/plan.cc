@@ -405,6 +405,22 @@ double OptimizerBytes(const PlanInput& in, double psi) {
   return bytes;
 }
 
+// ZeRO-2's gradient bucket storage held during a block's backward.
+PlanTerm ZeroBucketsTerm(const PlanInput& in, int64_t psi) {
+  const int64_t buckets = std::min(
+      4 * psi, in.first_bucket_bytes + kZeroBucketsInFlight * in.bucket_bytes);
+  // Accumulating in fp32, each micro-batch after the first reduce-scatters a
+  // bucket into 1/N of its size before adding it to the shard (ZeroStrategy's
+  // bucket_incoming_).
+  const bool incoming = in.grad_accumulation > 1 && in.precision != "bf16";
+  return {"communication buffers (gradient buckets)",
+          buckets + (incoming ? buckets / in.world_size : 0),
+          incoming
+              ? "min(4 Psi, first bucket + 2 buckets) fp32 bucket "
+                "storage, + 1/N of it (accumulating reduce-scatter output)"
+              : "min(4 Psi, first bucket + 2 buckets) fp32 bucket storage"};
+}
+
 }  // namespace
 
 std::vector<GemmShape> TrainingGemmShapes(const PlanInput& in) {
@@ -538,14 +554,7 @@ MemoryPlan PlanMemory(const PlanInput& in) {
     Moment mo;
     mo.name = absl::StrCat("backward of block ", i);
     mo.terms = state;
-    if (in.strategy == "zero2") {
-      const int64_t buckets =
-          std::min(4 * psi, in.first_bucket_bytes +
-                                kZeroBucketsInFlight * in.bucket_bytes);
-      mo.terms.push_back(
-          {"communication buffers (gradient buckets)", buckets,
-           "min(4 Psi, first bucket + 2 buckets) fp32 bucket storage"});
-    }
+    if (in.strategy == "zero2") mo.terms.push_back(ZeroBucketsTerm(in, psi));
     if (fsdp) {
       for (PlanTerm& t : FsdpTerms(in, p, root, unit, i)) {
         mo.terms.push_back(std::move(t));
@@ -611,7 +620,11 @@ double CollectivesPerStep(const PlanInput& in) {
   const double rest = std::max(0.0, grad_bytes - in.first_bucket_bytes);
   const double buckets =
       1 + std::ceil(rest / static_cast<double>(in.bucket_bytes));
-  return buckets + (in.strategy == "ddp" ? 0 : 1);
+  // zero2 reduce-scatters every micro-batch (strategies/zero.h); ddp and
+  // zero1 all-reduce once a step; zero1 and zero2 then all-gather.
+  const double reductions =
+      in.strategy == "zero2" ? static_cast<double>(in.grad_accumulation) : 1;
+  return buckets * reductions + (in.strategy == "ddp" ? 0 : 1);
 }
 
 StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
@@ -685,7 +698,8 @@ StepTimePlan PlanStepTime(const PlanInput& in, const Hardware& hw) {
       exposed_payloads = 1;
     }
   } else if (in.strategy == "zero2") {
-    payloads = 2;  // Reduce-scatter + parameter all-gather.
+    // A reduce-scatter per micro-batch + the parameter all-gather.
+    payloads = accumulation + 1;
     exposed_payloads = 1;
     overlappable_s = plan.compute_s * 2 / 3;
   } else if (in.strategy == "fsdp") {

@@ -415,6 +415,29 @@ TEST(PlanMemoryTest, Zero2Bf16ReducesIntoA2ByteShard) {
   EXPECT_EQ(Term(PlanMemory(input), "gradients"), 4 * shard);
 }
 
+TEST(PlanMemoryTest, Zero2AccumulatingInFp32AddsAQuarterBucketOutput) {
+  // gpt-tiny, ZeRO-2 on 4 ranks, 2 micro-batches of 2: the peak is in a
+  // block's backward, where min(4 Psi, first + 2 buckets) of fp32 bucket
+  // storage is held; a later micro-batch's reduce-scatter writes 1/N of it
+  // apart before adding it to the shard. Reducing in bf16 it lands in the
+  // bf16 shard instead.
+  PlanInput input = Input("gpt-tiny", "zero2", 4);
+  input.grad_accumulation = 2;
+  const MemoryPlan plan = PlanMemory(input);
+  ASSERT_EQ(plan.peak_moment.rfind("backward of block", 0), 0u)
+      << plan.peak_moment;
+  const int64_t buckets =
+      std::min(4 * plan.num_parameters,
+               input.first_bucket_bytes + 2 * input.bucket_bytes);
+  EXPECT_EQ(Term(plan, "communication buffers (gradient buckets)"),
+            buckets + buckets / 4);
+  input.precision = "bf16";
+  const MemoryPlan bf16 = PlanMemory(input);
+  ASSERT_EQ(bf16.peak_moment.rfind("backward of block", 0), 0u)
+      << bf16.peak_moment;
+  EXPECT_EQ(Term(bf16, "communication buffers (gradient buckets)"), buckets);
+}
+
 TEST(TrainingGemmShapesTest, CarryTheLinearLayersTrainingFlops) {
   // Forward, input gradient and weight gradient of every linear layer:
   // 2 m k n each, 6 FLOPs per matmul weight per token in all.
@@ -532,6 +555,11 @@ TEST(CollectivesPerStepTest, DdpOnePerBucket) {
   EXPECT_EQ(CollectivesPerStep(input), expected);
   input.strategy = "zero2";
   EXPECT_EQ(CollectivesPerStep(input), expected + 1);
+  // zero2 reduce-scatters every micro-batch; ddp all-reduces once a step.
+  input.grad_accumulation = 3;
+  EXPECT_EQ(CollectivesPerStep(input), 3 * expected + 1);
+  input.strategy = "ddp";
+  EXPECT_EQ(CollectivesPerStep(input), expected);
   EXPECT_EQ(CollectivesPerStep(Input("gpt-small50m", "ddp", 1)), 0);
 }
 
