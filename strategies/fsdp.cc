@@ -170,9 +170,16 @@ absl::Status FsdpStrategy::Build(const optim::LrScheduleOptions& schedule) {
       at::zeros({master_numel},
                 at::TensorOptions().dtype(at::kFloat).device(state_device_));
   grad_shards_ = at::zeros_like(master_);
+  if (options_.fsdp.param_init_fn && !deferred) {
+    return absl::InvalidArgumentError(
+        "fsdp: FsdpOptions::param_init_fn is set, but no parameter of the "
+        "model is on the meta device: it initialises deferred models only "
+        "(models::BuildOptions::deferred; train's --fsdp_deferred_init)");
+  }
   ShardSource source;
   source.model = &model();
   source.init_seed = options_.fsdp.init_seed;
+  source.param_init_fn = &options_.fsdp.param_init_fn;
   source.deferred = deferred;
   source.world = world_;
   source.staging_device = compute_device_;

@@ -23,16 +23,27 @@ absl::StatusOr<at::Tensor> InitialValue(const FlatUnitPlan& unit,
   const FlatUnitPlan::Entry& e = unit.entries[entry];
   const at::Tensor& param = params[entry];
   if (!param.is_meta()) return param.detach();
+  const bool user = source.param_init_fn != nullptr && *source.param_init_fn;
   absl::StatusOr<at::Tensor> initial =
-      source.model->InitialParameter(e.name, source.init_seed);
+      user ? (*source.param_init_fn)(e.name, e.shape)
+           : source.model->InitialParameter(e.name, source.init_seed);
+  const std::string what =
+      user ? "FsdpOptions::param_init_fn" : "the model's InitialParameter";
   if (!initial.ok()) {
-    return Annotate(initial.status(),
-                    absl::StrCat("fsdp: materialising ", e.name));
+    return Annotate(initial.status(), absl::StrCat("fsdp: materialising ",
+                                                   e.name, " with ", what));
   }
-  if (initial->sizes().vec() != e.shape) {
-    return absl::InternalError(absl::StrCat(
-        "fsdp: the model's initial value of ", e.name, " has shape ",
-        c10::str(initial->sizes()), ", expected ", ShapeString(e.shape)));
+  if (!initial->defined() || initial->sizes().vec() != e.shape ||
+      !initial->is_floating_point()) {
+    const std::string got =
+        !initial->defined()
+            ? "an undefined tensor"
+            : absl::StrCat(c10::toString(initial->scalar_type()), " of shape ",
+                           c10::str(initial->sizes()));
+    return (user ? absl::InvalidArgumentError
+                 : absl::InternalError)(absl::StrCat(
+        "fsdp: ", what, " returned ", got, " for ", e.name,
+        ", expected a floating-point tensor of shape ", ShapeString(e.shape)));
   }
   return *std::move(initial);
 }

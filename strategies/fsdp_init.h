@@ -14,9 +14,12 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/group.h"
 #include "models/unit.h"
 #include "strategies/fsdp_plan.h"
@@ -41,6 +44,11 @@ struct ShardSource {
   // device (deferred initialisation).
   const models::UnitModel* model = nullptr;
   uint64_t init_seed = 0;
+  // FsdpOptions::param_init_fn (borrowed; may be null or empty): used
+  // instead of the model's InitialParameter when set.
+  const std::function<absl::StatusOr<at::Tensor>(
+      const std::string&, const std::vector<int64_t>&)>* param_init_fn =
+      nullptr;
   // Materialise every meta parameter from InitialParameter, this rank's part
   // only; otherwise take rank 0's values (a broadcast over `world`).
   bool deferred = false;

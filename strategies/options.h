@@ -4,10 +4,12 @@
 // (ShardingStrategy --fsdp_sharding, BackwardPrefetch
 // --fsdp_backward_prefetch, WrapPolicy, FsdpOptions), OptimizerConfig, and
 // their validation. Parse errors (InvalidArgument) name the flag and list the
-// accepted values. Pure functions: no tensors, no ranks.
+// accepted values. Pure functions: no ranks, and no tensors but what a
+// user's FsdpOptions::param_init_fn returns.
 #ifndef STRATA_STRATEGIES_OPTIONS_H_
 #define STRATA_STRATEGIES_OPTIONS_H_
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -203,6 +205,17 @@ struct FsdpOptions {
   // deferred, parameters on the meta device) was built with. Each rank then
   // materialises only its shards, with the values a full build would have.
   uint64_t init_seed = 0;
+  // PyTorch FSDP's param_init_fn, per parameter: with a deferred model, the
+  // initial value of the meta parameter `name` of `shape` (full size; cast
+  // to fp32), instead of the model's InitialParameter(name, init_seed).
+  // Called on every rank, unit by unit, while this rank's shard is filled
+  // (one full value alive at a time); it is not told the rank and must give
+  // every rank the same values. An error names the parameter. Null: the
+  // model's own initialisation. Set with a model that has no meta parameter,
+  // creation fails (PyTorch ignores it there).
+  std::function<absl::StatusOr<at::Tensor>(const std::string& name,
+                                           const std::vector<int64_t>& shape)>
+      param_init_fn;
   // Keep released unit buffers (gathered parameters, full gradients) within
   // a step and reuse them for the next buffer of the same size, instead of
   // freeing and allocating them per gather (UnitBufferPool,

@@ -1,10 +1,10 @@
 // The checkpoint API, in the spirit of mmengine's runner: save a strategy's
 // model and optimizer state plus metadata, the LR schedule's state and extra
-// values in one of three formats, load it back (strictly or not, renaming
+// values in one of four formats, load it back (strictly or not, renaming
 // keys), resume, and manage the checkpoints of a run (a `latest` pointer,
 // keeping the last few, asynchronous saves).
 //
-// Formats (see checkpoint/full.h, local.h, sharded.h):
+// Formats (see checkpoint/full.h, local.h, sharded.h, dcp/):
 //   full     one PyTorch file written by rank 0 (Python's torch.load reads
 //            it); loads under any world size and strategy.
 //   local    one file per rank as the strategy keeps its state; loads only
@@ -12,6 +12,9 @@
 //   sharded  one data file per rank written in parallel plus metadata;
 //            loads under any world size and strategy, each rank reading only
 //            what it needs.
+//   dcp      PyTorch's torch.distributed.checkpoint directory (one .distcp
+//            file per rank plus .metadata); loads under any world size and
+//            strategy, and PyTorch's dcp.load reads it.
 //
 // Every function taking a `group` is a collective over it (null: one
 // process); each rank passes its own strategy. Errors are the same on every
