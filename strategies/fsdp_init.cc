@@ -90,7 +90,7 @@ absl::Status CheckSamePlanOnAllRanks(comm::Group& group, const FsdpPlan& plan) {
 absl::Status FillMasterShard(const FlatUnitPlan& unit,
                              const std::vector<at::Tensor>& params,
                              int shard_rank, const ShardSource& source,
-                             at::Tensor master) {
+                             const at::Tensor& master) {
   const int64_t shard_begin = unit.shard_begin(shard_rank);
   const int64_t shard_end = shard_begin + unit.shard_numel;
   if (source.deferred) {

@@ -65,7 +65,7 @@ struct ShardSource {
 absl::Status FillMasterShard(const FlatUnitPlan& unit,
                              const std::vector<at::Tensor>& params,
                              int shard_rank, const ShardSource& source,
-                             at::Tensor master);
+                             const at::Tensor& master);
 
 // Converts `model`'s floating-point buffers to `dtype` and gives every rank
 // rank 0's values (a collective over `world` when it has several ranks;
